@@ -1,0 +1,89 @@
+/** Running a sub-task's agent and collecting what it did. */
+import { harnessFor } from '../agents';
+import { BUNDLE_REF, runRef } from '../gitstore';
+import { type AgentSpec, normalizeRepoPath, pathIsUnder } from '../spec';
+import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+import { type CommandReport, execTracked, script, sh } from './exec';
+
+/** A report names at most this many out-of-scope paths; the count says how many there were. */
+const MAX_LISTED_PATHS = 20;
+
+export interface CollectedWork {
+  ref?: string;
+  headSha: string;
+  commits: number;
+  filesChanged: number;
+  /** Changed paths outside ownedPaths (at most MAX_LISTED_PATHS), and how many there were. */
+  outOfScope: string[];
+  outOfScopeCount: number;
+}
+
+export function agentActivities(deps: ActivityDeps) {
+  return {
+    async runAgent(input: {
+      sandbox: SandboxRef;
+      agent: AgentSpec;
+      workerId: string;
+      objective: string;
+      prompt: string;
+      timeoutMs: number;
+    }): Promise<CommandReport> {
+      const sb = await openSandbox(deps, input.sandbox);
+      const promptFile = `${sb.scratch}/prompt.md`;
+      await sb.writeFile(promptFile, input.prompt);
+      const run = harnessFor(input.agent).invocation({
+        workerId: input.workerId,
+        objective: input.objective,
+        prompt: input.prompt,
+        promptFile,
+      });
+      return execTracked(deps, sb, run.command, { env: run.env, timeoutMs: input.timeoutMs, label: `agent ${input.workerId}` });
+    },
+
+    /**
+     * Commits anything the agent left uncommitted (so it is not lost), checks the changed paths
+     * against ownedPaths and copies the commits into the staging repository. Safe to repeat.
+     */
+    async collectWork(input: {
+      sandbox: SandboxRef;
+      runKey: string;
+      workerId: string;
+      baseSha: string;
+      ownedPaths: string[];
+    }): Promise<CollectedWork> {
+      const sb = await openSandbox(deps, input.sandbox);
+      const base = sh(input.baseSha);
+      const out = await script(
+        sb,
+        `git add -A
+git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${input.workerId}`)}
+if ! git merge-base --is-ancestor ${base} HEAD; then echo "the worker's branch no longer descends from the base commit" >&2; exit 3; fi
+echo "HEAD $(git rev-parse HEAD)"
+echo "COUNT $(git rev-list --count ${base}..HEAD)"
+git -c core.quotepath=off diff --name-only --no-renames ${base} HEAD | sed 's/^/PATH /'`,
+        'collecting the worker\'s commits',
+      );
+      const lines = out.split('\n');
+      const field = (name: string) => lines.find((l) => l.startsWith(`${name} `))?.slice(name.length + 1) ?? '';
+      const headSha = field('HEAD');
+      const commits = Number(field('COUNT'));
+      const paths = lines.filter((l) => l.startsWith('PATH ')).map((l) => l.slice(5));
+      const owned = input.ownedPaths.map(normalizeRepoPath);
+      const outside = paths.filter((p) => !owned.some((o) => pathIsUnder(p, o)));
+      const result: CollectedWork = {
+        headSha,
+        commits,
+        filesChanged: paths.length,
+        outOfScope: outside.slice(0, MAX_LISTED_PATHS),
+        outOfScopeCount: outside.length,
+      };
+      if (commits === 0) return result;
+      const bundle = `${sb.scratch}/work.bundle`;
+      await script(sb, `git update-ref ${BUNDLE_REF} HEAD\ngit bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}`, 'bundling the worker\'s commits');
+      const staging = await deps.staging();
+      const ref = runRef(input.runKey, `workers/${input.workerId}`);
+      await staging.importBundle(await sb.readFile(bundle), ref);
+      return { ...result, ref };
+    },
+  };
+}

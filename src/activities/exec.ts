@@ -1,0 +1,80 @@
+/** Running commands in a sandbox from an activity: heartbeats, cancellation, logs by reference. */
+import { Context } from '@temporalio/activity';
+import { tail } from '../artifacts';
+import type { Sandbox } from '../sandbox/types';
+import type { ActivityDeps } from './deps';
+
+/** Full output kept for the artifact; beyond this only the end is kept. */
+const LOG_CAP = 32 * 1024 * 1024;
+const HEARTBEAT_MS = 5_000;
+
+export interface CommandReport {
+  exitCode: number;
+  timedOut: boolean;
+  durationMs: number;
+  /** The last lines of output, small enough for workflow history. */
+  tail: string;
+  /** The full output in the artifact store. */
+  logRef: string;
+}
+
+/**
+ * Runs a long command (an agent, a test suite) with heartbeats carrying progress, so Temporal
+ * notices a dead worker, and so a cancellation reaches us and kills the process tree.
+ */
+export async function execTracked(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  command: string,
+  opts: { env?: Record<string, string>; timeoutMs: number; label: string },
+): Promise<CommandReport> {
+  const ctx = Context.current();
+  const started = Date.now();
+  let log = '';
+  let bytes = 0;
+  const beat = () => {
+    const lastLine = log.trimEnd().split('\n').pop()?.slice(0, 200) ?? '';
+    ctx.heartbeat({ label: opts.label, outputBytes: bytes, lastLine });
+  };
+  beat();
+  const timer = setInterval(beat, HEARTBEAT_MS);
+  let result;
+  try {
+    result = await sb.exec(command, {
+      env: opts.env,
+      timeoutMs: opts.timeoutMs,
+      signal: ctx.cancellationSignal,
+      onOutput: (chunk) => {
+        bytes += chunk.length;
+        log += chunk;
+        if (log.length > LOG_CAP) log = log.slice(-LOG_CAP / 2);
+      },
+    });
+  } finally {
+    clearInterval(timer);
+  }
+  if (result.aborted) await ctx.cancelled;
+  const logRef = await deps.artifacts.put(log);
+  return {
+    exitCode: result.exitCode,
+    timedOut: result.timedOut,
+    durationMs: Date.now() - started,
+    tail: tail(log),
+    logRef,
+  };
+}
+
+/** Runs a short script (git plumbing) and returns its output; a non-zero exit is an error. */
+export async function script(sb: Sandbox, body: string, what: string, timeoutMs = 5 * 60_000): Promise<string> {
+  const r = await sb.exec(`set -euo pipefail\n${body}`, { timeoutMs, signal: Context.current().cancellationSignal });
+  if (r.aborted) await Context.current().cancelled;
+  if (r.exitCode !== 0) {
+    throw new Error(`${what} failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);
+  }
+  return r.output;
+}
+
+/** Quotes a value for bash. */
+export function sh(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}

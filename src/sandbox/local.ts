@@ -1,0 +1,222 @@
+/**
+ * Local sandboxes: one directory per sandbox under the data directory. Commands run under
+ * bubblewrap when it works here (read-only system, writable workspace, private /tmp, own pid
+ * namespace, no network unless asked, dies with its parent). Without it they run as plain
+ * processes, and every report says so.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Isolation } from '../spec';
+import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from './types';
+
+/** Output kept in ExecResult.output; more is only streamed through onOutput. */
+const OUTPUT_CAP = 1024 * 1024;
+const INSIDE_WORKSPACE = '/workspace';
+const INSIDE_SCRATCH = '/scratch';
+/** Host directories mounted read-only so tools work inside the sandbox. */
+const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'];
+
+export interface BubblewrapProbe {
+  isolation: Isolation;
+  /** Why bubblewrap is not used, when it is not. */
+  reason?: string;
+}
+
+let probed: BubblewrapProbe | undefined;
+
+/** Checks once per process whether bubblewrap can actually start a sandbox here. */
+export function probeBubblewrap(): BubblewrapProbe {
+  if (probed) return probed;
+  if (process.env.FLOTILLA_ISOLATION === 'none') {
+    probed = { isolation: 'none', reason: 'FLOTILLA_ISOLATION=none was set' };
+    return probed;
+  }
+  const r = spawnSync('bwrap', ['--ro-bind', '/', '/', '--unshare-pid', '--die-with-parent', 'true'], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  if (r.error) probed = { isolation: 'none', reason: `bubblewrap (bwrap) not found: ${r.error.message}` };
+  else if (r.status !== 0) probed = { isolation: 'none', reason: `bubblewrap failed to start: ${r.stderr.trim()}` };
+  else probed = { isolation: 'bubblewrap' };
+  return probed;
+}
+
+function readOnlyDirs(): string[] {
+  const dirs = SYSTEM_DIRS.filter((d) => existsSync(d));
+  // Node and tools installed outside /usr (nvm, pyenv) must stay reachable.
+  const extra = [path.dirname(path.dirname(process.execPath)), ...(process.env.FLOTILLA_SANDBOX_RO_PATHS ?? '').split(':')];
+  for (const d of extra) {
+    if (d && existsSync(d) && !dirs.some((s) => d === s || d.startsWith(s + '/'))) dirs.push(d);
+  }
+  return dirs;
+}
+
+export function killTree(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+/**
+ * Runs argv as its own process group and enforces the deadline and abort signal by killing
+ * the whole group, so no grandchild outlives the command.
+ */
+export function runProcessGroup(argv: string[], cwd: string, options: ExecOptions): Promise<ExecResult> {
+  return new Promise((resolve, reject) => {
+    if (options.signal?.aborted) {
+      resolve({ exitCode: -1, output: '', timedOut: false, aborted: true });
+      return;
+    }
+    const child = spawn(argv[0], argv.slice(1), {
+      cwd,
+      env: options.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    let timedOut = false;
+    let aborted = false;
+    const onData = (buf: Buffer) => {
+      const chunk = buf.toString('utf8');
+      output += chunk;
+      if (output.length > OUTPUT_CAP * 2) output = output.slice(-OUTPUT_CAP);
+      options.onOutput?.(chunk);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killTree(child.pid);
+    }, options.timeoutMs);
+    const onAbort = () => {
+      aborted = true;
+      killTree(child.pid);
+    };
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+      reject(err);
+    });
+    child.on('close', (code, sig) => {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+      // Whatever the command left running in its group goes with it.
+      killTree(child.pid);
+      resolve({
+        exitCode: code ?? (sig ? 128 : -1),
+        output: output.length > OUTPUT_CAP ? output.slice(-OUTPUT_CAP) : output,
+        timedOut,
+        aborted,
+      });
+    });
+  });
+}
+
+class LocalSandbox implements Sandbox {
+  readonly workspace: string;
+  readonly scratch: string;
+
+  constructor(
+    readonly id: string,
+    private readonly root: string,
+    readonly isolation: Isolation,
+    private readonly options: SandboxOptions,
+  ) {
+    const isolated = isolation === 'bubblewrap';
+    this.workspace = isolated ? INSIDE_WORKSPACE : path.join(root, 'workspace');
+    this.scratch = isolated ? INSIDE_SCRATCH : path.join(root, 'scratch');
+  }
+
+  private hostPath(inside: string): string {
+    const pairs: [string, string][] = [
+      [this.workspace, path.join(this.root, 'workspace')],
+      [this.scratch, path.join(this.root, 'scratch')],
+    ];
+    const normalized = path.posix.normalize(inside);
+    for (const [sandboxDir, hostDir] of pairs) {
+      if (normalized === sandboxDir || normalized.startsWith(sandboxDir + '/')) {
+        return path.join(hostDir, normalized.slice(sandboxDir.length));
+      }
+    }
+    throw new Error(`path ${inside} is outside the sandbox's workspace and scratch directories`);
+  }
+
+  async exec(command: string, options: ExecOptions): Promise<ExecResult> {
+    const cwd = options.cwd ?? this.workspace;
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+      HOME: this.scratch,
+      LANG: 'C.UTF-8',
+      TMPDIR: '/tmp',
+      ...options.env,
+    };
+    if (this.isolation === 'none') {
+      return runProcessGroup(['bash', '-c', command], this.hostPath(cwd), { ...options, env });
+    }
+    const argv = ['bwrap'];
+    for (const dir of readOnlyDirs()) argv.push('--ro-bind', dir, dir);
+    argv.push(
+      '--proc', '/proc',
+      '--dev', '/dev',
+      '--tmpfs', '/tmp',
+      '--bind', path.join(this.root, 'workspace'), INSIDE_WORKSPACE,
+      '--bind', path.join(this.root, 'scratch'), INSIDE_SCRATCH,
+      '--unshare-pid', '--unshare-ipc', '--unshare-uts',
+      '--die-with-parent',
+      '--chdir', cwd,
+    );
+    if (!this.options.network) argv.push('--unshare-net');
+    argv.push('--', 'bash', '-c', command);
+    return runProcessGroup(argv, this.root, { ...options, env });
+  }
+
+  async writeFile(inside: string, data: Uint8Array | string): Promise<void> {
+    const host = this.hostPath(inside);
+    await mkdir(path.dirname(host), { recursive: true });
+    await writeFile(host, data);
+  }
+
+  async readFile(inside: string): Promise<Uint8Array> {
+    return readFile(this.hostPath(inside));
+  }
+}
+
+export class LocalSandboxProvider implements SandboxProvider {
+  readonly name = 'local';
+
+  constructor(private readonly baseDir: string) {}
+
+  /** A readable, collision-free directory name for a key such as "run-1/worker/api". */
+  dirFor(key: string): string {
+    const readable = key.replace(/[^A-Za-z0-9._-]+/g, '_').slice(0, 80);
+    const hash = createHash('sha256').update(key).digest('hex').slice(0, 10);
+    return path.join(this.baseDir, `${readable}-${hash}`);
+  }
+
+  private open(key: string, options: SandboxOptions): Sandbox {
+    const root = this.dirFor(key);
+    return new LocalSandbox(path.basename(root), root, probeBubblewrap().isolation, options);
+  }
+
+  async provision(key: string, options: SandboxOptions): Promise<Sandbox> {
+    const root = this.dirFor(key);
+    await mkdir(path.join(root, 'workspace'), { recursive: true });
+    await mkdir(path.join(root, 'scratch'), { recursive: true });
+    return this.open(key, options);
+  }
+
+  async find(key: string, options: SandboxOptions): Promise<Sandbox | undefined> {
+    return existsSync(path.join(this.dirFor(key), 'workspace')) ? this.open(key, options) : undefined;
+  }
+
+  async destroy(key: string): Promise<void> {
+    await rm(this.dirFor(key), { recursive: true, force: true, maxRetries: 3 });
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * The one interface Flotilla uses to run anything an agent or a repository controls. Every
+ * provider (local, E2B) passes the same contract suite in test/sandbox.contract.ts.
+ */
+import type { Isolation } from '../spec';
+
+export interface ExecOptions {
+  /** Working directory inside the sandbox; defaults to the workspace. */
+  cwd?: string;
+  /** The complete environment of the command: nothing from the host leaks in implicitly. */
+  env?: Record<string, string>;
+  /** Our deadline: the whole process tree is killed when it passes. */
+  timeoutMs: number;
+  /** Aborting kills the whole process tree. */
+  signal?: AbortSignal;
+  /** Called with output chunks as they arrive (stdout and stderr interleaved). */
+  onOutput?: (chunk: string) => void;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  /** Combined output; callers that expect a lot should use onOutput and keep a tail. */
+  output: string;
+  timedOut: boolean;
+  /** Set when the run was stopped by the abort signal. */
+  aborted: boolean;
+}
+
+export interface Sandbox {
+  readonly id: string;
+  readonly isolation: Isolation;
+  /** The repository checkout, as seen from inside the sandbox. */
+  readonly workspace: string;
+  /** A private scratch directory outside the workspace (prompts, bundles), inside the sandbox. */
+  readonly scratch: string;
+  /** Runs `bash -c command`. */
+  exec(command: string, options: ExecOptions): Promise<ExecResult>;
+  writeFile(path: string, data: Uint8Array | string): Promise<void>;
+  readFile(path: string): Promise<Uint8Array>;
+}
+
+export interface SandboxOptions {
+  /** Whether commands may reach the network. */
+  network: boolean;
+}
+
+export interface SandboxProvider {
+  readonly name: string;
+  /**
+   * Returns the sandbox for `key`, creating it only if it does not exist yet, so a retried
+   * provisioning finds the same sandbox and whatever work it already holds.
+   */
+  provision(key: string, options: SandboxOptions): Promise<Sandbox>;
+  /** The sandbox provisioned under `key`, or undefined when there is none. */
+  find(key: string, options: SandboxOptions): Promise<Sandbox | undefined>;
+  /** Destroys the sandbox and everything in it; destroying a missing sandbox is not an error. */
+  destroy(key: string): Promise<void>;
+}

@@ -1,0 +1,256 @@
+/**
+ * The shapes that cross Flotilla's edges: the request a user submits and the reports that come
+ * back. This module is imported by workflow code, so it must stay pure (no Node APIs, no I/O).
+ */
+import { z } from 'zod';
+
+/** Rules of `git check-ref-format`, applied without running git so workflows can use them too. */
+export function refNameProblem(name: string): string | undefined {
+  if (name.length === 0) return 'is empty';
+  if (name.length > 200) return 'is longer than 200 characters';
+  if (name.includes('..')) return 'contains ".."';
+  if (name.includes('@{')) return 'contains "@{"';
+  if (name === '@') return 'is "@"';
+  if (/[\x00-\x20\x7f~^:?*[\\]/.test(name)) return 'contains a space, control character or one of ~ ^ : ? * [ \\';
+  if (name.startsWith('/') || name.endsWith('/') || name.includes('//')) return 'has an empty path component';
+  if (name.endsWith('.')) return 'ends with "."';
+  if (name.startsWith('-')) return 'starts with "-"';
+  for (const part of name.split('/')) {
+    if (part.startsWith('.')) return `has a component starting with "." (${part})`;
+    if (part.endsWith('.lock')) return `has a component ending with ".lock" (${part})`;
+  }
+  if (name.startsWith('refs/')) return 'must be a branch name such as "main", not a full ref';
+  return undefined;
+}
+
+/** Why a repository-relative path is unsafe, or undefined when it is fine. */
+export function repoPathProblem(path: string): string | undefined {
+  if (path.length === 0) return 'is empty';
+  if (path.startsWith('/') || /^[A-Za-z]:[\\/]/.test(path)) return 'must be relative to the repository root, not absolute';
+  if (path.includes('\\')) return 'must use "/" as separator';
+  if (/[\x00-\x1f]/.test(path)) return 'contains a control character';
+  const parts = path.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) return 'must not contain ".."';
+  if (parts.some((p) => p.toLowerCase() === '.git')) return 'must not reach into .git/';
+  return undefined;
+}
+
+/** "src//a/./b/" → "src/a/b"; "." and "" → "" (the whole repository). */
+export function normalizeRepoPath(path: string): string {
+  return path
+    .split('/')
+    .filter((p) => p !== '' && p !== '.')
+    .join('/');
+}
+
+/** True when `path` is `owner` itself or lies below it. The empty owner is the whole repository. */
+export function pathIsUnder(path: string, owner: string): boolean {
+  return owner === '' || path === owner || path.startsWith(owner + '/');
+}
+
+/**
+ * Why a repository location is refused, or undefined when it is allowed. Only transports that
+ * cannot run arbitrary commands are accepted: `ext::` and other `<helper>::` forms can execute
+ * programs on the host, so they never reach git.
+ */
+export function repoUrlProblem(url: string): string | undefined {
+  if (url.length === 0) return 'is empty';
+  if (/[\x00-\x1f\s]/.test(url)) return 'contains whitespace or a control character';
+  if (url.startsWith('-')) return 'must not start with "-"';
+  if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url)) return `uses the transport helper "${url.split('::')[0]}::", which is not allowed`;
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url)?.[1]?.toLowerCase();
+  if (scheme !== undefined) {
+    if (scheme === 'https' || scheme === 'ssh' || scheme === 'file') return undefined;
+    if (scheme === 'http') return 'uses plain http; use https';
+    return `uses the unsupported scheme "${scheme}://" (allowed: https://, ssh://, user@host:path, or an absolute local path)`;
+  }
+  if (url.startsWith('/')) return undefined;
+  // scp-like syntax: [user@]host:path, where host has no slash before the colon.
+  if (/^([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:[^/\\].*|^([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:\/.+/.test(url) && !url.includes('::')) return undefined;
+  return 'must be an https:// or ssh:// URL, a user@host:path address, or an absolute local path';
+}
+
+const refName = z.string().superRefine((v, ctx) => {
+  const problem = refNameProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: `branch name ${problem}` });
+});
+
+const repoPath = z.string().superRefine((v, ctx) => {
+  const problem = repoPathProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: `path ${problem}` });
+});
+
+/** A sub-task id becomes part of a branch name and a workflow id, so it is kept plain. */
+const subTaskId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, 'must be 1-63 letters, digits, "-" or "_", starting with a letter or digit');
+
+export const ShellAgent = z
+  .object({
+    kind: z.literal('shell'),
+    /** Run with bash in the workspace; the prompt is in $FLOTILLA_PROMPT and the file $FLOTILLA_PROMPT_FILE. */
+    command: z.string().min(1, 'must not be empty'),
+  })
+  .strict();
+
+export const AgentSpec = z.discriminatedUnion('kind', [ShellAgent]);
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+export const SubTask = z
+  .object({
+    id: subTaskId,
+    prompt: z.string().min(1, 'must not be empty'),
+    /** Paths (files or directories, relative to the repository root) this sub-task may change. */
+    ownedPaths: z.array(repoPath).min(1, 'must list at least one path'),
+    /** Overrides the request's default agent for this sub-task. */
+    agent: AgentSpec.optional(),
+  })
+  .strict();
+export type SubTask = z.infer<typeof SubTask>;
+
+export const Limits = z
+  .object({
+    /** Workers running at once. Default 4: enough parallelism without starving a laptop. */
+    maxParallel: z.number().int().min(1).max(64).default(4),
+    /** Wall-clock limit of one agent run. Default 30 minutes. */
+    workerTimeoutMinutes: z.number().positive().max(24 * 60).default(30),
+    /** Limit of the setup and test commands. Default 10 minutes. */
+    commandTimeoutMinutes: z.number().positive().max(24 * 60).default(10),
+  })
+  .strict();
+
+export const SandboxSpec = z
+  .object({
+    provider: z.literal('local').default('local'),
+    /** Agents get no network unless asked: a shell agent rarely needs it. */
+    network: z.boolean().default(false),
+  })
+  .strict();
+
+export const LeaderRequest = z
+  .object({
+    objective: z.string().min(1, 'must not be empty'),
+    repo: z
+      .object({
+        url: z.string().superRefine((v, ctx) => {
+          const problem = repoUrlProblem(v);
+          if (problem) ctx.addIssue({ code: 'custom', message: `repository ${problem}` });
+        }),
+        baseRef: refName.default('main'),
+        /** Where the result is pushed. Defaults to baseRef. */
+        targetRef: refName.optional(),
+      })
+      .strict(),
+    subTasks: z.array(SubTask).min(1, 'must list at least one sub-task').max(100, 'at most 100 sub-tasks'),
+    /** The agent each sub-task runs unless it names its own. */
+    agent: AgentSpec.optional(),
+    testCmd: z.string().min(1, 'must not be empty'),
+    setupCmd: z.string().min(1).optional(),
+    limits: Limits.default({ maxParallel: 4, workerTimeoutMinutes: 30, commandTimeoutMinutes: 10 }),
+    sandbox: SandboxSpec.default({ provider: 'local', network: false }),
+  })
+  .strict()
+  .superRefine((req, ctx) => {
+    const seen = new Map<string, number>();
+    req.subTasks.forEach((t, i) => {
+      const first = seen.get(t.id);
+      if (first !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'id'], message: `duplicate id "${t.id}" (also subTasks[${first}])` });
+      } else seen.set(t.id, i);
+      if (!t.agent && !req.agent) {
+        ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'agent'], message: 'is required when the request has no default "agent"' });
+      }
+    });
+    const owners: { task: number; pathIdx: number; path: string }[] = [];
+    req.subTasks.forEach((t, task) =>
+      t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
+    );
+    for (const a of owners) {
+      for (const b of owners) {
+        if (a.task >= b.task) continue;
+        if (pathIsUnder(a.path, b.path) || pathIsUnder(b.path, a.path)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
+            message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${req.subTasks[a.task].id}"; owned paths must be disjoint`,
+          });
+        }
+      }
+    }
+  });
+export type LeaderRequest = z.infer<typeof LeaderRequest>;
+export type LeaderRequestInput = z.input<typeof LeaderRequest>;
+
+export class RequestError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid request:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'RequestError';
+  }
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : `${out ? '.' : ''}${String(p)}`;
+  return out || '(request)';
+}
+
+/** Parses and validates a request; throws RequestError naming every bad field and why. */
+export function parseLeaderRequest(input: unknown): LeaderRequest {
+  const result = LeaderRequest.safeParse(input);
+  if (result.success) return result.data;
+  throw new RequestError(
+    result.error.issues.map((issue) => {
+      const where = formatPath(issue.path);
+      if (issue.code === 'invalid_type' && issue.input === undefined) return `${where}: is required`;
+      if (issue.code === 'unrecognized_keys') return `${where}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+      return `${where}: ${issue.message}`;
+    }),
+  );
+}
+
+// ---- Reports: small summaries and references only; they live in workflow history. ----
+
+export type Isolation = 'bubblewrap' | 'none';
+
+export interface WorkerReport {
+  workerId: string;
+  status: 'done' | 'failed';
+  /** Why it failed, in one or two lines. */
+  reason?: string;
+  /** Staging ref holding the worker's commits, and its head. */
+  ref?: string;
+  headSha?: string;
+  /** Commits on top of the base, and the number of files they change. */
+  commits: number;
+  filesChanged: number;
+  /** Paths changed outside ownedPaths (capped), when the scope check failed. */
+  outOfScope?: string[];
+  isolation: Isolation;
+  exitCode?: number;
+  /** Artifact holding the agent's full output; `tail` is its last lines. */
+  logRef?: string;
+  tail?: string;
+  durationMs: number;
+}
+
+/** 'unchanged': every worker succeeded without changing anything, so there was nothing to push. */
+export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced';
+
+export interface ConflictReport {
+  workerId: string;
+  /** Earlier workers whose changes touch the same files. */
+  conflictsWith: string[];
+  files: string[];
+}
+
+export interface RunResult {
+  outcome: RunOutcome;
+  message: string;
+  baseSha: string;
+  targetRef: string;
+  workers: WorkerReport[];
+  integratedSha?: string;
+  pushedSha?: string;
+  conflict?: ConflictReport;
+  test?: { exitCode: number; tail: string; logRef: string };
+}

@@ -1,0 +1,2 @@
+export { leaderWorkflow } from './leader';
+export { workerWorkflow } from './worker';

@@ -1,0 +1,155 @@
+/** Shared fixtures: a real worker on the suite's dev server, and real git repositories. */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode, type Worker } from '@temporalio/worker';
+import { simpleGit } from 'simple-git';
+import { inject } from 'vitest';
+import type { LeaderRequestInput, RunResult } from '../src/spec';
+import { createFlotillaWorker } from '../src/worker';
+import { leaderWorkflow } from '../src/workflows';
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(path.join(os.tmpdir(), `flotilla-${prefix}-`));
+}
+
+export interface RunEnd {
+  workflowId: string;
+  /** The RunResult, whether the run pushed or ended as a failure carrying it. */
+  result?: RunResult;
+  /** The failure type ("conflict", "InvalidRequest", ...) when the run did not push. */
+  failureType?: string;
+  failureMessage?: string;
+}
+
+export class TestEnv {
+  private running?: Promise<void>;
+
+  private constructor(
+    readonly client: Client,
+    readonly connection: NativeConnection,
+    readonly worker: Worker,
+    readonly taskQueue: string,
+    readonly dataDir: string,
+  ) {}
+
+  static async start(): Promise<TestEnv> {
+    installQuietRuntime();
+    const address = inject('temporalAddress');
+    const dataDir = tempDir('data');
+    const taskQueue = `test-${randomUUID()}`;
+    const connection = await NativeConnection.connect({ address });
+    const workflowBundle = await bundleWorkflowCode({ workflowsPath: path.join(__dirname, '../src/workflows/index.ts'), logger: quietLogger });
+    const worker = await createFlotillaWorker({ connection, namespace: 'default', taskQueue, dataDir, workflowBundle });
+    const client = new Client({ connection: await Connection.connect({ address }) });
+    const env = new TestEnv(client, connection, worker, taskQueue, dataDir);
+    env.running = worker.run();
+    return env;
+  }
+
+  async stop(): Promise<void> {
+    this.worker.shutdown();
+    await this.running;
+    await this.connection.close();
+    await this.client.connection.close();
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+
+  async start(request: LeaderRequestInput | unknown, workflowId = `run-${randomUUID()}`) {
+    return this.client.workflow.start(leaderWorkflow, {
+      taskQueue: this.taskQueue,
+      workflowId,
+      args: [request as LeaderRequestInput],
+    });
+  }
+
+  /** Runs a leader to its end and returns what a user would see of it. */
+  async run(request: LeaderRequestInput | unknown, workflowId?: string): Promise<RunEnd> {
+    const handle = await this.start(request, workflowId);
+    try {
+      return { workflowId: handle.workflowId, result: await handle.result() };
+    } catch (err) {
+      if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure) {
+        return {
+          workflowId: handle.workflowId,
+          failureType: err.cause.type ?? undefined,
+          failureMessage: err.cause.message,
+          result: err.cause.details?.[0] as RunResult | undefined,
+        };
+      }
+      throw err;
+    }
+  }
+}
+
+let runtimeInstalled = false;
+function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+}
+
+const quietLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: (msg: string) => console.error(msg),
+};
+
+/** A bare "remote" repository seeded with `files` on main, plus a way to inspect it. */
+export async function makeRemote(files: Record<string, string>) {
+  const root = tempDir('remote');
+  const work = path.join(root, 'work');
+  const url = path.join(root, 'remote.git');
+  mkdirSync(work);
+  for (const [name, content] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(work, name)), { recursive: true });
+    writeFileSync(path.join(work, name), content, { mode: name.endsWith('.sh') ? 0o755 : 0o644 });
+  }
+  const git = simpleGit(work);
+  await git.init(['-b', 'main']);
+  await git.addConfig('user.name', 'Test').addConfig('user.email', 'test@example.com');
+  await git.add('.').commit('initial');
+  await simpleGit().clone(work, url, ['--bare']);
+  const remote = simpleGit(url);
+  return {
+    url,
+    root,
+    async head(branch = 'main'): Promise<string | null> {
+      const out = await remote.raw(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`]).catch(() => '');
+      return out.trim() || null;
+    },
+    async show(ref: string, file: string): Promise<string | null> {
+      return remote.raw(['show', `${ref}:${file}`]).catch(() => null);
+    },
+    async files(ref = 'main'): Promise<string[]> {
+      return (await remote.raw(['ls-tree', '-r', '--name-only', ref])).split('\n').filter(Boolean);
+    },
+    /** Commits on `ref` that are not on `since`. */
+    async log(ref: string, since: string): Promise<string[]> {
+      return (await remote.raw(['log', '--format=%s', `${since}..${ref}`])).split('\n').filter(Boolean);
+    },
+    /** Moves main forward with a commit made elsewhere (someone else pushed). */
+    async advance(file: string, content: string): Promise<string> {
+      await git.pull(url, 'main').catch(() => undefined);
+      writeFileSync(path.join(work, file), content);
+      await git.add(file).commit(`outside change to ${file}`);
+      await git.push(url, 'main');
+      return (await git.revparse(['HEAD'])).trim();
+    },
+    cleanup() {
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A shell agent that writes `content` to `file` and commits it. */
+export function writeAgent(file: string, content: string, commit = true): string {
+  const write = `mkdir -p "$(dirname '${file}')" && printf '%s\\n' '${content}' > '${file}'`;
+  return commit ? `${write} && git add -A && git commit -qm 'write ${file}'` : write;
+}
