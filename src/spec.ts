@@ -55,9 +55,9 @@ export function pathIsUnder(path: string, owner: string): boolean {
  */
 export function repoUrlProblem(url: string): string | undefined {
   if (url.length === 0) return 'is empty';
+  if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url)) return `uses the transport helper "${url.split('::')[0]}::", which is not allowed`;
   if (/[\x00-\x1f\s]/.test(url)) return 'contains whitespace or a control character';
   if (url.startsWith('-')) return 'must not start with "-"';
-  if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url)) return `uses the transport helper "${url.split('::')[0]}::", which is not allowed`;
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url)?.[1]?.toLowerCase();
   if (scheme !== undefined) {
     if (scheme === 'https' || scheme === 'ssh' || scheme === 'file') return undefined;
@@ -142,6 +142,11 @@ export const LeaderRequest = z
       })
       .strict(),
     subTasks: z.array(SubTask).min(1, 'must list at least one sub-task').max(100, 'at most 100 sub-tasks'),
+    /**
+     * Paths every sub-task may change besides its own (a route table, a changelog). Changes to
+     * them meet in integration, where overlapping edits are conflicts.
+     */
+    sharedPaths: z.array(repoPath).default([]),
     /** The agent each sub-task runs unless it names its own. */
     agent: AgentSpec.optional(),
     testCmd: z.string().min(1, 'must not be empty'),
@@ -165,6 +170,17 @@ export const LeaderRequest = z
     req.subTasks.forEach((t, task) =>
       t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
     );
+    req.sharedPaths.forEach((raw, i) => {
+      const shared = normalizeRepoPath(raw);
+      const owner = owners.find((o) => pathIsUnder(shared, o.path) || pathIsUnder(o.path, shared));
+      if (owner) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sharedPaths', i],
+          message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${req.subTasks[owner.task].id}"; a path is either owned or shared`,
+        });
+      }
+    });
     for (const a of owners) {
       for (const b of owners) {
         if (a.task >= b.task) continue;

@@ -1,4 +1,11 @@
+/**
+ * The spine end to end: a real dev server, real git remotes, real sandboxes, shell agents.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
 
 const CHECK = `#!/bin/bash
@@ -8,6 +15,9 @@ echo "all greetings ok"
 `;
 
 let env: TestEnv;
+/** Every run of this file, replayed at the end against the current workflow code. */
+const finishedRuns: string[] = [];
+
 beforeAll(async () => {
   env = await TestEnv.start();
 });
@@ -15,21 +25,29 @@ afterAll(async () => {
   await env?.stop();
 });
 
-describe('a run with three disjoint workers', () => {
-  it('pushes all three changes and the tests pass on them', async () => {
-    const remote = await makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK });
+function sandboxesLeft(): string[] {
+  const dir = path.join(env.dataDir, 'sandboxes');
+  return existsSync(dir) ? readdirSync(dir) : [];
+}
+
+function greetingTask(id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) {
+  return { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } };
+}
+
+async function sampleRemote() {
+  return makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK, 'shared/names.txt': 'one\ntwo\nthree\n' });
+}
+
+function request(url: string, subTasks: ReturnType<typeof greetingTask>[], extra: object = {}) {
+  return { objective: 'greetings', repo: { url, baseRef: 'main' }, testCmd: './check.sh', subTasks, ...extra };
+}
+
+describe('spine', () => {
+  it('three workers with disjoint changes: all three land and the tests pass on them', async () => {
+    const remote = await sampleRemote();
     const base = await remote.head();
-    const end = await env.run({
-      objective: 'add three greetings',
-      repo: { url: remote.url, baseRef: 'main' },
-      testCmd: './check.sh',
-      subTasks: ['alpha', 'beta', 'gamma'].map((id) => ({
-        id,
-        prompt: `write ${id}/greeting.txt`,
-        ownedPaths: [id],
-        agent: { kind: 'shell', command: writeAgent(`${id}/greeting.txt`, `hello from ${id}`) },
-      })),
-    });
+    const end = await env.run(request(remote.url, ['alpha', 'beta', 'gamma'].map((id) => greetingTask(id))));
+    finishedRuns.push(end.workflowId);
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     const head = await remote.head();
@@ -40,6 +58,182 @@ describe('a run with three disjoint workers', () => {
     }
     expect(end.result?.test?.exitCode).toBe(0);
     expect(end.result?.test?.tail).toContain('all greetings ok');
+    expect(end.result?.workers.map((w) => w.isolation)).toEqual(['bubblewrap', 'bubblewrap', 'bubblewrap']);
+    expect(sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
+
+  it('uncommitted work the agent leaves is committed, not lost', async () => {
+    const remote = await sampleRemote();
+    const end = await env.run(request(remote.url, [greetingTask('lazy', writeAgent('lazy/greeting.txt', 'hello, uncommitted', false))]));
+    finishedRuns.push(end.workflowId);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'lazy/greeting.txt')).toBe('hello, uncommitted\n');
+    remote.cleanup();
+  });
+
+  it('a worker that writes outside its ownedPaths fails the run, naming the path', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const sneaky = `${writeAgent('rogue/greeting.txt', 'hello')} && echo four >> shared/names.txt && git commit -qam sneak`;
+    const end = await env.run(request(remote.url, [greetingTask('good'), greetingTask('rogue', sneaky)]));
+    finishedRuns.push(end.workflowId);
+    expect(end.failureType).toBe('failed');
+    const rogue = end.result?.workers.find((w) => w.workerId === 'rogue');
+    expect(rogue?.status).toBe('failed');
+    expect(rogue?.outOfScope).toEqual(['shared/names.txt']);
+    expect(end.failureMessage).toContain('shared/names.txt');
+    expect(await remote.head()).toBe(base);
+    remote.cleanup();
+  });
+
+  it('two workers editing the same lines: a conflict report names both, nothing is pushed', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const edit = (id: string) => `${writeAgent(`${id}/greeting.txt`, 'hello')} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`;
+    const end = await env.run(
+      request(remote.url, [greetingTask('left', edit('left')), greetingTask('right', edit('right'))], { sharedPaths: ['shared'] }),
+    );
+    finishedRuns.push(end.workflowId);
+    expect(end.failureType).toBe('conflict');
+    expect(end.result?.conflict).toEqual({ workerId: 'right', conflictsWith: ['left'], files: ['shared/names.txt'] });
+    expect(end.failureMessage).toMatch(/right.*left.*shared\/names\.txt/);
+    expect(await remote.head()).toBe(base);
+    expect(sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
+  it('a failing test command: nothing is pushed and the result carries the output tail', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run(request(remote.url, [greetingTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))]));
+    finishedRuns.push(end.workflowId);
+    expect(end.failureType).toBe('tests-failed');
+    expect(end.result?.test?.exitCode).toBe(1);
+    expect(end.result?.test?.tail).toContain('FAIL: grumpy/greeting.txt does not greet');
+    expect(await remote.head()).toBe(base);
+    remote.cleanup();
+  });
+
+  it('the target ref moves between base resolution and push: "raced", remote unchanged', async () => {
+    const remote = await sampleRemote();
+    const slow = `sleep 3 && ${writeAgent('slow/greeting.txt', 'hello')}`;
+    const handle = await env.start(request(remote.url, [greetingTask('slow', slow)]));
+    // Once workers run, the base is resolved; someone else pushes meanwhile.
+    for (let i = 0; i < 100; i++) {
+      const status = await handle.query(statusQuery).catch(() => undefined);
+      if (status?.phase === 'running') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const theirs = await remote.advance('README.md', '# changed elsewhere\n');
+    const end = await handle.result().then(
+      () => undefined,
+      (err) => err.cause,
+    );
+    finishedRuns.push(handle.workflowId);
+    expect(end?.type).toBe('raced');
+    expect(end?.message).toContain('moved');
+    expect(await remote.head()).toBe(theirs);
+    expect(await remote.show('main', 'slow/greeting.txt')).toBeNull();
+    remote.cleanup();
+  });
+
+  it('pushes to a new target branch with a create-only lease', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run({ ...request(remote.url, [greetingTask('feature')]), repo: { url: remote.url, baseRef: 'main', targetRef: 'flotilla/feature' } });
+    finishedRuns.push(end.workflowId);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.head('flotilla/feature')).toBe(end.result?.pushedSha);
+    expect(await remote.head('main')).toBe(base);
+    remote.cleanup();
+  });
+
+  it('an agent that exits non-zero: the worker reports it, the run fails cleanly, no sandbox is left', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run(request(remote.url, [greetingTask('ok'), greetingTask('broken', 'echo "cannot do this" >&2; exit 7')]));
+    finishedRuns.push(end.workflowId);
+    expect(end.failureType).toBe('failed');
+    const broken = end.result?.workers.find((w) => w.workerId === 'broken');
+    expect(broken).toMatchObject({ status: 'failed', exitCode: 7, reason: 'the agent exited with code 7' });
+    expect(broken?.tail).toContain('cannot do this');
+    expect(end.failureMessage).toContain('broken: the agent exited with code 7');
+    expect(await remote.head()).toBe(base);
+    expect(sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
+  it.each([
+    ['a missing field', (r: Record<string, unknown>) => delete r.testCmd, 'testCmd: is required'],
+    [
+      'overlapping ownedPaths',
+      (r: Record<string, any>) => (r.subTasks[1].ownedPaths = ['alpha/sub']),
+      'subTasks[1].ownedPaths[0]: "alpha/sub" overlaps "alpha" owned by sub-task "alpha"',
+    ],
+    ['an ext:: remote', (r: Record<string, any>) => (r.repo.url = 'ext::sh -c touch% /tmp/pwned'), 'repo.url: repository uses the transport helper "ext::"'],
+    ['a branch with ..', (r: Record<string, any>) => (r.repo.targetRef = 'feature/../main'), 'repo.targetRef: branch name contains ".."'],
+  ])('a request with %s is refused inside the workflow, naming the field', async (_what, spoil, expected) => {
+    const req = request('/nonexistent/remote.git', [greetingTask('alpha'), greetingTask('beta')]) as Record<string, unknown>;
+    spoil(req);
+    const end = await env.run(req);
+    expect(end.failureType).toBe('InvalidRequest');
+    expect(end.failureMessage).toContain(expected);
+  });
+
+  it('workers producing megabytes of changes and output keep every history payload small', async () => {
+    const remote = await sampleRemote();
+    const heavy = (id: string) =>
+      `mkdir -p ${id} && head -c 3000000 /dev/urandom | base64 > ${id}/blob.txt && seq 1 300000 && echo hello > ${id}/greeting.txt && git add -A && git commit -qm big`;
+    const end = await env.run(request(remote.url, [greetingTask('heavy1', heavy('heavy1')), greetingTask('heavy2', heavy('heavy2'))]));
+    finishedRuns.push(end.workflowId);
+    expect(end.result?.outcome).toBe('pushed');
+    expect((await remote.show('main', 'heavy1/blob.txt'))!.length).toBeGreaterThan(3_000_000);
+    const ids = [end.workflowId, `${end.workflowId}/heavy1`, `${end.workflowId}/heavy2`];
+    for (const id of ids) {
+      const history = await env.client.workflow.getHandle(id).fetchHistory();
+      const sizes = payloadSizes(history);
+      expect(sizes.length).toBeGreaterThan(0);
+      expect(Math.max(...sizes)).toBeLessThan(64 * 1024);
+    }
+    remote.cleanup();
+  });
+
+  it('the histories of finished runs replay without nondeterminism', async () => {
+    expect(finishedRuns.length).toBeGreaterThan(5);
+    const histories = await Promise.all(
+      finishedRuns.map(async (workflowId) => ({ workflowId, history: await env.client.workflow.getHandle(workflowId).fetchHistory() })),
+    );
+    const children = await Promise.all(
+      histories.flatMap(({ history }) =>
+        childIds(history).map(async (workflowId) => ({ workflowId, history: await env.client.workflow.getHandle(workflowId).fetchHistory() })),
+      ),
+    );
+    const replayed = [];
+    for await (const r of Worker.runReplayHistories({ workflowsPath: path.join(__dirname, '../src/workflows/index.ts'), replayName: 'spine' }, [
+      ...histories,
+      ...children,
+    ])) {
+      replayed.push(r);
+    }
+    expect(replayed.length).toBe(histories.length + children.length);
+    expect(replayed.filter((r) => r.error).map((r) => `${r.workflowId}: ${r.error}`)).toEqual([]);
+  });
 });
+
+/** Sizes of every payload anywhere in a history. */
+function payloadSizes(value: unknown, out: number[] = []): number[] {
+  if (value && typeof value === 'object') {
+    if (value instanceof Uint8Array) return out;
+    const obj = value as Record<string, unknown>;
+    if ('metadata' in obj && obj.data instanceof Uint8Array) out.push(obj.data.length);
+    for (const v of Object.values(obj)) payloadSizes(v, out);
+  }
+  return out;
+}
+
+function childIds(history: { events?: unknown[] | null }): string[] {
+  return (history.events ?? []).flatMap((e: any) =>
+    e.childWorkflowExecutionStartedEventAttributes ? [e.childWorkflowExecutionStartedEventAttributes.workflowExecution.workflowId] : [],
+  );
+}

@@ -13,7 +13,7 @@ export interface CollectedWork {
   headSha: string;
   commits: number;
   filesChanged: number;
-  /** Changed paths outside ownedPaths (at most MAX_LISTED_PATHS), and how many there were. */
+  /** Changed paths outside the allowed paths (at most MAX_LISTED_PATHS), and how many there were. */
   outOfScope: string[];
   outOfScopeCount: number;
 }
@@ -42,14 +42,15 @@ export function agentActivities(deps: ActivityDeps) {
 
     /**
      * Commits anything the agent left uncommitted (so it is not lost), checks the changed paths
-     * against ownedPaths and copies the commits into the staging repository. Safe to repeat.
+     * against the paths it may change and copies the commits into the staging repository. Safe to repeat.
      */
     async collectWork(input: {
       sandbox: SandboxRef;
       runKey: string;
       workerId: string;
       baseSha: string;
-      ownedPaths: string[];
+      /** The sub-task's ownedPaths plus the request's sharedPaths. */
+      allowedPaths: string[];
     }): Promise<CollectedWork> {
       const sb = await openSandbox(deps, input.sandbox);
       const base = sh(input.baseSha);
@@ -68,8 +69,8 @@ git -c core.quotepath=off diff --name-only --no-renames ${base} HEAD | sed 's/^/
       const headSha = field('HEAD');
       const commits = Number(field('COUNT'));
       const paths = lines.filter((l) => l.startsWith('PATH ')).map((l) => l.slice(5));
-      const owned = input.ownedPaths.map(normalizeRepoPath);
-      const outside = paths.filter((p) => !owned.some((o) => pathIsUnder(p, o)));
+      const allowed = input.allowedPaths.map(normalizeRepoPath);
+      const outside = paths.filter((p) => !allowed.some((o) => pathIsUnder(p, o)));
       const result: CollectedWork = {
         headSha,
         commits,

@@ -69,7 +69,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
           {
             runKey,
             objective: req.objective,
-            task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths },
+            task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths, sharedPaths: req.sharedPaths },
             // validate() guarantees every sub-task has an agent of its own or the default.
             agent: (task.agent ?? req.agent)!,
             baseSha,

@@ -10,7 +10,7 @@ import { activityOptions, commandOptions } from './options';
 export interface WorkerInput {
   runKey: string;
   objective: string;
-  task: { id: string; prompt: string; ownedPaths: string[] };
+  task: { id: string; prompt: string; ownedPaths: string[]; sharedPaths: string[] };
   agent: AgentSpec;
   baseSha: string;
   sandbox: { provider: 'local'; network: boolean };
@@ -71,7 +71,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       runKey: input.runKey,
       workerId: task.id,
       baseSha: input.baseSha,
-      ownedPaths: task.ownedPaths,
+      allowedPaths: [...task.ownedPaths, ...task.sharedPaths],
     });
     const common = {
       ref: work.ref,
