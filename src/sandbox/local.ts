@@ -7,8 +7,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { constants as osConstants } from 'node:os';
 import path from 'node:path';
+import { StringDecoder } from 'node:string_decoder';
 import type { Isolation } from '../spec';
 import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from './types';
 
@@ -82,14 +84,16 @@ export function runProcessGroup(argv: string[], cwd: string, options: ExecOption
     let output = '';
     let timedOut = false;
     let aborted = false;
-    const onData = (buf: Buffer) => {
-      const chunk = buf.toString('utf8');
+    const onText = (chunk: string) => {
+      if (!chunk) return;
       output += chunk;
       if (output.length > OUTPUT_CAP * 2) output = output.slice(-OUTPUT_CAP);
       options.onOutput?.(chunk);
     };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
+    // One decoder per stream, so a multi-byte character split across two reads is not mangled.
+    const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')];
+    child.stdout.on('data', (buf: Buffer) => onText(decoders[0].write(buf)));
+    child.stderr.on('data', (buf: Buffer) => onText(decoders[1].write(buf)));
     const timer = setTimeout(() => {
       timedOut = true;
       killTree(child.pid);
@@ -104,13 +108,18 @@ export function runProcessGroup(argv: string[], cwd: string, options: ExecOption
       options.signal?.removeEventListener('abort', onAbort);
       reject(err);
     });
+    // The command is done: whatever it left running in its group goes with it now, rather than
+    // holding our pipes open (and the result back) until the deadline.
+    child.on('exit', () => killTree(child.pid));
     child.on('close', (code, sig) => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       // Whatever the command left running in its group goes with it.
       killTree(child.pid);
+      onText(decoders[0].end() + decoders[1].end());
       resolve({
-        exitCode: code ?? (sig ? 128 : -1),
+        // Like a shell reports it (137 for SIGKILL), and as bwrap reports its child's death.
+        exitCode: code ?? (sig ? 128 + (osConstants.signals[sig] ?? 0) : -1),
         output: output.length > OUTPUT_CAP ? output.slice(-OUTPUT_CAP) : output,
         timedOut,
         aborted,
@@ -170,6 +179,9 @@ class LocalSandbox implements Sandbox {
       '--bind', path.join(this.root, 'scratch'), INSIDE_SCRATCH,
       '--unshare-pid', '--unshare-ipc', '--unshare-uts',
       '--die-with-parent',
+      // Run as root, bwrap otherwise keeps every capability, and root could remount the
+      // read-only system writable (or mount anything else) from inside.
+      '--cap-drop', 'ALL',
       '--chdir', cwd,
     );
     if (!this.options.network) argv.push('--unshare-net');
@@ -177,14 +189,32 @@ class LocalSandbox implements Sandbox {
     return runProcessGroup(argv, this.root, { ...options, env });
   }
 
+  /**
+   * Refuses a path through a symlink: commands control everything under workspace and scratch,
+   * and following a link they planted (scratch/prompt.md -> /root/.bashrc) would let our own
+   * reads and writes, as the host user, reach anywhere on the host.
+   */
+  private async checkNoSymlinks(host: string): Promise<void> {
+    let at = this.root;
+    for (const part of path.relative(this.root, host).split(path.sep)) {
+      at = path.join(at, part);
+      const st = await lstat(at).catch(() => undefined);
+      if (!st) return; // The rest does not exist yet: mkdir/writeFile create real entries.
+      if (st.isSymbolicLink()) throw new Error(`path ${at} in the sandbox is a symbolic link; refusing to follow it`);
+    }
+  }
+
   async writeFile(inside: string, data: Uint8Array | string): Promise<void> {
     const host = this.hostPath(inside);
+    await this.checkNoSymlinks(host);
     await mkdir(path.dirname(host), { recursive: true });
     await writeFile(host, data);
   }
 
   async readFile(inside: string): Promise<Uint8Array> {
-    return readFile(this.hostPath(inside));
+    const host = this.hostPath(inside);
+    await this.checkNoSymlinks(host);
+    return readFile(host);
   }
 }
 

@@ -156,7 +156,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const pushed = await pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha });
   if (pushed.outcome === 'raced') return finish('raced', `not pushed: ${pushed.message}`);
   result.pushedSha = pushed.remoteSha;
-  return finish('pushed', `pushed ${integrated.sha.slice(0, 12)} to ${targetRef}`);
+  return finish('pushed', `${result.workers.length} worker(s) integrated, tests passed, pushed to ${targetRef}`);
 }
 
 function validate(input: LeaderRequestInput): LeaderRequest {

