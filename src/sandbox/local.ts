@@ -48,8 +48,13 @@ export function probeBubblewrap(): BubblewrapProbe {
 
 function readOnlyDirs(): string[] {
   const dirs = SYSTEM_DIRS.filter((d) => existsSync(d));
-  // Node and tools installed outside /usr (nvm, pyenv) must stay reachable.
-  const extra = [path.dirname(path.dirname(process.execPath)), ...(process.env.FLOTILLA_SANDBOX_RO_PATHS ?? '').split(':')];
+  // Node and tools installed outside /usr (nvm, pyenv) must stay reachable, and so must the
+  // agent CLIs Flotilla ships as dependencies (Claude Code, Codex).
+  const extra = [
+    path.dirname(path.dirname(process.execPath)),
+    path.resolve(__dirname, '../../node_modules'),
+    ...(process.env.FLOTILLA_SANDBOX_RO_PATHS ?? '').split(':'),
+  ];
   for (const d of extra) {
     if (d && existsSync(d) && !dirs.some((s) => d === s || d.startsWith(s + '/'))) dirs.push(d);
   }

@@ -1,0 +1,218 @@
+/**
+ * The local provider against the sandbox contract (once as this host runs it, once without
+ * bubblewrap), plus what only a local sandbox can promise: that bubblewrap actually confines
+ * commands on this host.
+ */
+import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
+import { LocalSandboxProvider, probeBubblewrap } from '../src/sandbox/local';
+import type { Sandbox } from '../src/sandbox/types';
+import { sandboxContract } from './sandbox.contract';
+
+const LOCAL_TS = path.join(__dirname, '../src/sandbox/local.ts');
+const TSX = path.join(__dirname, '../node_modules/.bin/tsx');
+
+async function tempProvider(): Promise<{ provider: LocalSandboxProvider; baseDir: string; cleanup(): Promise<void> }> {
+  const baseDir = await mkdtemp(path.join(os.tmpdir(), 'flotilla-sandbox-'));
+  return { provider: new LocalSandboxProvider(baseDir), baseDir, cleanup: () => rm(baseDir, { recursive: true, force: true }) };
+}
+
+/** Whether bubblewrap can start a sandbox here, asked independently of the code under test. */
+const bwrapWorks =
+  process.env.FLOTILLA_ISOLATION !== 'none' &&
+  spawnSync('bwrap', ['--ro-bind', '/', '/', '--unshare-pid', '--die-with-parent', 'true']).status === 0;
+
+const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+const text = async (sb: Sandbox, p: string) => Buffer.from(await sb.readFile(p)).toString();
+const uniq = () => randomBytes(6).toString('hex');
+
+sandboxContract(`local (${bwrapWorks ? 'bubblewrap' : 'no isolation'})`, tempProvider);
+
+// probeBubblewrap() caches its answer per module instance, so a fresh instance of the module
+// loaded while FLOTILLA_ISOLATION=none is set gives the plain-process path the whole contract too.
+sandboxContract('local (FLOTILLA_ISOLATION=none)', async () => {
+  const saved = process.env.FLOTILLA_ISOLATION;
+  process.env.FLOTILLA_ISOLATION = 'none';
+  try {
+    vi.resetModules();
+    const fresh: typeof import('../src/sandbox/local') = await import('../src/sandbox/local');
+    // Probe now, while the variable is set; the answer sticks to this module instance.
+    const probe = fresh.probeBubblewrap();
+    if (probe.isolation !== 'none') throw new Error('could not get a provider without bubblewrap');
+    const { baseDir, cleanup } = await tempProvider();
+    return { provider: new fresh.LocalSandboxProvider(baseDir), cleanup };
+  } finally {
+    if (saved === undefined) delete process.env.FLOTILLA_ISOLATION;
+    else process.env.FLOTILLA_ISOLATION = saved;
+  }
+});
+
+describe('local sandbox: host side', () => {
+  let env: Awaited<ReturnType<typeof tempProvider>>;
+  let outsideDir: string;
+  beforeAll(async () => {
+    env = await tempProvider();
+    outsideDir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-outside-'));
+  });
+  afterAll(async () => {
+    await env?.cleanup();
+    rmSync(outsideDir, { recursive: true, force: true });
+  });
+
+  it('destroy removes the sandbox directory from the host', async () => {
+    const key = `run-${uniq()}/worker/api`;
+    const sb = await env.provider.provision(key, { network: false });
+    await sb.writeFile(`${sb.workspace}/f.txt`, 'x');
+    expect(existsSync(env.provider.dirFor(key))).toBe(true);
+    await env.provider.destroy(key);
+    expect(existsSync(env.provider.dirFor(key))).toBe(false);
+  });
+
+  it('keeps distinct keys that sanitize alike in distinct directories', () => {
+    expect(env.provider.dirFor('run/a b')).not.toBe(env.provider.dirFor('run/a_b'));
+  });
+
+  it('readFile and writeFile do not follow symlinks a command planted to reach the host', async () => {
+    // Commands control everything under workspace and scratch; Flotilla itself (often root)
+    // later writes prompts and reads bundles at fixed paths there.
+    const sb = await env.provider.provision(`symlinks-${uniq()}`, { network: false });
+    const hostSecret = path.join(outsideDir, 'secret.txt');
+    writeFileSync(hostSecret, 'host secret');
+    const planted = await sb.exec(
+      [
+        `ln -s ${q(hostSecret)} ${q(`${sb.scratch}/prompt.md`)}`,
+        `ln -s ${q(outsideDir)} ${q(`${sb.scratch}/dir`)}`,
+        `ln -s ${q(path.join(outsideDir, 'created.txt'))} ${q(`${sb.workspace}/dangling`)}`,
+      ].join(' && '),
+      { timeoutMs: 10_000 },
+    );
+    expect(planted.exitCode).toBe(0);
+
+    await expect(sb.readFile(`${sb.scratch}/prompt.md`)).rejects.toThrow();
+    await expect(sb.writeFile(`${sb.scratch}/prompt.md`, 'overwritten')).rejects.toThrow();
+    await expect(sb.readFile(`${sb.scratch}/dir/secret.txt`)).rejects.toThrow();
+    await expect(sb.writeFile(`${sb.scratch}/dir/pwned.txt`, 'x')).rejects.toThrow();
+    await expect(sb.writeFile(`${sb.workspace}/dangling`, 'x')).rejects.toThrow();
+
+    expect(existsSync(path.join(outsideDir, 'pwned.txt'))).toBe(false);
+    expect(existsSync(path.join(outsideDir, 'created.txt'))).toBe(false);
+    expect(readFileSync(hostSecret, 'utf8')).toBe('host secret');
+  });
+
+  it('runs as plain processes when FLOTILLA_ISOLATION=none is set, and says so', async () => {
+    // A separate process, because the probe's answer is cached for the life of a process.
+    const script = `
+      const { LocalSandboxProvider, probeBubblewrap } = require(${JSON.stringify(LOCAL_TS)});
+      (async () => {
+        const sb = await new LocalSandboxProvider(${JSON.stringify(env.baseDir)}).provision('none-probe', { network: false });
+        const r = await sb.exec('echo hi', { timeoutMs: 10000 });
+        console.log(JSON.stringify({ probe: probeBubblewrap(), isolation: sb.isolation, workspace: sb.workspace, r }));
+      })().catch((e) => { console.error(e); process.exit(1); });
+    `;
+    const stdout = await new Promise<string>((resolve, reject) => {
+      execFile(TSX, ['-e', script], { env: { ...process.env, FLOTILLA_ISOLATION: 'none' }, timeout: 60_000 }, (err, out, errOut) =>
+        err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out),
+      );
+    });
+    const got = JSON.parse(stdout.trim().split('\n').pop()!);
+    expect(got.isolation).toBe('none');
+    expect(got.probe).toEqual({ isolation: 'none', reason: 'FLOTILLA_ISOLATION=none was set' });
+    expect(got.r).toMatchObject({ exitCode: 0, output: 'hi\n', timedOut: false, aborted: false });
+    // Without a mount namespace the workspace is simply the host directory.
+    expect(got.workspace).toBe(path.join(env.provider.dirFor('none-probe'), 'workspace'));
+  });
+});
+
+describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
+  let env: Awaited<ReturnType<typeof tempProvider>>;
+  beforeAll(async () => {
+    env = await tempProvider();
+  });
+  afterAll(async () => {
+    await env?.cleanup();
+  });
+
+  const provision = (label: string, network = false) => env.provider.provision(`confine-${uniq()}/${label}`, { network });
+  const run = (sb: Sandbox, command: string) => sb.exec(command, { timeoutMs: 10_000 });
+
+  it('reports bubblewrap isolation', async () => {
+    expect(probeBubblewrap()).toEqual({ isolation: 'bubblewrap' });
+    const sb = await provision('isolation');
+    expect(sb.isolation).toBe('bubblewrap');
+  });
+
+  it('cannot write to the host system, not even as root by remounting it', async () => {
+    const sb = await provision('system');
+    const name = `flotilla-contract-${uniq()}`;
+    const targets = [`/usr/${name}`, `/etc/${name}`, `/opt/${name}`, `/usr/local/bin/${name}`];
+    try {
+      for (const t of targets) {
+        const r = await run(sb, `echo pwned > ${q(t)}`);
+        expect(r.exitCode, `writing ${t}`).not.toBe(0);
+      }
+      // Root inside the sandbox keeps its capabilities unless they are dropped, and with them
+      // could simply make the read-only system writable again.
+      await run(sb, `mount -o remount,rw /usr; mount -o remount,rw /etc; ${targets.map((t) => `echo pwned > ${q(t)}`).join('; ')}`);
+      for (const t of targets) expect(existsSync(t), `${t} was written on the host`).toBe(false);
+    } finally {
+      for (const t of targets) rmSync(t, { force: true });
+    }
+  });
+
+  it("cannot see or write the host data directory, its own sandbox's host path, or another sandbox", async () => {
+    const a = await provision('a');
+    const bKey = `confine-${uniq()}/b`;
+    const b = await env.provider.provision(bKey, { network: false });
+    await b.writeFile(`${b.workspace}/b.txt`, 'B');
+    const bHost = env.provider.dirFor(bKey);
+
+    for (const dir of [env.baseDir, bHost, path.join(bHost, 'workspace')]) {
+      expect((await run(a, `ls ${q(dir)}`)).exitCode, `${dir} is visible`).not.toBe(0);
+    }
+    expect((await run(a, `cat ${q(path.join(bHost, 'workspace/b.txt'))}`)).output).not.toContain('B');
+    // Whatever such a write lands on inside the sandbox, it must not reach B on the host.
+    await run(a, `mkdir -p ${q(path.join(bHost, 'workspace'))}; echo pwned > ${q(path.join(bHost, 'workspace/b.txt'))}; echo pwned > ${q(path.join(bHost, 'workspace/new.txt'))}`);
+    expect(await text(b, `${b.workspace}/b.txt`)).toBe('B');
+    expect(existsSync(path.join(bHost, 'workspace/new.txt'))).toBe(false);
+  });
+
+  it('has a private /tmp', async () => {
+    const sb = await provision('tmp');
+    const inside = `/tmp/flotilla-contract-${uniq()}`;
+    const r = await run(sb, `echo from-sandbox > ${q(inside)} && cat ${q(inside)}`);
+    expect(r).toMatchObject({ exitCode: 0, output: 'from-sandbox\n' });
+    expect(existsSync(inside)).toBe(false);
+
+    const onHost = `/tmp/flotilla-contract-host-${uniq()}`;
+    writeFileSync(onHost, 'host');
+    try {
+      expect((await run(sb, `cat ${q(onHost)}`)).exitCode).not.toBe(0);
+    } finally {
+      rmSync(onHost, { force: true });
+    }
+  });
+
+  it('has no network unless asked for it', async () => {
+    const server = net.createServer((socket) => socket.end('hello-from-host\n'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    try {
+      const connect = `cat < /dev/tcp/127.0.0.1/${port}`;
+      const offline = await run(await provision('offline', false), connect);
+      expect(offline.exitCode).not.toBe(0);
+      expect(offline.output).not.toContain('hello-from-host');
+
+      // The same command reaches the server when network is allowed, so the failure above is the sandbox's doing.
+      const online = await run(await provision('online', true), connect);
+      expect(online).toMatchObject({ exitCode: 0, output: 'hello-from-host\n' });
+    } finally {
+      server.close();
+    }
+  });
+});
