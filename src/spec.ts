@@ -116,8 +116,33 @@ export const Limits = z
     workerTimeoutMinutes: z.number().positive().max(24 * 60).default(30),
     /** Limit of the setup and test commands. Default 10 minutes. */
     commandTimeoutMinutes: z.number().positive().max(24 * 60).default(10),
+    /** Dollars one worker's agent may spend before it suspends for more. Unlimited by default. */
+    workerBudgetUsd: z.number().positive().optional(),
+    /** Model turns one agent run may take before the worker suspends. Unlimited by default. */
+    maxTurns: z.number().int().positive().optional(),
+    /** How long a suspended worker waits for `resume` before it fails. Default one day. */
+    suspendTimeoutMinutes: z.number().positive().default(24 * 60),
+    /**
+     * A worker process that stops heartbeating for this long is presumed dead and its activity
+     * is retried elsewhere. Default 30 s: quick failover without flapping on a busy machine.
+     */
+    heartbeatTimeoutSeconds: z.number().int().min(2).max(600).default(30),
   })
   .strict();
+
+export const Gate = z
+  .object({
+    /** auto: pass straight through. manual: wait for an approve or reject signal. */
+    mode: z.enum(['auto', 'manual']).default('auto'),
+    /** How long a manual gate waits. Default: a week. */
+    timeoutMinutes: z.number().positive().default(7 * 24 * 60),
+    /** What an expired gate does. Default: fail, since nobody approved. */
+    onTimeout: z.enum(['fail', 'approve']).default('fail'),
+  })
+  .strict();
+export type Gate = z.infer<typeof Gate>;
+export type GateName = 'plan' | 'push';
+const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout: 'fail' as const };
 
 export const SandboxSpec = z
   .object({
@@ -151,7 +176,18 @@ export const LeaderRequest = z
     agent: AgentSpec.optional(),
     testCmd: z.string().min(1, 'must not be empty'),
     setupCmd: z.string().min(1).optional(),
-    limits: Limits.default({ maxParallel: 4, workerTimeoutMinutes: 30, commandTimeoutMinutes: 10 }),
+    limits: Limits.default({
+      maxParallel: 4,
+      workerTimeoutMinutes: 30,
+      commandTimeoutMinutes: 10,
+      suspendTimeoutMinutes: 24 * 60,
+      heartbeatTimeoutSeconds: 30,
+    }),
+    /** Where people approve: the plan before workers start, the tested result before the push. */
+    gates: z
+      .object({ plan: Gate.default(autoGate), push: Gate.default(autoGate) })
+      .strict()
+      .default({ plan: autoGate, push: autoGate }),
     sandbox: SandboxSpec.default({ provider: 'local', network: false }),
   })
   .strict()
@@ -230,7 +266,7 @@ export type Isolation = 'bubblewrap' | 'none';
 
 export interface WorkerReport {
   workerId: string;
-  status: 'done' | 'failed';
+  status: 'done' | 'failed' | 'cancelled';
   /** Why it failed, in one or two lines. */
   reason?: string;
   /** Staging ref holding the worker's commits, and its head. */
@@ -247,10 +283,15 @@ export interface WorkerReport {
   logRef?: string;
   tail?: string;
   durationMs: number;
+  /** Dollars the agent reported (or that its tokens cost), over all its runs. */
+  costUsd: number;
+  turns: number;
+  /** Agent runs: more than one when it was suspended and resumed. */
+  runs: number;
 }
 
 /** 'unchanged': every worker succeeded without changing anything, so there was nothing to push. */
-export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced';
+export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected';
 
 export interface ConflictReport {
   workerId: string;
@@ -269,4 +310,19 @@ export interface RunResult {
   pushedSha?: string;
   conflict?: ConflictReport;
   test?: { exitCode: number; tail: string; logRef: string };
+  /** Dollars spent by every agent of the run. */
+  costUsd: number;
+  /** Who passed each manual gate, or how it expired. */
+  decisions: GateDecision[];
+}
+
+export interface GateDecision {
+  gate: GateName;
+  approved: boolean;
+  by: string;
+  comment?: string;
+  /** For the push gate: the integrated commit that was approved. */
+  sha?: string;
+  /** Set when the gate decided by itself because nobody did in time. */
+  expired?: boolean;
 }

@@ -28,6 +28,9 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     taskQueue: opts.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
     activities: createActivities(defaultDeps(opts.dataDir)),
+    // Cancellation reaches an activity only with a heartbeat: keep them frequent so a cancelled
+    // or paused agent is stopped within seconds, not the default half-minute.
+    maxHeartbeatThrottleInterval: '2 seconds',
   });
 }
 

@@ -1,9 +1,16 @@
 /** Running a sub-task's agent and collecting what it did. */
+import { Context } from '@temporalio/activity';
 import { harnessFor } from '../agents';
+import type { AgentOutcome } from '../agents/types';
 import { BUNDLE_REF, runRef } from '../gitstore';
 import { type AgentSpec, normalizeRepoPath, pathIsUnder } from '../spec';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 import { type CommandReport, execTracked, script, sh } from './exec';
+
+export interface AgentRunReport extends CommandReport {
+  budgetExceeded: boolean;
+  agent: AgentOutcome;
+}
 
 /** A report names at most this many out-of-scope paths; the count says how many there were. */
 const MAX_LISTED_PATHS = 20;
@@ -20,6 +27,10 @@ export interface CollectedWork {
 
 export function agentActivities(deps: ActivityDeps) {
   return {
+    /**
+     * One run of a sub-task's agent. A retry after a crash (attempt > 1) runs in the same
+     * workspace and tells the agent so, so it inspects what is there before redoing it.
+     */
     async runAgent(input: {
       sandbox: SandboxRef;
       agent: AgentSpec;
@@ -27,17 +38,40 @@ export function agentActivities(deps: ActivityDeps) {
       objective: string;
       prompt: string;
       timeoutMs: number;
-    }): Promise<CommandReport> {
+      sessionId?: string;
+      message?: string;
+      maxTurns?: number;
+      /** Dollars this run may spend; the agent is stopped when its reported cost passes it. */
+      budgetUsd?: number;
+    }): Promise<AgentRunReport> {
       const sb = await openSandbox(deps, input.sandbox);
       const promptFile = `${sb.scratch}/prompt.md`;
       await sb.writeFile(promptFile, input.prompt);
-      const run = harnessFor(input.agent).invocation({
+      const harness = harnessFor(input.agent);
+      const run = harness.invocation({
         workerId: input.workerId,
         objective: input.objective,
         prompt: input.prompt,
         promptFile,
+        sessionId: input.sessionId,
+        message: input.message,
+        maxTurns: input.maxTurns,
+        interrupted: Context.current().info.attempt > 1,
       });
-      return execTracked(deps, sb, run.command, { env: run.env, timeoutMs: input.timeoutMs, label: `agent ${input.workerId}` });
+      const env = { ...run.env };
+      for (const name of harness.passEnv) {
+        const value = process.env[name];
+        if (value !== undefined) env[name] = value;
+      }
+      const parser = harness.parser();
+      const report = await execTracked(deps, sb, run.command, {
+        env,
+        timeoutMs: input.timeoutMs,
+        label: `agent ${input.workerId}`,
+        parser,
+        budgetUsd: input.budgetUsd,
+      });
+      return { ...report, agent: parser.finish(report.exitCode) };
     },
 
     /**

@@ -1,12 +1,13 @@
 /** Running commands in a sandbox from an activity: heartbeats, cancellation, logs by reference. */
 import { Context } from '@temporalio/activity';
 import { tail } from '../artifacts';
+import type { OutputParser } from '../agents/types';
 import type { Sandbox } from '../sandbox/types';
 import type { ActivityDeps } from './deps';
 
 /** Full output kept for the artifact; beyond this only the end is kept. */
 const LOG_CAP = 32 * 1024 * 1024;
-const HEARTBEAT_MS = 5_000;
+const HEARTBEAT_MS = 2_000;
 
 export interface CommandReport {
   exitCode: number;
@@ -20,21 +21,27 @@ export interface CommandReport {
 
 /**
  * Runs a long command (an agent, a test suite) with heartbeats carrying progress, so Temporal
- * notices a dead worker, and so a cancellation reaches us and kills the process tree.
+ * notices a dead worker, and so a cancellation reaches us and kills the process tree. With a
+ * parser, the agent's own progress rides along in the heartbeats; with a budget, the agent is
+ * stopped as soon as its reported cost passes it.
  */
 export async function execTracked(
   deps: ActivityDeps,
   sb: Sandbox,
   command: string,
-  opts: { env?: Record<string, string>; timeoutMs: number; label: string },
-): Promise<CommandReport> {
+  opts: { env?: Record<string, string>; timeoutMs: number; label: string; parser?: OutputParser; budgetUsd?: number },
+): Promise<CommandReport & { budgetExceeded: boolean }> {
   const ctx = Context.current();
   const started = Date.now();
   let log = '';
   let bytes = 0;
+  let budgetExceeded = false;
+  const stop = new AbortController();
+  const onCancel = () => stop.abort();
+  ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
   const beat = () => {
     const lastLine = log.trimEnd().split('\n').pop()?.slice(0, 200) ?? '';
-    ctx.heartbeat({ label: opts.label, outputBytes: bytes, lastLine });
+    ctx.heartbeat({ label: opts.label, outputBytes: bytes, lastLine, agent: opts.parser?.progress() });
   };
   beat();
   const timer = setInterval(beat, HEARTBEAT_MS);
@@ -43,17 +50,25 @@ export async function execTracked(
     result = await sb.exec(command, {
       env: opts.env,
       timeoutMs: opts.timeoutMs,
-      signal: ctx.cancellationSignal,
+      signal: ctx.cancellationSignal.aborted ? ctx.cancellationSignal : stop.signal,
       onOutput: (chunk) => {
         bytes += chunk.length;
         log += chunk;
         if (log.length > LOG_CAP) log = log.slice(-LOG_CAP / 2);
+        if (opts.parser) {
+          opts.parser.push(chunk);
+          if (opts.budgetUsd !== undefined && !budgetExceeded && opts.parser.progress().costUsd > opts.budgetUsd) {
+            budgetExceeded = true;
+            stop.abort();
+          }
+        }
       },
     });
   } finally {
     clearInterval(timer);
+    ctx.cancellationSignal.removeEventListener('abort', onCancel);
   }
-  if (result.aborted) await ctx.cancelled;
+  if (result.aborted && !budgetExceeded) await ctx.cancelled;
   const logRef = await deps.artifacts.put(log);
   return {
     exitCode: result.exitCode,
@@ -61,6 +76,7 @@ export async function execTracked(
     durationMs: Date.now() - started,
     tail: tail(log),
     logRef,
+    budgetExceeded,
   };
 }
 

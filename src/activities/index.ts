@@ -17,3 +17,4 @@ export function createActivities(deps: ActivityDeps) {
 export type Activities = ReturnType<typeof createActivities>;
 export type { SandboxRef } from './deps';
 export type { CommandReport } from './exec';
+export type { AgentRunReport } from './agent';

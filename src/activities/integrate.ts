@@ -55,20 +55,36 @@ fi`,
       return { status: 'conflict', files, conflictsWith };
     },
 
-    /** Copies the integration branch into the staging repository; returns the integrated SHA. */
-    async exportIntegrated(input: { sandbox: SandboxRef; runKey: string; baseSha: string }): Promise<{ sha: string; ref: string }> {
+    /**
+     * Copies the integration branch into the staging repository; returns the integrated SHA and
+     * a diffstat (at most 40 lines) for the people who approve the push.
+     */
+    async exportIntegrated(input: { sandbox: SandboxRef; runKey: string; baseSha: string }): Promise<{
+      sha: string;
+      ref: string;
+      diffstat: string;
+    }> {
       const sb = await openSandbox(deps, input.sandbox);
       const bundle = `${sb.scratch}/integrated.bundle`;
-      const head = (await script(sb, 'git rev-parse HEAD', 'reading the integrated commit')).trim();
+      const base = sh(input.baseSha);
+      const out = await script(
+        sb,
+        `git rev-parse HEAD
+git diff --stat=100 ${base} HEAD | { head -n 39; tail -n 1; } | awk '!seen[$0]++'`,
+        'reading the integrated commit',
+      );
+      const [head, ...stat] = out.trimEnd().split('\n');
+      // The last line is the summary ("3 files changed, ..."); keep it when cutting a long list.
+      const diffstat = (stat.length > 40 ? [...stat.slice(0, 38), '...', stat[stat.length - 1]] : stat).join('\n');
       const staging = await deps.staging();
       const ref = runRef(input.runKey, 'integrated');
       if (head === input.baseSha) {
         await staging.setRef(ref, head);
-        return { sha: head, ref };
+        return { sha: head, ref, diffstat };
       }
-      await script(sb, `git update-ref ${BUNDLE_REF} HEAD\ngit bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(input.baseSha)}`, 'bundling the integrated commits');
+      await script(sb, `git update-ref ${BUNDLE_REF} HEAD\ngit bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}`, 'bundling the integrated commits');
       const sha = await staging.importBundle(await sb.readFile(bundle), ref);
-      return { sha, ref };
+      return { sha, ref, diffstat };
     },
   };
 }

@@ -1,20 +1,82 @@
-/** Any shell command as an agent: the prompt arrives in $FLOTILLA_PROMPT and $FLOTILLA_PROMPT_FILE. */
-import type { AgentTask, Harness, AgentInvocation } from './types';
+/**
+ * Any shell command as an agent. The prompt arrives in $FLOTILLA_PROMPT and
+ * $FLOTILLA_PROMPT_FILE. A command that wants to report progress prints lines of the form
+ *
+ *   ::flotilla {"turns": 3, "costUsd": 0.42, "question": "Which database?", "sessionId": "s1"}
+ *
+ * where every field is optional and each line states totals so far. A `question` means the agent
+ * stopped because it needs an answer. On resume, $FLOTILLA_RESUME_MESSAGE carries the answer and
+ * $FLOTILLA_SESSION_ID the session it reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt
+ * died midway; $FLOTILLA_MAX_TURNS is its turn limit, if any.
+ */
+import { LineSplitter, truncate } from './lines';
+import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+
+const MARKER = '::flotilla ';
+
+class ShellParser implements OutputParser {
+  private readonly lines = new LineSplitter();
+  private state: AgentProgress = { turns: 0, toolCalls: 0, costUsd: 0 };
+  private question?: string;
+  private lastLine = '';
+
+  push(chunk: string): void {
+    for (const line of this.lines.push(chunk)) this.read(line);
+  }
+
+  private read(line: string): void {
+    if (!line.startsWith(MARKER)) {
+      if (line.trim()) this.lastLine = line;
+      return;
+    }
+    let report: Record<string, unknown>;
+    try {
+      report = JSON.parse(line.slice(MARKER.length));
+    } catch {
+      return;
+    }
+    const num = (v: unknown, fallback: number) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : fallback);
+    this.state = {
+      turns: num(report.turns, this.state.turns),
+      toolCalls: num(report.toolCalls, this.state.toolCalls),
+      costUsd: num(report.costUsd, this.state.costUsd),
+      sessionId: typeof report.sessionId === 'string' ? report.sessionId : this.state.sessionId,
+      lastEvent: this.state.lastEvent,
+    };
+    if (typeof report.question === 'string' && report.question) this.question = truncate(report.question, 2000);
+  }
+
+  progress(): AgentProgress {
+    return { ...this.state, lastEvent: this.lastLine ? truncate(this.lastLine, 200) : undefined };
+  }
+
+  finish(_exitCode: number): AgentOutcome {
+    for (const line of this.lines.flush()) this.read(line);
+    return { ...this.progress(), finalMessage: this.lastLine ? truncate(this.lastLine, 500) : undefined, question: this.question, hitTurnLimit: false };
+  }
+}
 
 export class ShellHarness implements Harness {
   readonly kind = 'shell';
+  readonly passEnv: readonly string[] = [];
 
   constructor(private readonly command: string) {}
 
   invocation(task: AgentTask): AgentInvocation {
-    return {
-      command: this.command,
-      env: {
-        FLOTILLA_PROMPT: task.prompt,
-        FLOTILLA_PROMPT_FILE: task.promptFile,
-        FLOTILLA_WORKER_ID: task.workerId,
-        FLOTILLA_OBJECTIVE: task.objective,
-      },
+    const env: Record<string, string> = {
+      FLOTILLA_PROMPT: task.prompt,
+      FLOTILLA_PROMPT_FILE: task.promptFile,
+      FLOTILLA_WORKER_ID: task.workerId,
+      FLOTILLA_OBJECTIVE: task.objective,
     };
+    if (task.message) env.FLOTILLA_RESUME_MESSAGE = task.message;
+    if (task.sessionId) env.FLOTILLA_SESSION_ID = task.sessionId;
+    if (task.interrupted) env.FLOTILLA_INTERRUPTED = '1';
+    if (task.maxTurns !== undefined) env.FLOTILLA_MAX_TURNS = String(task.maxTurns);
+    return { command: this.command, env };
+  }
+
+  parser(): OutputParser {
+    return new ShellParser();
   }
 }

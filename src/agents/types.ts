@@ -1,6 +1,6 @@
 /**
  * How Flotilla drives one kind of coding agent. Each agent CLI has its own adapter beside this
- * file; activities only ever see this interface.
+ * file (shell.ts, claude-code.ts, codex.ts); activities only ever see this interface.
  */
 export interface AgentTask {
   workerId: string;
@@ -8,6 +8,14 @@ export interface AgentTask {
   prompt: string;
   /** In-sandbox path of a file holding the prompt, for agents that prefer reading a file. */
   promptFile: string;
+  /** Continue this earlier session of the same agent, where the harness supports it. */
+  sessionId?: string;
+  /** A message for a resumed agent: an operator's answer or instruction. */
+  message?: string;
+  /** At most this many model turns in this run, where the harness supports a limit. */
+  maxTurns?: number;
+  /** The previous attempt was interrupted (the worker process died): inspect before redoing. */
+  interrupted?: boolean;
 }
 
 export interface AgentInvocation {
@@ -17,7 +25,37 @@ export interface AgentInvocation {
   env: Record<string, string>;
 }
 
+/** What the agent has done so far, read from its output; small enough for a heartbeat. */
+export interface AgentProgress {
+  turns: number;
+  toolCalls: number;
+  /** Dollars, as reported by the agent or priced from its token counts. */
+  costUsd: number;
+  sessionId?: string;
+  /** A one-line description of the latest event ("tool Write src/a.ts"). */
+  lastEvent?: string;
+}
+
+export interface AgentOutcome extends AgentProgress {
+  /** The agent's final message, truncated. */
+  finalMessage?: string;
+  /** Set when the agent stopped because it needs an answer: the question. */
+  question?: string;
+  /** The agent stopped because it reached its turn limit. */
+  hitTurnLimit: boolean;
+}
+
+/** Reads an agent's output stream incrementally. */
+export interface OutputParser {
+  push(chunk: string): void;
+  progress(): AgentProgress;
+  finish(exitCode: number): AgentOutcome;
+}
+
 export interface Harness {
   readonly kind: string;
   invocation(task: AgentTask): AgentInvocation;
+  parser(): OutputParser;
+  /** Host environment variables this agent needs inside the sandbox (its API key, base URL). */
+  readonly passEnv: readonly string[];
 }

@@ -1,20 +1,25 @@
 /**
- * The leader: resolves the base, fans out one worker per sub-task, integrates their commits,
- * runs the tests and pushes with a lease. Anything short of a push ends the workflow as failed,
- * with the full RunResult attached to the failure, so the Web UI shows red and clients still
- * get the report.
+ * The leader: resolves the base, passes the plan gate, fans out one worker per sub-task,
+ * integrates their commits, runs the tests, passes the push gate and pushes with a lease.
+ * Anything short of a push ends the workflow as failed, with the full RunResult attached to the
+ * failure, so the Web UI shows red and clients still get the report.
  */
 import {
   ApplicationFailure,
   CancellationScope,
   ChildWorkflowFailure,
+  condition,
   executeChild,
+  getExternalWorkflowHandle,
+  isCancellation,
   proxyActivities,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../activities';
 import {
+  type GateDecision,
+  type GateName,
   type LeaderRequest,
   type LeaderRequestInput,
   type RunOutcome,
@@ -23,7 +28,16 @@ import {
   RequestError,
   parseLeaderRequest,
 } from '../spec';
-import { type RunStatus, statusQuery } from './messages';
+import {
+  type GateReview,
+  type RunStatus,
+  approveSignal,
+  pauseSignal,
+  rejectSignal,
+  resumeSignal,
+  statusQuery,
+  workerProgressSignal,
+} from './messages';
 import { activityOptions, commandOptions } from './options';
 import { workerWorkflow, workerWorkflowId } from './worker';
 
@@ -32,131 +46,231 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const info = workflowInfo();
   const runKey = runKeyOf(info.workflowId, info.runId);
   const targetRef = req.repo.targetRef ?? req.repo.baseRef;
+  const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
+  const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
   const { resolveBase, pushResult, provisionSandbox, seedWorkspace, mergeWorker, exportIntegrated, destroySandbox } =
     proxyActivities<Activities>(activityOptions);
-  const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { runCommand } = proxyActivities<Activities>(commandOptions(commandTimeoutMs));
+  const { runCommand } = proxyActivities<Activities>(commandOptions(commandTimeoutMs, heartbeatTimeoutMs));
+  const started = Date.now();
 
   const status: RunStatus = {
     phase: 'resolving',
     objective: req.objective,
     repo: req.repo.url,
     targetRef,
-    workers: req.subTasks.map((t) => ({ id: t.id, state: 'queued' })),
+    workers: req.subTasks.map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
+    decisions: [],
+    totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0, elapsedMs: 0 },
   };
-  setHandler(statusQuery, () => status);
+  const workerStatus = (id: string) => status.workers.find((w) => w.id === id);
+  setHandler(statusQuery, () => {
+    const now = Date.now();
+    for (const w of status.workers) if (w.state === 'running' || w.state === 'suspended') w.durationMs = now - (w.startedAt ?? now);
+    status.totals = {
+      costUsd: status.workers.reduce((sum, w) => sum + w.costUsd, 0),
+      turns: status.workers.reduce((sum, w) => sum + w.turns, 0),
+      workersDone: status.workers.filter((w) => w.state === 'done').length,
+      workersFailed: status.workers.filter((w) => w.state === 'failed').length,
+      elapsedMs: now - started,
+    };
+    return status;
+  });
 
-  const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
-  status.baseSha = baseSha;
-  const result: RunResult = { outcome: 'failed', message: '', baseSha, targetRef, workers: [] };
+  // ---- People: gates, pause and resume ----
+  let decision: GateDecision | undefined;
+  setHandler(approveSignal, (a) => {
+    const gate = status.gate;
+    const by = a.by ?? 'unknown';
+    if (!gate || gate.gate !== a.gate) {
+      gate?.refused.push({ by, reason: `the ${a.gate} gate is not open` });
+      return;
+    }
+    if (gate.gate === 'push' && a.sha !== gate.sha) {
+      gate.refused.push({ by, reason: `approval names ${a.sha ?? 'no commit'}, but the commit to push is ${gate.sha}` });
+      return;
+    }
+    decision = { gate: a.gate, approved: true, by, comment: a.comment, sha: gate.sha };
+  });
+  setHandler(rejectSignal, (r) => {
+    if (status.gate?.gate === r.gate) decision = { gate: r.gate, approved: false, by: r.by ?? 'unknown', comment: r.reason };
+    else status.gate?.refused.push({ by: r.by ?? 'unknown', reason: `the ${r.gate} gate is not open` });
+  });
+  const forward = async (workerId: string, send: (childId: string) => Promise<void>) => {
+    const state = workerStatus(workerId)?.state;
+    if (state === 'running' || state === 'suspended') await send(workerWorkflowId(info.workflowId, workerId));
+  };
+  setHandler(pauseSignal, (p) => forward(p.workerId, (id) => getExternalWorkflowHandle(id).signal(pauseSignal, p)));
+  setHandler(resumeSignal, (r) => forward(r.workerId, (id) => getExternalWorkflowHandle(id).signal(resumeSignal, r)));
+  setHandler(workerProgressSignal, (p) => {
+    const ws = workerStatus(p.id);
+    if (ws && (ws.state === 'running' || ws.state === 'suspended')) {
+      Object.assign(ws, { state: p.state, reason: p.reason, question: p.question, costUsd: p.costUsd, turns: p.turns });
+    }
+  });
+
+  /** Waits at a gate; returns normally when it is passed, ends the run when it is not. */
+  const passGate = async (name: GateName, review: Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>) => {
+    const gate = req.gates[name];
+    if (gate.mode === 'auto') return;
+    const timeoutMs = minutes(gate.timeoutMinutes);
+    status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
+    status.gate = { gate: name, openedAt: Date.now(), expiresAt: Date.now() + timeoutMs, onTimeout: gate.onTimeout, refused: [], ...review };
+    decision = undefined;
+    const decided = await condition(() => decision !== undefined, timeoutMs);
+    const taken: GateDecision = decided
+      ? decision!
+      : { gate: name, approved: gate.onTimeout === 'approve', by: 'timeout', expired: true, sha: status.gate.sha };
+    status.decisions.push(taken);
+    result.decisions = status.decisions;
+    status.gate = undefined;
+    if (taken.approved) return;
+    if (taken.expired) finish('failed', `the ${name} gate expired after ${gate.timeoutMinutes} minute(s) without a decision`);
+    finish('rejected', `${taken.by} rejected the ${name} gate: ${taken.comment ?? 'no reason given'}`);
+  };
+
+  const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [] };
+  /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
+    result.costUsd = status.workers.reduce((sum, w) => sum + w.costUsd, 0);
     Object.assign(result, { outcome, message });
     Object.assign(status, { outcome, message, phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
     if (status.phase === 'done') return result;
     throw ApplicationFailure.create({ type: outcome, message, nonRetryable: true, details: [result] });
   };
 
-  // ---- Fan out ----
-  status.phase = 'running';
-  result.workers = await pool(req.subTasks, req.limits.maxParallel, async (task, i) => {
-    const ws = status.workers[i];
-    Object.assign(ws, { state: 'running', startedAt: Date.now() });
-    let report: WorkerReport;
-    try {
-      report = await executeChild(workerWorkflow, {
-        workflowId: workerWorkflowId(info.workflowId, task.id),
-        args: [
-          {
-            runKey,
-            objective: req.objective,
-            task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths, sharedPaths: req.sharedPaths },
-            // validate() guarantees every sub-task has an agent of its own or the default.
-            agent: (task.agent ?? req.agent)!,
-            baseSha,
-            sandbox: req.sandbox,
-            setupCmd: req.setupCmd,
-            workerTimeoutMs: minutes(req.limits.workerTimeoutMinutes),
-            commandTimeoutMs,
-          },
-        ],
-      });
-    } catch (err) {
-      if (!(err instanceof ChildWorkflowFailure)) throw err;
-      report = {
-        workerId: task.id,
-        status: 'failed',
-        reason: err.cause?.message ?? err.message,
-        commits: 0,
-        filesChanged: 0,
-        isolation: 'none',
-        durationMs: Date.now() - (ws.startedAt ?? Date.now()),
-      };
-    }
-    Object.assign(ws, {
-      state: report.status,
-      reason: report.reason,
-      commits: report.commits,
-      filesChanged: report.filesChanged,
-      durationMs: report.durationMs,
-    });
-    return report;
-  });
-  const failed = result.workers.filter((w) => w.status === 'failed');
-  if (failed.length > 0) {
-    return finish('failed', `${failed.length} of ${req.subTasks.length} workers failed: ${failed.map((w) => `${w.workerId}: ${w.reason}`).join('; ')}`);
-  }
-
-  // ---- Integrate and test ----
-  status.phase = 'integrating';
-  const sandbox: SandboxRef = { key: `${runKey}/integration`, ...req.sandbox };
-  let integrated: { sha: string; ref: string };
   try {
-    await provisionSandbox(sandbox);
-    await seedWorkspace({ sandbox, runKey, baseSha, branch: `flotilla/${runKey}/integration`, author: 'Flotilla integration' });
-    for (const w of result.workers) {
-      if (!w.ref || !w.headSha) continue;
-      const task = req.subTasks.find((t) => t.id === w.workerId)!;
-      const merged = await mergeWorker({
-        sandbox,
-        runKey,
-        workerId: w.workerId,
-        ref: w.ref,
-        headSha: w.headSha,
-        baseSha,
-        title: `Integrate ${w.workerId}: ${firstLine(task.prompt)}`,
-      });
-      if (merged.status === 'conflict') {
-        result.conflict = { workerId: w.workerId, conflictsWith: merged.conflictsWith, files: merged.files };
-        const others = merged.conflictsWith.length ? merged.conflictsWith.join(', ') : 'earlier workers';
-        return finish('conflict', `worker ${w.workerId} conflicts with ${others} in ${merged.files.join(', ')}`);
-      }
-    }
-    status.phase = 'testing';
-    if (req.setupCmd) {
-      const setup = await runCommand({ sandbox, command: req.setupCmd, timeoutMs: commandTimeoutMs, label: 'setup' });
-      if (setup.exitCode !== 0 || setup.timedOut) {
-        result.test = { exitCode: setup.exitCode, tail: setup.tail, logRef: setup.logRef };
-        return finish('tests-failed', `the setup command failed on the integrated tree (exit ${setup.exitCode})`);
-      }
-    }
-    const test = await runCommand({ sandbox, command: req.testCmd, timeoutMs: commandTimeoutMs, label: 'tests' });
-    result.test = { exitCode: test.exitCode, tail: test.tail, logRef: test.logRef };
-    if (test.exitCode !== 0 || test.timedOut) {
-      return finish('tests-failed', `the test command ${test.timedOut ? 'timed out' : `exited with code ${test.exitCode}`} on the integrated tree`);
-    }
-    integrated = await exportIntegrated({ sandbox, runKey, baseSha });
-  } finally {
-    await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
-  }
-  result.integratedSha = status.integratedSha = integrated.sha;
-  if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
+    const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
+    status.baseSha = result.baseSha = baseSha;
+    await passGate('plan', {
+      plan: req.subTasks.map((t) => ({
+        id: t.id,
+        ownedPaths: t.ownedPaths,
+        agent: (t.agent ?? req.agent)!.kind,
+        prompt: firstLine(t.prompt),
+      })),
+    });
 
-  // ---- Push ----
-  status.phase = 'pushing';
-  const pushed = await pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha });
-  if (pushed.outcome === 'raced') return finish('raced', `not pushed: ${pushed.message}`);
-  result.pushedSha = pushed.remoteSha;
-  return finish('pushed', `${result.workers.length} worker(s) integrated, tests passed, pushed to ${targetRef}`);
+    // ---- Fan out ----
+    status.phase = 'running';
+    result.workers = await pool(req.subTasks, req.limits.maxParallel, async (task, i) => {
+      const ws = status.workers[i];
+      Object.assign(ws, { state: 'running', startedAt: Date.now() });
+      let report: WorkerReport;
+      try {
+        report = await executeChild(workerWorkflow, {
+          workflowId: workerWorkflowId(info.workflowId, task.id),
+          args: [
+            {
+              runKey,
+              objective: req.objective,
+              task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths, sharedPaths: req.sharedPaths },
+              // validate() guarantees every sub-task has an agent of its own or the default.
+              agent: (task.agent ?? req.agent)!,
+              baseSha,
+              sandbox: req.sandbox,
+              setupCmd: req.setupCmd,
+              workerTimeoutMs: minutes(req.limits.workerTimeoutMinutes),
+              commandTimeoutMs,
+              heartbeatTimeoutMs,
+              budgetUsd: req.limits.workerBudgetUsd,
+              maxTurns: req.limits.maxTurns,
+              suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
+            },
+          ],
+        });
+      } catch (err) {
+        if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
+        report = {
+          workerId: task.id,
+          status: 'failed',
+          reason: err.cause?.message ?? err.message,
+          commits: 0,
+          filesChanged: 0,
+          isolation: 'none',
+          durationMs: Date.now() - (ws.startedAt ?? Date.now()),
+          costUsd: ws.costUsd,
+          turns: ws.turns,
+          runs: 0,
+        };
+      }
+      Object.assign(ws, {
+        state: report.status,
+        reason: report.reason,
+        question: undefined,
+        commits: report.commits,
+        filesChanged: report.filesChanged,
+        durationMs: report.durationMs,
+        costUsd: report.costUsd,
+        turns: report.turns,
+      });
+      return report;
+    });
+    const failed = result.workers.filter((w) => w.status !== 'done');
+    if (failed.length > 0) {
+      return finish('failed', `${failed.length} of ${req.subTasks.length} workers failed: ${failed.map((w) => `${w.workerId}: ${w.reason}`).join('; ')}`);
+    }
+
+    // ---- Integrate and test ----
+    status.phase = 'integrating';
+    const sandbox: SandboxRef = { key: `${runKey}/integration`, ...req.sandbox };
+    let integrated: { sha: string; ref: string; diffstat: string };
+    let testSummary = '';
+    try {
+      await provisionSandbox(sandbox);
+      await seedWorkspace({ sandbox, runKey, baseSha, branch: `flotilla/${runKey}/integration`, author: 'Flotilla integration' });
+      for (const w of result.workers) {
+        if (!w.ref || !w.headSha) continue;
+        const task = req.subTasks.find((t) => t.id === w.workerId)!;
+        const merged = await mergeWorker({
+          sandbox,
+          runKey,
+          workerId: w.workerId,
+          ref: w.ref,
+          headSha: w.headSha,
+          baseSha,
+          title: `Integrate ${w.workerId}: ${firstLine(task.prompt)}`,
+        });
+        if (merged.status === 'conflict') {
+          result.conflict = { workerId: w.workerId, conflictsWith: merged.conflictsWith, files: merged.files };
+          const others = merged.conflictsWith.length ? merged.conflictsWith.join(', ') : 'earlier workers';
+          return finish('conflict', `worker ${w.workerId} conflicts with ${others} in ${merged.files.join(', ')}`);
+        }
+      }
+      status.phase = 'testing';
+      if (req.setupCmd) {
+        const setup = await runCommand({ sandbox, command: req.setupCmd, timeoutMs: commandTimeoutMs, label: 'setup' });
+        if (setup.exitCode !== 0 || setup.timedOut) {
+          result.test = { exitCode: setup.exitCode, tail: setup.tail, logRef: setup.logRef };
+          return finish('tests-failed', `the setup command failed on the integrated tree (exit ${setup.exitCode})`);
+        }
+      }
+      const test = await runCommand({ sandbox, command: req.testCmd, timeoutMs: commandTimeoutMs, label: 'tests' });
+      result.test = { exitCode: test.exitCode, tail: test.tail, logRef: test.logRef };
+      if (test.exitCode !== 0 || test.timedOut) {
+        return finish('tests-failed', `the test command ${test.timedOut ? 'timed out' : `exited with code ${test.exitCode}`} on the integrated tree`);
+      }
+      testSummary = lastLines(test.tail, 5);
+      integrated = await exportIntegrated({ sandbox, runKey, baseSha });
+    } finally {
+      await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
+    }
+    result.integratedSha = status.integratedSha = integrated.sha;
+    if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
+
+    // ---- Approve and push ----
+    await passGate('push', { sha: integrated.sha, diffstat: integrated.diffstat, testSummary });
+    status.phase = 'pushing';
+    const pushed = await pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha });
+    if (pushed.outcome === 'raced') return finish('raced', `not pushed: ${pushed.message}`);
+    result.pushedSha = pushed.remoteSha;
+    return finish('pushed', `${result.workers.length} worker(s) integrated, tests passed, pushed to ${targetRef}`);
+  } catch (err) {
+    if (isCancellation(err)) {
+      Object.assign(status, { phase: 'cancelled', gate: undefined, message: 'cancelled; nothing was pushed' });
+      for (const w of status.workers) if (w.state !== 'done' && w.state !== 'failed') w.state = 'cancelled';
+    }
+    throw err;
+  }
 }
 
 function validate(input: LeaderRequestInput): LeaderRequest {
@@ -184,6 +298,10 @@ function minutes(n: number): number {
 function firstLine(text: string): string {
   const line = text.trim().split('\n')[0];
   return line.length > 72 ? `${line.slice(0, 69)}...` : line;
+}
+
+function lastLines(text: string, n: number): string {
+  return text.trimEnd().split('\n').slice(-n).join('\n');
 }
 
 /** Runs fn over items with at most `limit` in flight; results keep the items' order. */

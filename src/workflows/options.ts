@@ -13,10 +13,10 @@ export const activityOptions: ActivityOptions = {
  * Long commands (agents, tests) heartbeat; a worker process that dies is noticed within the
  * heartbeat timeout and the attempt is retried on another worker process.
  */
-export function commandOptions(timeoutMs: number): ActivityOptions {
+export function commandOptions(timeoutMs: number, heartbeatTimeoutMs: number): ActivityOptions {
   return {
     startToCloseTimeout: timeoutMs + 2 * 60_000,
-    heartbeatTimeout: '30 seconds',
+    heartbeatTimeout: heartbeatTimeoutMs,
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },
   };
 }

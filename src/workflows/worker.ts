@@ -1,10 +1,21 @@
 /**
  * One sub-task: a sandbox of its own, the agent run in it, its commits collected and checked
- * against the paths it owns. The sandbox is destroyed however the worker ends.
+ * against the paths it may change. An agent that runs out of budget or turns, asks a question,
+ * or is paused by an operator suspends the worker instead of failing it: the sandbox is kept
+ * and the worker waits for `resume`. The sandbox is destroyed however the worker ends.
  */
-import { CancellationScope, proxyActivities } from '@temporalio/workflow';
-import type { Activities, CommandReport, SandboxRef } from '../activities';
+import {
+  CancellationScope,
+  condition,
+  getExternalWorkflowHandle,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities, AgentRunReport, CommandReport, SandboxRef } from '../activities';
 import type { AgentSpec, Isolation, WorkerReport } from '../spec';
+import { type ResumeInput, type WorkerProgress, type WorkerState, pauseSignal, resumeSignal, workerProgressSignal } from './messages';
 import { activityOptions, commandOptions } from './options';
 
 export interface WorkerInput {
@@ -17,22 +28,60 @@ export interface WorkerInput {
   setupCmd?: string;
   workerTimeoutMs: number;
   commandTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+  budgetUsd?: number;
+  maxTurns?: number;
+  suspendTimeoutMs: number;
+}
+
+/** Why an agent run stopped short of finishing and the worker should wait for a person. */
+function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | undefined): string | undefined {
+  if (run.agent.question) return 'the agent needs an answer';
+  if (run.budgetExceeded) return `the agent used its budget ($${spentUsd.toFixed(2)} of $${(budgetUsd ?? 0).toFixed(2)})`;
+  if (run.agent.hitTurnLimit) return 'the agent reached its turn limit';
+  return undefined;
 }
 
 export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> {
   const { provisionSandbox, seedWorkspace, collectWork, destroySandbox } = proxyActivities<Activities>(activityOptions);
-  const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs));
-  const { runAgent } = proxyActivities<Activities>(commandOptions(input.workerTimeoutMs));
+  const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs));
+  const { runAgent } = proxyActivities<Activities>(commandOptions(input.workerTimeoutMs, input.heartbeatTimeoutMs));
   const { task } = input;
   const sandbox: SandboxRef = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
   const started = Date.now();
   let isolation: Isolation = 'none';
+  let costUsd = 0;
+  let turns = 0;
+  let runs = 0;
+  let budget = input.budgetUsd;
+
+  // ---- Messages: pause and resume arrive from the leader ----
+  let pauseRequested = false;
+  let resume: ResumeInput | undefined;
+  let agentScope: CancellationScope | undefined;
+  setHandler(pauseSignal, () => {
+    pauseRequested = true;
+    agentScope?.cancel();
+  });
+  setHandler(resumeSignal, (r) => {
+    resume = r;
+  });
+  const parentId = workflowInfo().parent?.workflowId;
+  const tellLeader = async (state: WorkerState, extra: Partial<WorkerProgress> = {}) => {
+    if (!parentId) return;
+    const progress: WorkerProgress = { id: task.id, state, costUsd, turns, ...extra };
+    await getExternalWorkflowHandle(parentId).signal(workerProgressSignal, progress);
+  };
+
   const report = (fields: Partial<WorkerReport> & Pick<WorkerReport, 'status'>): WorkerReport => ({
     workerId: task.id,
     commits: 0,
     filesChanged: 0,
     isolation,
     durationMs: Date.now() - started,
+    costUsd,
+    turns,
+    runs,
     ...fields,
   });
   const failedCommand = (what: string, run: CommandReport): WorkerReport =>
@@ -57,15 +106,66 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       const setup = await runCommand({ sandbox, command: input.setupCmd, timeoutMs: input.commandTimeoutMs, label: 'setup' });
       if (setup.exitCode !== 0 || setup.timedOut) return failedCommand('the setup command', setup);
     }
-    const run = await runAgent({
-      sandbox,
-      agent: input.agent,
-      workerId: task.id,
-      objective: input.objective,
-      prompt: task.prompt,
-      timeoutMs: input.workerTimeoutMs,
-    });
+
+    // ---- The agent, as many runs as suspensions and resumptions take ----
+    let sessionId: string | undefined;
+    let message: string | undefined;
+    /** One agent run, or undefined when an operator's pause cut it short. */
+    const runAgentOnce = async (): Promise<AgentRunReport | undefined> => {
+      runs++;
+      agentScope = new CancellationScope();
+      try {
+        return await agentScope.run(() =>
+          runAgent({
+            sandbox,
+            agent: input.agent,
+            workerId: task.id,
+            objective: input.objective,
+            prompt: task.prompt,
+            timeoutMs: input.workerTimeoutMs,
+            sessionId,
+            message,
+            maxTurns: input.maxTurns,
+            budgetUsd: budget === undefined ? undefined : Math.max(0, budget - costUsd),
+          }),
+        );
+      } catch (err) {
+        // A pause cancels only the agent's scope; a cancellation of the worker itself goes on up.
+        if (isCancellation(err) && pauseRequested && !CancellationScope.current().consideredCancelled) return undefined;
+        throw err;
+      } finally {
+        agentScope = undefined;
+      }
+    };
+    let finished: AgentRunReport | undefined;
+    while (!finished) {
+      const run = pauseRequested ? undefined : await runAgentOnce();
+      if (run) {
+        costUsd += run.agent.costUsd;
+        turns += run.agent.turns;
+        sessionId = run.agent.sessionId ?? sessionId;
+      }
+      const why = run ? suspension(run, costUsd, budget) : 'paused by an operator';
+      if (run && !why) {
+        finished = run;
+        break;
+      }
+
+      // ---- Suspended: the sandbox stays, the worker waits for resume ----
+      await tellLeader('suspended', { reason: why, question: run?.agent.question });
+      resume = undefined;
+      if (!(await condition(() => resume !== undefined, input.suspendTimeoutMs))) {
+        const minutes = Math.round(input.suspendTimeoutMs / 60_000);
+        return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
+      }
+      pauseRequested = false;
+      message = resume!.message;
+      if (resume!.addBudgetUsd) budget = (budget ?? costUsd) + resume!.addBudgetUsd;
+      await tellLeader('running');
+    }
+    const run = finished;
     if (run.exitCode !== 0 || run.timedOut) return failedCommand('the agent', run);
+
     const work = await collectWork({
       sandbox,
       runKey: input.runKey,
@@ -101,4 +201,3 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
 export function workerWorkflowId(leaderId: string, taskId: string): string {
   return `${leaderId}/${taskId}`;
 }
-
