@@ -1,33 +1,36 @@
 #!/usr/bin/env node
 /**
- * flotilla — start, inspect and serve runs.
- *
- *   flotilla start <request.yaml|json> [--id ID] [--wait]
- *   flotilla validate <request>
- *   flotilla status <id>
- *   flotilla result <id>
- *   flotilla worker
+ * flotilla — start, watch, steer and serve runs. `flotilla help` lists the commands.
  */
 import { parseArgs } from 'node:util';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { awaitRun, formatRunEnd, formatStatus, loadRequestFile, startRun } from './client';
+import { awaitRun, formatRunEnd, formatStatus, loadRequestFile, startRun, watchRun } from './client';
 import { dataDir, taskQueue } from './config';
 import { RequestError } from './spec';
 import { ensureTemporal, workflowUrl } from './temporal';
 import { runWorkerProcess } from './worker';
-import { statusQuery } from './workflows/messages';
+import { type RunStatus, approveSignal, pauseSignal, rejectSignal, resumeSignal, statusQuery } from './workflows/messages';
 
 const USAGE = `usage: flotilla <command> [options]
 
 commands:
-  start <request>    validate a request (JSON or YAML) and start a run
-      --id ID          workflow id (default: flotilla-<timestamp>-<random>)
-      --wait           wait for the run to end and print its result
-  validate <request> check a request without starting anything
-  status <id>        phase, workers and outcome of a run
-  result <id>        wait for a run to end and print its result
-  worker             run a Flotilla worker (starts an embedded Temporal dev server
-                     unless TEMPORAL_ADDRESS is set or one is already listening)
+  start <request>      validate a request (JSON or YAML) and start a run
+      --id ID            workflow id (default: flotilla-<timestamp>-<random>)
+      --wait             wait for the run to end and print its result
+  validate <request>   check a request without starting anything
+  status <id>          phase, open gate, workers (state, cost, turns) and totals
+  watch <id>           live status until the run ends; exits with its result
+  result <id>          wait for a run to end and print its result
+  approve <id> --gate plan|push [--sha SHA] [--comment TEXT] [--by NAME]
+                       pass a manual gate; the push gate needs the SHA that status shows
+  reject <id> --gate plan|push --reason TEXT [--by NAME]
+                       end the run at a gate; nothing is pushed
+  pause <id> --worker W              stop a worker's agent and keep its sandbox
+  resume <id> --worker W [--message TEXT] [--add-budget USD]
+                       continue a suspended worker, telling its agent TEXT
+  cancel <id>          cancel the run: agents are killed, sandboxes destroyed, nothing pushed
+  worker               run a Flotilla worker (starts an embedded Temporal dev server
+                       unless TEMPORAL_ADDRESS is set or one is already listening)
 
 environment:
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE   use this cluster instead of the embedded server
@@ -37,25 +40,63 @@ environment:
 
 class UsageError extends Error {}
 
-async function connect() {
-  const temporal = await ensureTemporal({ dataDir: dataDir(), connectOnly: true });
-  const connection = await Connection.connect({ address: temporal.address });
-  return { client: new Client({ connection, namespace: temporal.namespace }), temporal, connection };
-}
+const OPTIONS = {
+  id: { type: 'string' },
+  wait: { type: 'boolean' },
+  gate: { type: 'string' },
+  sha: { type: 'string' },
+  comment: { type: 'string' },
+  reason: { type: 'string' },
+  by: { type: 'string' },
+  worker: { type: 'string' },
+  message: { type: 'string' },
+  'add-budget': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
 
 function oneArg(positionals: string[], what: string): string {
   if (positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
   return positionals[0];
 }
 
+function gateOption(value: string | undefined): 'plan' | 'push' {
+  if (value !== 'plan' && value !== 'push') throw new UsageError('--gate must be "plan" or "push"');
+  return value;
+}
+
+function who(by: string | undefined): string {
+  return by ?? process.env.USER ?? 'cli';
+}
+
+async function withClient<T>(fn: (client: Client, ui: { url(id: string): string | undefined }) => Promise<T>): Promise<T> {
+  const temporal = await ensureTemporal({ dataDir: dataDir(), connectOnly: true });
+  const connection = await Connection.connect({ address: temporal.address });
+  try {
+    return await fn(new Client({ connection, namespace: temporal.namespace }), {
+      url: (id) => workflowUrl(temporal.uiUrl, temporal.namespace, id),
+    });
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Polls the status until `accepted` says the signal took effect, or reports why not. */
+async function confirm(client: Client, id: string, accepted: (s: RunStatus) => boolean, refusedBefore: number): Promise<RunStatus> {
+  const handle = client.workflow.getHandle(id);
+  for (let i = 0; i < 50; i++) {
+    const s = await handle.query(statusQuery);
+    const refusal = s.gate?.refused[refusedBefore];
+    if (refusal) throw new UsageError(`refused: ${refusal.reason}`);
+    if (accepted(s)) return s;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new UsageError('the run did not confirm the signal within 10 s; check `flotilla status`');
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: { id: { type: 'string' }, wait: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
-  });
-  if (!command || command === 'help' || values.help) {
+  const { values: o, positionals } = parseArgs({ args: rest, allowPositionals: true, options: OPTIONS });
+  if (!command || command === 'help' || o.help) {
     console.log(USAGE);
     return 0;
   }
@@ -71,44 +112,111 @@ async function main(argv: string[]): Promise<number> {
     case 'start': {
       // Validate before connecting: a bad request never reaches Temporal.
       const req = loadRequestFile(oneArg(positionals, 'request file'));
-      const { client, temporal, connection } = await connect();
-      try {
-        const handle = await startRun(client, req, { taskQueue: taskQueue(), workflowId: values.id });
+      return withClient(async (client, ui) => {
+        const handle = await startRun(client, req, { taskQueue: taskQueue(), workflowId: o.id });
         console.log(`Started run ${handle.workflowId} (${req.subTasks.length} sub-task(s)).`);
-        const url = workflowUrl(temporal.uiUrl, temporal.namespace, handle.workflowId);
+        const url = ui.url(handle.workflowId);
         if (url) console.log(`Web UI: ${url}`);
-        console.log(`Follow it with: flotilla status ${handle.workflowId}`);
-        if (!values.wait) return 0;
+        console.log(`Follow it with: flotilla watch ${handle.workflowId}`);
+        if (!o.wait) return 0;
         const end = await awaitRun(handle);
         console.log(formatRunEnd(end));
         return end.failureType ? 1 : 0;
-      } finally {
-        await connection.close();
-      }
+      });
     }
     case 'status': {
       const id = oneArg(positionals, 'run id');
-      const { client, temporal, connection } = await connect();
-      try {
-        const status = await client.workflow.getHandle(id).query(statusQuery);
-        console.log(formatStatus(status));
-        const url = workflowUrl(temporal.uiUrl, temporal.namespace, id);
+      return withClient(async (client, ui) => {
+        console.log(formatStatus(await client.workflow.getHandle(id).query(statusQuery), id));
+        const url = ui.url(id);
         if (url) console.log(`Web UI: ${url}`);
         return 0;
-      } finally {
-        await connection.close();
-      }
+      });
+    }
+    case 'watch': {
+      const id = oneArg(positionals, 'run id');
+      return withClient(async (client) => {
+        const end = await watchRun(client, id, process.stdout);
+        console.log(formatRunEnd(end));
+        return end.failureType ? 1 : 0;
+      });
     }
     case 'result': {
       const id = oneArg(positionals, 'run id');
-      const { client, connection } = await connect();
-      try {
+      return withClient(async (client) => {
         const end = await awaitRun(client.workflow.getHandle(id));
         console.log(formatRunEnd(end));
         return end.failureType ? 1 : 0;
-      } finally {
-        await connection.close();
-      }
+      });
+    }
+    case 'approve': {
+      const id = oneArg(positionals, 'run id');
+      const gate = gateOption(o.gate);
+      return withClient(async (client) => {
+        const handle = client.workflow.getHandle(id);
+        const s = await handle.query(statusQuery);
+        if (s.gate?.gate !== gate) throw new UsageError(`the ${gate} gate is not open (phase: ${s.phase})`);
+        if (gate === 'push' && !o.sha) throw new UsageError(`--sha is required at the push gate: the commit to push is ${s.gate.sha}`);
+        if (gate === 'push' && o.sha !== s.gate.sha) {
+          throw new UsageError(`refused: --sha ${o.sha} is not the commit to push (${s.gate.sha}); review that one and approve it`);
+        }
+        await handle.signal(approveSignal, { gate, sha: o.sha, by: who(o.by), comment: o.comment });
+        await confirm(client, id, (now) => now.gate?.gate !== gate, s.gate.refused.length);
+        console.log(`Approved the ${gate} gate of ${id}.`);
+        return 0;
+      });
+    }
+    case 'reject': {
+      const id = oneArg(positionals, 'run id');
+      const gate = gateOption(o.gate);
+      if (!o.reason) throw new UsageError('--reason is required');
+      const reason = o.reason;
+      return withClient(async (client) => {
+        const handle = client.workflow.getHandle(id);
+        const s = await handle.query(statusQuery);
+        if (s.gate?.gate !== gate) throw new UsageError(`the ${gate} gate is not open (phase: ${s.phase})`);
+        await handle.signal(rejectSignal, { gate, by: who(o.by), reason });
+        await confirm(client, id, (now) => now.gate?.gate !== gate, s.gate.refused.length);
+        console.log(`Rejected the ${gate} gate of ${id}; the run ends without pushing.`);
+        return 0;
+      });
+    }
+    case 'pause':
+    case 'resume': {
+      const id = oneArg(positionals, 'run id');
+      const workerId = o.worker;
+      if (!workerId) throw new UsageError('--worker is required');
+      const addBudgetUsd = o['add-budget'] === undefined ? undefined : Number(o['add-budget']);
+      if (addBudgetUsd !== undefined && !(addBudgetUsd > 0)) throw new UsageError('--add-budget must be a positive number of dollars');
+      return withClient(async (client) => {
+        const handle = client.workflow.getHandle(id);
+        const s = await handle.query(statusQuery);
+        const w = s.workers.find((x) => x.id === workerId);
+        if (!w) throw new UsageError(`no worker "${workerId}" in ${id} (workers: ${s.workers.map((x) => x.id).join(', ')})`);
+        if (command === 'pause') {
+          if (w.state !== 'running') throw new UsageError(`worker ${workerId} is ${w.state}; only a running worker can be paused`);
+          await handle.signal(pauseSignal, { workerId, by: who(o.by) });
+          await confirm(client, id, (now) => now.workers.find((x) => x.id === workerId)?.state !== 'running', 0);
+          console.log(`Paused worker ${workerId}; resume it with: flotilla resume ${id} --worker ${workerId}`);
+        } else {
+          if (w.state !== 'suspended') throw new UsageError(`worker ${workerId} is ${w.state}; only a suspended worker can be resumed`);
+          await handle.signal(resumeSignal, { workerId, message: o.message, addBudgetUsd, by: who(o.by) });
+          await confirm(client, id, (now) => now.workers.find((x) => x.id === workerId)?.state !== 'suspended', 0);
+          console.log(`Resumed worker ${workerId}.`);
+        }
+        return 0;
+      });
+    }
+    case 'cancel': {
+      const id = oneArg(positionals, 'run id');
+      return withClient(async (client) => {
+        const handle = client.workflow.getHandle(id);
+        await handle.cancel();
+        console.log(`Cancelling ${id}: stopping agents and destroying sandboxes...`);
+        const end = await awaitRun(handle);
+        console.log(formatRunEnd(end));
+        return 0;
+      });
     }
     default:
       throw new UsageError(`unknown command "${command}"`);
@@ -118,7 +226,8 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    if (err instanceof UsageError) console.error(`flotilla: ${err.message}\n\n${USAGE}`);
+    if (err instanceof UsageError && err.message.startsWith('refused')) console.error(`flotilla: ${err.message}`);
+    else if (err instanceof UsageError) console.error(`flotilla: ${err.message}\n\nrun \`flotilla help\` for usage`);
     else if (err instanceof RequestError) console.error(`flotilla: ${err.message}`);
     else if (err instanceof WorkflowNotFoundError) console.error(`flotilla: no run with id ${err.workflowId}`);
     else console.error(`flotilla: ${err instanceof Error ? err.message : String(err)}`);

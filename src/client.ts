@@ -6,10 +6,10 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Client, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure, defaultPayloadConverter } from '@temporalio/common';
 import YAML from 'yaml';
 import { type LeaderRequest, RequestError, type RunResult, parseLeaderRequest } from './spec';
-import type { RunStatus } from './workflows/messages';
+import { type RunStatus, statusQuery } from './workflows/messages';
 import type { leaderWorkflow } from './workflows/leader';
 
 /**
@@ -76,6 +76,9 @@ export async function awaitRun(handle: WorkflowHandle): Promise<RunEnd> {
   } catch (err) {
     if (err instanceof WorkflowFailedError) {
       const cause = err.cause;
+      if (cause instanceof CancelledFailure) {
+        return { workflowId: handle.workflowId, failureType: 'cancelled', failureMessage: 'the run was cancelled; nothing was pushed' };
+      }
       if (cause instanceof ApplicationFailure) {
         return {
           workflowId: handle.workflowId,
@@ -98,20 +101,62 @@ function seconds(ms?: number): string {
   return ms === undefined ? '' : `${(ms / 1000).toFixed(1)}s`;
 }
 
-export function formatStatus(s: RunStatus): string {
+function usd(n: number): string {
+  return `$${n.toFixed(2)}`;
+}
+
+/** Shell-quotes a value for a command the user can paste. */
+function q(value: string): string {
+  return /^[A-Za-z0-9_./:@=-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+function formatGate(s: RunStatus, runId: string): string[] {
+  const g = s.gate;
+  if (!g) return [];
+  const lines = [`gate:      ${g.gate} — waiting for approval (then ${g.onTimeout} at ${new Date(g.expiresAt).toISOString()})`];
+  if (g.plan) {
+    const idWidth = Math.max(2, ...g.plan.map((p) => p.id.length));
+    lines.push('  plan:');
+    for (const p of g.plan) lines.push(`    ${p.id.padEnd(idWidth)}  ${p.agent.padEnd(11)}  ${p.ownedPaths.join(', ')}  — ${p.prompt}`);
+  }
+  if (g.sha) {
+    lines.push(`  commit:  ${g.sha}`);
+    if (g.testSummary) lines.push('  tests:', ...g.testSummary.split('\n').map((l) => `    ${l}`));
+    if (g.diffstat) lines.push('  changes:', ...g.diffstat.split('\n').map((l) => `    ${l}`));
+  }
+  for (const r of g.refused) lines.push(`  refused: ${r.by}: ${r.reason}`);
+  const sha = g.sha ? ` --sha ${g.sha}` : '';
+  lines.push(`  approve: flotilla approve ${q(runId)} --gate ${g.gate}${sha}`);
+  lines.push(`  reject:  flotilla reject ${q(runId)} --gate ${g.gate} --reason '...'`);
+  return lines;
+}
+
+export function formatStatus(s: RunStatus, runId: string): string {
   const lines = [
+    `run:       ${runId}`,
     `phase:     ${s.phase}${s.outcome ? ` (${s.outcome})` : ''}`,
     `objective: ${s.objective}`,
     `repo:      ${s.repo} → ${s.targetRef} (base ${short(s.baseSha)})`,
   ];
   if (s.integratedSha) lines.push(`integrated: ${s.integratedSha}`);
   if (s.message) lines.push(`message:   ${s.message}`);
+  lines.push(...formatGate(s, runId));
   lines.push('workers:');
   const width = Math.max(6, ...s.workers.map((w) => w.id.length));
   for (const w of s.workers) {
-    const detail = w.state === 'failed' ? w.reason ?? '' : w.commits !== undefined ? `${w.commits} commit(s), ${w.filesChanged} file(s)` : '';
-    lines.push(`  ${w.id.padEnd(width)}  ${w.state.padEnd(8)} ${seconds(w.durationMs).padStart(7)}  ${detail}`);
+    const detail =
+      w.state === 'failed' || w.state === 'suspended'
+        ? w.reason ?? ''
+        : w.commits !== undefined
+          ? `${w.commits} commit(s), ${w.filesChanged} file(s)`
+          : '';
+    const cost = `${usd(w.costUsd)} ${String(w.turns).padStart(3)} turns`;
+    lines.push(`  ${w.id.padEnd(width)}  ${w.state.padEnd(9)} ${seconds(w.durationMs).padStart(7)}  ${cost}  ${detail}`);
+    if (w.question) lines.push(`  ${' '.repeat(width)}  question: ${w.question}`);
+    if (w.state === 'suspended') lines.push(`  ${' '.repeat(width)}  resume:   flotilla resume ${q(runId)} --worker ${w.id} --message '...'`);
   }
+  const t = s.totals;
+  lines.push(`totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(t.elapsedMs)} elapsed`);
   return lines.join('\n');
 }
 
@@ -126,6 +171,11 @@ export function formatRunEnd(end: RunEnd): string {
   }
   if (r.conflict) lines.push(`  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`);
   if (r.test && r.outcome !== 'pushed') lines.push(`  test output (tail; full log ${r.test.logRef}):`, indent(r.test.tail));
+  for (const d of r.decisions ?? []) {
+    const verdict = d.expired ? `expired (${d.approved ? 'approved' : 'failed'})` : d.approved ? 'approved' : 'rejected';
+    lines.push(`  ${d.gate} gate ${verdict} by ${d.by}${d.comment ? `: ${d.comment}` : ''}`);
+  }
+  if (r.costUsd) lines.push(`  agents cost ${usd(r.costUsd)}`);
   if (r.pushedSha) lines.push(`  pushed ${r.pushedSha} to ${r.targetRef}`);
   return lines.join('\n');
 }
@@ -136,4 +186,53 @@ function indent(text: string): string {
     .split('\n')
     .map((l) => `    | ${l}`)
     .join('\n');
+}
+
+/** What running agents report in their heartbeats: the freshest view of their progress. */
+async function liveProgress(client: Client, runId: string, status: RunStatus): Promise<string[]> {
+  const lines: string[] = [];
+  for (const w of status.workers.filter((x) => x.state === 'running')) {
+    const desc = await client.workflow
+      .getHandle(`${runId}/${w.id}`)
+      .describe()
+      .catch(() => undefined);
+    for (const a of desc?.raw.pendingActivities ?? []) {
+      const payload = a.heartbeatDetails?.payloads?.[0];
+      if (!payload) continue;
+      const beat = defaultPayloadConverter.fromPayload(payload) as {
+        label?: string;
+        lastLine?: string;
+        agent?: { turns: number; toolCalls: number; costUsd: number; lastEvent?: string };
+      };
+      const agent = beat.agent ? ` ${beat.agent.turns} turns, ${beat.agent.toolCalls} tool calls, ${usd(beat.agent.costUsd)}` : '';
+      const last = beat.agent?.lastEvent ?? beat.lastLine ?? '';
+      lines.push(`  ${w.id}: ${beat.label ?? 'working'}${agent}${last ? ` — ${last}` : ''}`);
+    }
+  }
+  return lines.length ? ['live:', ...lines] : [];
+}
+
+/** What changed, for output that is not a terminal: the same view is printed only once. */
+function significant(s: RunStatus): string {
+  return JSON.stringify([s.phase, s.gate?.gate, s.gate?.refused.length, s.workers.map((w) => [w.state, w.reason, w.costUsd, w.turns])]);
+}
+
+/**
+ * Shows a run live until it ends: redrawn in place on a terminal, printed on each change
+ * otherwise. Returns how the run ended.
+ */
+export async function watchRun(client: Client, runId: string, out: NodeJS.WriteStream): Promise<RunEnd> {
+  const handle = client.workflow.getHandle(runId);
+  let printed = '';
+  while ((await handle.describe()).status.name === 'RUNNING') {
+    const status = await handle.query(statusQuery).catch(() => undefined);
+    if (status) {
+      const view = [formatStatus(status, runId), ...(await liveProgress(client, runId, status))].join('\n');
+      if (out.isTTY) out.write(`\x1b[H\x1b[2J${view}\n`);
+      else if (significant(status) !== printed) out.write(`${view}\n\n`);
+      printed = significant(status);
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  return awaitRun(handle);
 }

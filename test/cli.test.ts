@@ -2,7 +2,6 @@
  * The ways users start and inspect runs: our CLI and the Temporal CLI binary, against the
  * suite's real server, with a real worker behind them.
  */
-import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -10,6 +9,7 @@ import YAML from 'yaml';
 import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
+import { flotilla as runFlotilla, run } from './processes';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -19,21 +19,8 @@ afterAll(async () => {
   await env?.stop();
 });
 
-/** Runs a command without blocking this process, whose event loop also runs the worker. */
-function run(cmd: string, args: string[], extraEnv: Record<string, string> = {}): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve) => {
-    execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...extraEnv }, timeout: 120_000 }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out: stdout, err: stderr });
-    });
-  });
-}
-
 function flotilla(args: string[], extraEnv: Record<string, string> = {}) {
-  return run(process.execPath, [path.join(__dirname, '../bin/flotilla'), ...args], {
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
-    FLOTILLA_TASK_QUEUE: env.taskQueue,
-    ...extraEnv,
-  });
+  return runFlotilla(env.taskQueue, args, extraEnv);
 }
 
 function requestFor(url: string, ids: string[]) {

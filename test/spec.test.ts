@@ -30,7 +30,14 @@ function problems(mutate: (r: any) => void): string[] {
 describe('parseLeaderRequest', () => {
   it('accepts a valid request and fills defaults', () => {
     const req = parseLeaderRequest(valid());
-    expect(req.limits).toEqual({ maxParallel: 4, workerTimeoutMinutes: 30, commandTimeoutMinutes: 10 });
+    expect(req.limits).toEqual({
+      maxParallel: 4,
+      workerTimeoutMinutes: 30,
+      commandTimeoutMinutes: 10,
+      suspendTimeoutMinutes: 1440,
+      heartbeatTimeoutSeconds: 30,
+    });
+    expect(req.gates.plan).toEqual({ mode: 'auto', timeoutMinutes: 10080, onTimeout: 'fail' });
     expect(req.sandbox).toEqual({ provider: 'local', network: false });
     expect(req.sharedPaths).toEqual([]);
   });

@@ -1,4 +1,4 @@
-import type { ActivityOptions } from '@temporalio/workflow';
+import { ActivityCancellationType, type ActivityOptions } from '@temporalio/workflow';
 
 /**
  * Short activities (git plumbing, sandbox lifecycle). Bounded retries so a persistent fault
@@ -11,10 +11,12 @@ export const activityOptions: ActivityOptions = {
 
 /**
  * Long commands (agents, tests) heartbeat; a worker process that dies is noticed within the
- * heartbeat timeout and the attempt is retried on another worker process.
+ * heartbeat timeout and the attempt is retried on another worker process. A cancelled command
+ * is waited for until its processes are gone, so nothing outlives the sandbox it ran in.
  */
 export function commandOptions(timeoutMs: number, heartbeatTimeoutMs: number): ActivityOptions {
   return {
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     startToCloseTimeout: timeoutMs + 2 * 60_000,
     heartbeatTimeout: heartbeatTimeoutMs,
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumAttempts: 3 },

@@ -1,0 +1,45 @@
+/** Helpers for tests that drive runs from outside: processes, polling. */
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { inject } from 'vitest';
+
+export interface Ran {
+  code: number;
+  out: string;
+  err: string;
+}
+
+/** Runs a command without blocking this process, whose event loop also runs the worker. */
+export function run(cmd: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...extraEnv }, timeout: 120_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out: stdout, err: stderr });
+    });
+  });
+}
+
+/** Our CLI, pointed at the suite's server and the given task queue. */
+export function flotilla(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
+  return run(process.execPath, [path.join(__dirname, '../bin/flotilla'), ...args], {
+    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    FLOTILLA_TASK_QUEUE: taskQueue,
+    ...extraEnv,
+  });
+}
+
+/** Polls `probe` until it returns a value other than undefined, or fails after `ms`. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+/** PIDs of processes whose command line contains `marker`. */
+export async function processesMatching(marker: string): Promise<string[]> {
+  const r = await run('pgrep', ['-f', marker]);
+  return r.out.split('\n').filter(Boolean);
+}
