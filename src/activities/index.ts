@@ -1,17 +1,40 @@
 /** Every activity of Flotilla, bound to the host's dependencies. Workflows import only its type. */
+import { Context } from '@temporalio/activity';
 import { agentActivities } from './agent';
 import type { ActivityDeps } from './deps';
 import { integrateActivities } from './integrate';
 import { remoteActivities } from './remote';
 import { sandboxActivities } from './sandbox';
 
-export function createActivities(deps: ActivityDeps) {
-  return {
-    ...sandboxActivities(deps),
-    ...agentActivities(deps),
-    ...integrateActivities(deps),
-    ...remoteActivities(deps),
+const HEARTBEAT_MS = 2_000;
+
+/**
+ * Heartbeats for the whole of an activity that does not report progress itself, so a worker
+ * process that dies in the middle of a git operation is noticed within the heartbeat timeout
+ * rather than at the activity's much longer start-to-close timeout.
+ */
+function withHeartbeats<A extends unknown[], R>(fn: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return async (...args: A) => {
+    const ctx = Context.current();
+    ctx.heartbeat();
+    const timer = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
+    try {
+      return await fn(...args);
+    } finally {
+      clearInterval(timer);
+    }
   };
+}
+
+export function createActivities(deps: ActivityDeps) {
+  const { runCommand, ...sandbox } = sandboxActivities(deps);
+  const { runAgent, ...agent } = agentActivities(deps);
+  const plain = { ...sandbox, ...agent, ...integrateActivities(deps), ...remoteActivities(deps) };
+  const beating = Object.fromEntries(
+    Object.entries(plain).map(([name, fn]) => [name, withHeartbeats(fn as (...args: unknown[]) => Promise<unknown>)]),
+  ) as unknown as typeof plain;
+  // runAgent and runCommand heartbeat with progress details of their own.
+  return { ...beating, runCommand, runAgent };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

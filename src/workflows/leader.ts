@@ -49,7 +49,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
   const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
   const { resolveBase, pushResult, provisionSandbox, seedWorkspace, mergeWorker, exportIntegrated, destroySandbox } =
-    proxyActivities<Activities>(activityOptions);
+    proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
   const { runCommand } = proxyActivities<Activities>(commandOptions(commandTimeoutMs, heartbeatTimeoutMs));
   const started = Date.now();
 

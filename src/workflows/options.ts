@@ -1,13 +1,17 @@
 import { ActivityCancellationType, type ActivityOptions } from '@temporalio/workflow';
 
 /**
- * Short activities (git plumbing, sandbox lifecycle). Bounded retries so a persistent fault
- * surfaces as a failed run instead of retrying forever.
+ * Short activities (git plumbing, sandbox lifecycle). They heartbeat, so a dead worker process
+ * is noticed within the heartbeat timeout. Bounded retries so a persistent fault surfaces as a
+ * failed run instead of retrying forever.
  */
-export const activityOptions: ActivityOptions = {
-  startToCloseTimeout: '10 minutes',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 5 },
-};
+export function activityOptions(heartbeatTimeoutMs: number): ActivityOptions {
+  return {
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: heartbeatTimeoutMs,
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 5 },
+  };
+}
 
 /**
  * Long commands (agents, tests) heartbeat; a worker process that dies is noticed within the

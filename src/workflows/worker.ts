@@ -43,7 +43,9 @@ function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | u
 }
 
 export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> {
-  const { provisionSandbox, seedWorkspace, collectWork, destroySandbox } = proxyActivities<Activities>(activityOptions);
+  const { provisionSandbox, seedWorkspace, collectWork, destroySandbox } = proxyActivities<Activities>(
+    activityOptions(input.heartbeatTimeoutMs),
+  );
   const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs));
   const { runAgent } = proxyActivities<Activities>(commandOptions(input.workerTimeoutMs, input.heartbeatTimeoutMs));
   const { task } = input;
