@@ -59,6 +59,7 @@ class ShellParser implements OutputParser {
 export class ShellHarness implements Harness {
   readonly kind = 'shell';
   readonly passEnv: readonly string[] = [];
+  readonly costIsSessionTotal = false;
 
   constructor(private readonly command: string) {}
 

@@ -29,7 +29,7 @@ export interface AgentInvocation {
 export interface AgentProgress {
   turns: number;
   toolCalls: number;
-  /** Dollars, as reported by the agent or priced from its token counts. */
+  /** Dollars, as reported by the agent or priced from its token counts (see Harness.costIsSessionTotal). */
   costUsd: number;
   sessionId?: string;
   /** A one-line description of the latest event ("tool Write src/a.ts"). */
@@ -58,4 +58,9 @@ export interface Harness {
   parser(): OutputParser;
   /** Host environment variables this agent needs inside the sandbox (its API key, base URL). */
   readonly passEnv: readonly string[];
+  /**
+   * Whether a resumed session reports the cost of the whole session (earlier runs included)
+   * rather than of this run alone.
+   */
+  readonly costIsSessionTotal: boolean;
 }

@@ -180,7 +180,7 @@ class LocalSandbox implements Sandbox {
       '--proc', '/proc',
       '--dev', '/dev',
       '--tmpfs', '/tmp',
-      '--bind', path.join(this.root, 'workspace'), INSIDE_WORKSPACE,
+      options.readOnlyWorkspace ? '--ro-bind' : '--bind', path.join(this.root, 'workspace'), INSIDE_WORKSPACE,
       '--bind', path.join(this.root, 'scratch'), INSIDE_SCRATCH,
       '--unshare-pid', '--unshare-ipc', '--unshare-uts',
       '--die-with-parent',

@@ -15,6 +15,11 @@ export interface ExecOptions {
   signal?: AbortSignal;
   /** Called with output chunks as they arrive (stdout and stderr interleaved). */
   onOutput?: (chunk: string) => void;
+  /**
+   * Mount the workspace read-only for this command, where the provider can (local with
+   * bubblewrap); elsewhere it is a request the command is trusted to honour.
+   */
+  readOnlyWorkspace?: boolean;
 }
 
 export interface ExecResult {
@@ -55,4 +60,8 @@ export interface SandboxProvider {
   find(key: string, options: SandboxOptions): Promise<Sandbox | undefined>;
   /** Destroys the sandbox and everything in it; destroying a missing sandbox is not an error. */
   destroy(key: string): Promise<void>;
+  /** Stops paying for an idle sandbox while its worker is suspended, keeping its files. */
+  pause?(key: string): Promise<void>;
+  /** Brings a paused sandbox back. Using it resumes it too; this just does it eagerly. */
+  resume?(key: string): Promise<void>;
 }

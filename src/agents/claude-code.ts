@@ -1,0 +1,198 @@
+/**
+ * Claude Code (`claude -p`) as an agent. It runs headless with every permission granted — the
+ * sandbox is the boundary — and streams its events as JSON lines (--output-format stream-json),
+ * which the parser turns into progress and an outcome.
+ *
+ * Sessions live under $HOME/.claude, the sandbox's scratch directory, so a task resumed in the
+ * same sandbox continues the same conversation (`--resume <session id>`).
+ *
+ * costUsd is Claude Code's own total_cost_usd, which covers the whole session: a resumed run
+ * reports what the session cost so far, earlier runs included.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { LineSplitter, truncate } from './lines';
+import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
+import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+
+function firstLine(text: string): string {
+  return text.trim().split('\n')[0] ?? '';
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+
+class ClaudeCodeParser implements OutputParser {
+  private readonly lines = new LineSplitter();
+  /** Distinct model replies: Claude Code emits one line per content block, all with the reply's id. */
+  private readonly replies = new Set<string>();
+  private anonymousReplies = 0;
+  private toolCalls = 0;
+  private costUsd = 0;
+  private sessionId?: string;
+  private cwd?: string;
+  private lastEvent?: string;
+  private lastText?: string;
+  private lastPlainLine?: string;
+  private result?: { text?: string; subtype?: string; numTurns?: number };
+
+  push(chunk: string): void {
+    for (const line of this.lines.push(chunk)) this.read(line);
+  }
+
+  private read(line: string): void {
+    let event: any;
+    try {
+      event = line.trimStart().startsWith('{') ? JSON.parse(line) : undefined;
+    } catch {
+      event = undefined;
+    }
+    if (!event || typeof event !== 'object') {
+      // Claude Code's own errors (bad flags, no credentials) arrive as plain text.
+      if (line.trim()) this.lastPlainLine = line.trim();
+      return;
+    }
+    this.sessionId = str(event.session_id) ?? this.sessionId;
+    switch (event.type) {
+      case 'system':
+        if (event.subtype === 'init') {
+          this.cwd = str(event.cwd);
+          this.lastEvent = `started${str(event.model) ? ` (${event.model})` : ''}`;
+        } else if (event.subtype === 'api_retry') {
+          // An unreachable model API shows here, minutes before Claude Code gives up.
+          this.lastEvent = `retrying the model API (attempt ${num(event.attempt) ?? '?'} of ${num(event.max_retries) ?? '?'}): ${str(event.error) ?? 'error'}`;
+        }
+        break;
+      case 'assistant':
+        this.readReply(event.message, Boolean(event.parent_tool_use_id));
+        break;
+      case 'result': {
+        const errors = Array.isArray(event.errors) ? event.errors.filter((e: unknown) => typeof e === 'string') : [];
+        this.result = { text: str(event.result) ?? (errors.length ? errors.join('\n') : undefined), subtype: str(event.subtype), numTurns: num(event.num_turns) };
+        this.costUsd = num(event.total_cost_usd) ?? this.costUsd;
+        this.lastEvent = `finished (${this.result.subtype ?? 'unknown'})`;
+        break;
+      }
+    }
+  }
+
+  /** A subagent's replies are work done too, but only the main agent's words are its answer. */
+  private readReply(message: any, fromSubagent: boolean): void {
+    if (!message || typeof message !== 'object') return;
+    if (str(message.id)) this.replies.add(message.id);
+    else this.anonymousReplies++;
+    for (const block of Array.isArray(message.content) ? message.content : []) {
+      if (block?.type === 'tool_use') {
+        this.toolCalls++;
+        this.lastEvent = truncate(`tool ${str(block.name) ?? '?'}${this.describeInput(block.input)}`, 200);
+      } else if (block?.type === 'text' && str(block.text)?.trim()) {
+        if (!fromSubagent) this.lastText = block.text;
+        this.lastEvent = truncate(`says ${firstLine(block.text)}`, 200);
+      }
+    }
+  }
+
+  private describeInput(input: any): string {
+    if (!input || typeof input !== 'object') return '';
+    const file = str(input.file_path) ?? str(input.notebook_path);
+    if (file) return ` ${this.cwd && file.startsWith(`${this.cwd}/`) ? file.slice(this.cwd.length + 1) : file}`;
+    const detail = str(input.command) ?? str(input.pattern) ?? str(input.url) ?? str(input.query) ?? str(input.description);
+    return detail ? ` ${firstLine(detail)}` : '';
+  }
+
+  progress(): AgentProgress {
+    return {
+      turns: this.replies.size + this.anonymousReplies || (this.result?.numTurns ?? 0),
+      toolCalls: this.toolCalls,
+      costUsd: this.costUsd,
+      sessionId: this.sessionId,
+      lastEvent: this.lastEvent,
+    };
+  }
+
+  finish(_exitCode: number): AgentOutcome {
+    for (const line of this.lines.flush()) this.read(line);
+    const finalMessage = this.result?.text ?? this.lastText ?? this.lastPlainLine;
+    return {
+      ...this.progress(),
+      finalMessage: finalMessage ? truncate(finalMessage, 4000) : undefined,
+      question: questionIn(this.result?.text ?? this.lastText),
+      hitTurnLimit: this.result?.subtype === 'error_max_turns',
+    };
+  }
+}
+
+/**
+ * The claude binary this package depends on. The npm wrapper's postinstall (which this project
+ * does not allow to run) copies the platform package's native binary over bin/claude.exe, so the
+ * platform package is asked first and the wrapper's bin is the fallback.
+ */
+export function defaultClaudeBinary(): string {
+  try {
+    const platformDir = path.dirname(require.resolve(`@anthropic-ai/claude-code-${process.platform}-${process.arch}/package.json`));
+    const native = path.join(platformDir, process.platform === 'win32' ? 'claude.exe' : 'claude');
+    if (existsSync(native)) return native;
+  } catch {
+    // Not installed for this platform: the wrapper's bin is all there is.
+  }
+  return path.join(path.dirname(require.resolve('@anthropic-ai/claude-code/package.json')), 'bin', 'claude.exe');
+}
+
+export interface ClaudeCodeOptions {
+  /** A model name or alias (`sonnet`, `claude-opus-4-5`); Claude Code's default otherwise. */
+  model?: string;
+  /** A turn limit for every run, unless the task sets its own. */
+  maxTurns?: number;
+  /** The claude executable as the sandbox sees it; defaults to this package's dependency. */
+  binary?: string;
+  /** More system instructions, after Flotilla's own. */
+  appendSystemPrompt?: string;
+}
+
+export class ClaudeCodeHarness implements Harness {
+  readonly kind = 'claude-code';
+  readonly passEnv: readonly string[] = ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_AUTH_TOKEN'];
+  readonly costIsSessionTotal = true;
+  private readonly binary: string;
+
+  constructor(private readonly options: ClaudeCodeOptions = {}) {
+    this.binary = options.binary ?? defaultClaudeBinary();
+  }
+
+  invocation(task: AgentTask): AgentInvocation {
+    const systemPrompt = [UNATTENDED_INSTRUCTIONS, this.options.appendSystemPrompt].filter(Boolean).join('\n\n');
+    const words = [
+      shellQuote(this.binary),
+      '-p',
+      '--output-format', 'stream-json',
+      '--verbose',
+      '--permission-mode', 'bypassPermissions',
+      '--append-system-prompt', shellQuote(systemPrompt),
+    ];
+    const maxTurns = task.maxTurns ?? this.options.maxTurns;
+    if (maxTurns !== undefined) words.push('--max-turns', String(maxTurns));
+    if (this.options.model) words.push('--model', shellQuote(this.options.model));
+    const env: Record<string, string> = {
+      // Claude Code refuses bypassPermissions as root unless told it is sandboxed, which it is.
+      IS_SANDBOX: '1',
+      // No auto-update, telemetry, error reporting or other traffic beyond the model API.
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_ERROR_REPORTING: '1',
+    };
+    if (task.sessionId) {
+      words.push('--resume', '"$FLOTILLA_SESSION_ID"');
+      env.FLOTILLA_SESSION_ID = task.sessionId;
+    }
+    const prompt = promptArgument(task);
+    // `--` keeps a prompt that starts with a dash from being read as an option. One pipe for
+    // both streams keeps a warning from landing in the middle of a JSON line.
+    words.push('--', prompt.word, '2>&1');
+    return { command: `exec ${words.join(' ')}`, env: { ...env, ...prompt.env } };
+  }
+
+  parser(): OutputParser {
+    return new ClaudeCodeParser();
+  }
+}

@@ -1,0 +1,213 @@
+/**
+ * OpenAI's Codex CLI (`codex exec --json`) as an agent. It runs with its own sandbox and
+ * approvals off — Flotilla's sandbox is the boundary — and streams JSON lines (thread.started,
+ * turn.*, item.*), which the parser turns into progress and an outcome.
+ *
+ * Sessions (threads) live under $HOME/.codex, the sandbox's scratch directory, so a task resumed
+ * in the same sandbox continues the same thread (`codex exec resume <thread id>`).
+ *
+ * Codex reports tokens, not dollars: the cost is priced from the usage of turn.completed, which
+ * Codex reports for the whole thread, so a resumed run's cost covers the session so far, earlier
+ * runs included. Codex has no turn limit; `turns` counts its turns (one per run).
+ *
+ * Reaching a provider: Codex 0.171 reads neither OPENAI_API_KEY nor OPENAI_BASE_URL for its
+ * built-in OpenAI provider (it takes CODEX_API_KEY and the `openai_base_url` setting), so the
+ * command maps the conventional variables onto those. Any other provider is configured with
+ * `config` entries (`-c key=value`, values in TOML), e.g.
+ *   model_providers.local={name="local",base_url="http://127.0.0.1:8080/v1",env_key="OPENAI_API_KEY",wire_api="responses"}
+ *   model_provider=local
+ */
+import path from 'node:path';
+import { LineSplitter, truncate } from './lines';
+import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
+import { priceTokens } from './prices';
+import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
+const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
+
+/** Items that are the agent acting on the world rather than talking. */
+const TOOL_ITEMS = new Set(['command_execution', 'file_change', 'mcp_tool_call', 'web_search', 'collab_tool_call']);
+
+class CodexParser implements OutputParser {
+  private readonly lines = new LineSplitter();
+  private readonly toolItems = new Set<string>();
+  private turns = 0;
+  private costUsd = 0;
+  private sessionId?: string;
+  private lastEvent?: string;
+  private lastMessage?: string;
+  private lastError?: string;
+  private lastPlainLine?: string;
+
+  constructor(private readonly model: string | undefined) {}
+
+  push(chunk: string): void {
+    for (const line of this.lines.push(chunk)) this.read(line);
+  }
+
+  private read(line: string): void {
+    let event: any;
+    try {
+      event = line.trimStart().startsWith('{') ? JSON.parse(line) : undefined;
+    } catch {
+      event = undefined;
+    }
+    if (!event || typeof event !== 'object') {
+      // Warnings and fatal errors (a bad flag, an unreadable config) arrive as plain text.
+      if (line.trim()) this.lastPlainLine = line.trim();
+      return;
+    }
+    switch (event.type) {
+      case 'thread.started':
+        this.sessionId = str(event.thread_id) ?? this.sessionId;
+        this.lastEvent = 'started';
+        break;
+      case 'turn.completed': {
+        this.turns++;
+        const usage = event.usage ?? {};
+        this.costUsd = priceTokens(this.model, {
+          inputTokens: count(usage.input_tokens),
+          cachedInputTokens: count(usage.cached_input_tokens),
+          outputTokens: count(usage.output_tokens),
+        });
+        this.lastEvent = 'turn completed';
+        break;
+      }
+      case 'turn.failed':
+        this.turns++;
+        this.lastError = str(event.error?.message) ?? 'turn failed';
+        this.lastEvent = truncate(`turn failed: ${firstLine(this.lastError)}`, 200);
+        break;
+      case 'error':
+        // Also sent for retries Codex recovers from ("Reconnecting... 2/5").
+        this.lastError = str(event.message) ?? this.lastError;
+        if (this.lastError) this.lastEvent = truncate(`error: ${firstLine(this.lastError)}`, 200);
+        break;
+      case 'item.started':
+      case 'item.updated':
+      case 'item.completed':
+        this.readItem(event.item);
+        break;
+    }
+  }
+
+  private readItem(item: any): void {
+    if (!item || typeof item !== 'object') return;
+    const type = str(item.type) ?? '';
+    if (TOOL_ITEMS.has(type)) {
+      const id = str(item.id) ?? `anonymous-${this.toolItems.size}`;
+      if (this.toolItems.has(id)) return;
+      this.toolItems.add(id);
+      this.lastEvent = truncate(`tool ${describeTool(type, item)}`, 200);
+    } else if (type === 'agent_message' && str(item.text)) {
+      this.lastMessage = item.text;
+      this.lastEvent = truncate(`says ${firstLine(item.text)}`, 200);
+    }
+  }
+
+  progress(): AgentProgress {
+    return { turns: this.turns, toolCalls: this.toolItems.size, costUsd: this.costUsd, sessionId: this.sessionId, lastEvent: this.lastEvent };
+  }
+
+  finish(_exitCode: number): AgentOutcome {
+    for (const line of this.lines.flush()) this.read(line);
+    const finalMessage = this.lastMessage ?? this.lastError ?? this.lastPlainLine;
+    return {
+      ...this.progress(),
+      finalMessage: finalMessage ? truncate(finalMessage, 4000) : undefined,
+      question: questionIn(this.lastMessage),
+      hitTurnLimit: false,
+    };
+  }
+}
+
+function firstLine(text: string): string {
+  return text.trim().split('\n')[0] ?? '';
+}
+
+function describeTool(type: string, item: any): string {
+  switch (type) {
+    case 'command_execution':
+      return `exec ${firstLine(str(item.command) ?? '')}`;
+    case 'file_change': {
+      const paths = Array.isArray(item.changes) ? item.changes.map((c: any) => str(c?.path)).filter(Boolean) : [];
+      return `edit ${paths.join(', ')}`;
+    }
+    case 'mcp_tool_call':
+      return `${str(item.server) ?? '?'}.${str(item.tool) ?? '?'}`;
+    case 'web_search':
+      return `web_search ${str(item.query) ?? ''}`;
+    default:
+      return type;
+  }
+}
+
+/** The codex launcher this package depends on (a node script that runs the platform's binary). */
+export function defaultCodexBinary(): string {
+  return path.join(path.dirname(require.resolve('@openai/codex/package.json')), 'bin', 'codex.js');
+}
+
+export interface CodexOptions {
+  /** The model (`gpt-5.5`); Codex's default otherwise, priced at the default rate. */
+  model?: string;
+  /** `key=value` settings passed as `-c` (values in TOML): providers, reasoning effort, ... */
+  config?: readonly string[];
+  /** The codex executable as the sandbox sees it; defaults to this package's dependency. */
+  binary?: string;
+}
+
+export class CodexHarness implements Harness {
+  readonly kind = 'codex';
+  /**
+   * CODEX_HOME is deliberately not passed: a host path means nothing in the sandbox, whose
+   * $HOME/.codex keeps the sessions a resume needs.
+   */
+  readonly passEnv: readonly string[] = ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'CODEX_API_KEY'];
+  readonly costIsSessionTotal = true;
+  private readonly binary: string;
+
+  constructor(private readonly options: CodexOptions = {}) {
+    this.binary = options.binary ?? defaultCodexBinary();
+  }
+
+  invocation(task: AgentTask): AgentInvocation {
+    const words = [shellQuote(this.binary), 'exec'];
+    if (task.sessionId) words.push('resume');
+    words.push(
+      '--json',
+      // Flotilla's sandbox is the boundary; Codex's own (Landlock/seccomp) cannot nest inside it.
+      '--dangerously-bypass-approvals-and-sandbox',
+      // A worker's checkout is a git repository, but a bare scratch workspace need not be.
+      '--skip-git-repo-check',
+      '-c', 'analytics.enabled=false',
+      '-c', 'check_for_update_on_startup=false',
+      // A JSON string is a valid TOML basic string.
+      '-c', shellQuote(`developer_instructions=${JSON.stringify(UNATTENDED_INSTRUCTIONS)}`),
+      '"$@"',
+    );
+    if (this.options.model) words.push('-m', shellQuote(this.options.model));
+    for (const setting of this.options.config ?? []) words.push('-c', shellQuote(setting));
+    const env: Record<string, string> = {};
+    if (task.sessionId) {
+      words.push('"$FLOTILLA_SESSION_ID"');
+      env.FLOTILLA_SESSION_ID = task.sessionId;
+    }
+    const prompt = promptArgument(task);
+    // `--` keeps a prompt that starts with a dash from being read as an option; with stdin left
+    // open, codex would wait to append it to the prompt. One pipe for both streams keeps a
+    // warning from landing in the middle of a JSON line.
+    words.push('--', prompt.word, '</dev/null', '2>&1');
+    const command = [
+      'if [ -z "${CODEX_API_KEY:-}" ] && [ -n "${OPENAI_API_KEY:-}" ]; then export CODEX_API_KEY="$OPENAI_API_KEY"; fi',
+      'set --',
+      'if [ -n "${OPENAI_BASE_URL:-}" ]; then set -- -c "openai_base_url=\\"$OPENAI_BASE_URL\\""; fi',
+      `exec ${words.join(' ')}`,
+    ].join('\n');
+    return { command, env: { ...env, ...prompt.env } };
+  }
+
+  parser(): OutputParser {
+    return new CodexParser(this.options.model);
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * The unattended-agent protocol shared by the CLI adapters: how an agent asks a question, what a
+ * resumed or interrupted agent is told, and how the prompt reaches it without the shell ever
+ * parsing user text.
+ */
+import { truncate } from './lines';
+import type { AgentTask } from './types';
+
+/** Single-quotes a word for bash. */
+export function shellQuote(word: string): string {
+  return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+const NEEDS_ANSWER = 'NEEDS_ANSWER:';
+
+/** Appended to the agent's system instructions. */
+export const UNATTENDED_INSTRUCTIONS = [
+  'You are running unattended, as one worker of a team of agents; nobody reads your messages while you work.',
+  'Make the changes in this repository yourself. Whatever you leave uncommitted is committed for you when you finish.',
+  'If you cannot proceed without an answer from a human, stop working and end your final message with a line of the form',
+  `${NEEDS_ANSWER} <your question>`,
+  'You will be resumed with the answer. Never write that line otherwise.',
+].join('\n');
+
+export const INTERRUPTED_NOTE =
+  'A previous attempt at this task was interrupted midway. Before doing anything else, inspect the workspace ' +
+  '(git status, git log, git diff) to see what was already done, and continue from there rather than redoing it.';
+
+/**
+ * What a run of the agent is told beyond the task prompt: the interruption note and the
+ * operator's message. For a resumed session this is the whole prompt (the task is in its history).
+ */
+export function followUp(task: AgentTask): string | undefined {
+  const parts: string[] = [];
+  if (task.interrupted) parts.push(INTERRUPTED_NOTE);
+  if (task.message) parts.push(`A message from the operator (the answer to your question, or a new instruction):\n\n${task.message}`);
+  if (parts.length === 0 && task.sessionId) parts.push('Continue the task.');
+  return parts.length ? parts.join('\n\n') : undefined;
+}
+
+/**
+ * The prompt argument, as bash words, plus the variables it reads. The task prompt is read from
+ * its file and anything else travels in a variable, so no user text is ever parsed by the shell.
+ */
+export function promptArgument(task: AgentTask): { word: string; env: Record<string, string> } {
+  const extra = followUp(task);
+  if (task.sessionId) return { word: '"$FLOTILLA_AGENT_MESSAGE"', env: { FLOTILLA_AGENT_MESSAGE: extra! } };
+  const env: Record<string, string> = { FLOTILLA_PROMPT_FILE: task.promptFile };
+  if (!extra) return { word: '"$(cat "$FLOTILLA_PROMPT_FILE")"', env };
+  env.FLOTILLA_AGENT_MESSAGE = `\n\n${extra}`;
+  return { word: '"$(cat "$FLOTILLA_PROMPT_FILE")$FLOTILLA_AGENT_MESSAGE"', env };
+}
+
+const QUESTION_LINE = /^[\s>*_`]*NEEDS_ANSWER[*_`]*:[*_`]*[ \t]*(.*?)[\s*_`]*$/gm;
+
+/** The question in an agent's final message, if it ends by asking one. */
+export function questionIn(message: string | undefined): string | undefined {
+  if (!message) return undefined;
+  let question: string | undefined;
+  for (const match of message.matchAll(QUESTION_LINE)) if (match[1]) question = match[1];
+  return question ? truncate(question, 2000) : undefined;
+}
