@@ -106,7 +106,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     case 'validate': {
       const req = loadRequestFile(oneArg(positionals, 'request file'));
-      console.log(`Request is valid: ${req.subTasks.length} sub-task(s) on ${req.repo.url} (${req.repo.baseRef} → ${req.repo.targetRef ?? req.repo.baseRef}).`);
+      console.log(`Request is valid: ${req.subTasks ? `${req.subTasks.length} sub-task(s)` : 'planned by an agent'} on ${req.repo.url} (${req.repo.baseRef} → ${req.repo.targetRef ?? req.repo.baseRef}).`);
       return 0;
     }
     case 'start': {
@@ -114,7 +114,7 @@ async function main(argv: string[]): Promise<number> {
       const req = loadRequestFile(oneArg(positionals, 'request file'));
       return withClient(async (client, ui) => {
         const handle = await startRun(client, req, { taskQueue: taskQueue(), workflowId: o.id });
-        console.log(`Started run ${handle.workflowId} (${req.subTasks.length} sub-task(s)).`);
+        console.log(`Started run ${handle.workflowId} (${req.subTasks ? `${req.subTasks.length} sub-task(s)` : 'a planner agent splits the work'}).`);
         const url = ui.url(handle.workflowId);
         if (url) console.log(`Web UI: ${url}`);
         console.log(`Follow it with: flotilla watch ${handle.workflowId}`);

@@ -138,6 +138,10 @@ export function formatStatus(s: RunStatus, runId: string): string {
     `objective: ${s.objective}`,
     `repo:      ${s.repo} → ${s.targetRef} (base ${short(s.baseSha)})`,
   ];
+  if (s.planning?.source === 'planner') lines.push(`plan:      proposed by the planner (${s.planning.attempts} attempt(s), ${usd(s.planning.costUsd)})`);
+  if (s.planning?.source === 'fallback') {
+    lines.push(`plan:      the planner gave no valid plan (${s.planning.problems.join('; ')}); fell back to one worker with the whole objective`);
+  }
   if (s.integratedSha) lines.push(`integrated: ${s.integratedSha}`);
   if (s.message) lines.push(`message:   ${s.message}`);
   lines.push(...formatGate(s, runId));

@@ -93,7 +93,28 @@ export const ShellAgent = z
   })
   .strict();
 
-export const AgentSpec = z.discriminatedUnion('kind', [ShellAgent]);
+export const ClaudeCodeAgent = z
+  .object({
+    kind: z.literal('claude-code'),
+    /** A model name or alias; Claude Code's default otherwise. */
+    model: z.string().min(1).optional(),
+    /** Turn limit of every run (limits.maxTurns overrides it). */
+    maxTurns: z.number().int().positive().optional(),
+    /** Extra system instructions, after Flotilla's own. */
+    appendSystemPrompt: z.string().optional(),
+  })
+  .strict();
+
+export const CodexAgent = z
+  .object({
+    kind: z.literal('codex'),
+    model: z.string().min(1).optional(),
+    /** `key=value` settings passed to codex as `-c` (providers, reasoning effort). */
+    config: z.array(z.string().min(1)).optional(),
+  })
+  .strict();
+
+export const AgentSpec = z.discriminatedUnion('kind', [ShellAgent, ClaudeCodeAgent, CodexAgent]);
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
 export const SubTask = z
@@ -118,6 +139,11 @@ export const Limits = z
     commandTimeoutMinutes: z.number().positive().max(24 * 60).default(10),
     /** Dollars one worker's agent may spend before it suspends for more. Unlimited by default. */
     workerBudgetUsd: z.number().positive().optional(),
+    /**
+     * Dollars all agents of the run may spend. Once spent, no new worker starts and the run ends
+     * as failed. Without workerBudgetUsd, each worker's slice is this divided by the sub-tasks.
+     */
+    runBudgetUsd: z.number().positive().optional(),
     /** Model turns one agent run may take before the worker suspends. Unlimited by default. */
     maxTurns: z.number().int().positive().optional(),
     /** How long a suspended worker waits for `resume` before it fails. Default one day. */
@@ -146,7 +172,10 @@ const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout
 
 export const SandboxSpec = z
   .object({
-    provider: z.literal('local').default('local'),
+    /** local: directories on the worker's host (bubblewrap). e2b: E2B cloud sandboxes (E2B_API_KEY). */
+    provider: z.enum(['local', 'e2b']).default('local'),
+    /** The E2B template; it needs bash, git and the agent CLIs. Default: E2B's "base". */
+    template: z.string().min(1).optional(),
     /** Agents get no network unless asked: a shell agent rarely needs it. */
     network: z.boolean().default(false),
   })
@@ -166,7 +195,10 @@ export const LeaderRequest = z
         targetRef: refName.optional(),
       })
       .strict(),
-    subTasks: z.array(SubTask).min(1, 'must list at least one sub-task').max(100, 'at most 100 sub-tasks'),
+    /** The plan. Without it, a planner agent proposes one (see `planner`). */
+    subTasks: z.array(SubTask).min(1, 'must list at least one sub-task').max(100, 'at most 100 sub-tasks').optional(),
+    /** The agent that plans when subTasks is absent; defaults to `agent`. It sees a read-only checkout. */
+    planner: AgentSpec.optional(),
     /**
      * Paths every sub-task may change besides its own (a route table, a changelog). Changes to
      * them meet in integration, where overlapping edits are conflicts.
@@ -192,18 +224,32 @@ export const LeaderRequest = z
   })
   .strict()
   .superRefine((req, ctx) => {
+    const subTasks = req.subTasks ?? [];
+    if (!req.subTasks && !req.planner && !req.agent) {
+      ctx.addIssue({ code: 'custom', path: ['subTasks'], message: 'is required when the request has neither a "planner" nor a default "agent"' });
+    }
     const seen = new Map<string, number>();
-    req.subTasks.forEach((t, i) => {
+    subTasks.forEach((t, i) => {
       const first = seen.get(t.id);
       if (first !== undefined) {
         ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'id'], message: `duplicate id "${t.id}" (also subTasks[${first}])` });
       } else seen.set(t.id, i);
-      if (!t.agent && !req.agent) {
+      const agent = t.agent ?? req.agent;
+      if (!agent) {
         ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'agent'], message: 'is required when the request has no default "agent"' });
+      } else if (agent.kind !== 'shell' && !req.sandbox.network) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sandbox', 'network'],
+          message: `must be true: sub-task "${t.id}" runs ${agent.kind}, which calls its model API from the sandbox`,
+        });
       }
     });
+    if (req.planner && req.planner.kind !== 'shell' && !req.sandbox.network) {
+      ctx.addIssue({ code: 'custom', path: ['sandbox', 'network'], message: `must be true: the planner runs ${req.planner.kind}, which calls its model API from the sandbox` });
+    }
     const owners: { task: number; pathIdx: number; path: string }[] = [];
-    req.subTasks.forEach((t, task) =>
+    subTasks.forEach((t, task) =>
       t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
     );
     req.sharedPaths.forEach((raw, i) => {
@@ -213,7 +259,7 @@ export const LeaderRequest = z
         ctx.addIssue({
           code: 'custom',
           path: ['sharedPaths', i],
-          message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${req.subTasks[owner.task].id}"; a path is either owned or shared`,
+          message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${subTasks[owner.task].id}"; a path is either owned or shared`,
         });
       }
     });
@@ -224,13 +270,15 @@ export const LeaderRequest = z
           ctx.addIssue({
             code: 'custom',
             path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
-            message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${req.subTasks[a.task].id}"; owned paths must be disjoint`,
+            message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${subTasks[a.task].id}"; owned paths must be disjoint`,
           });
         }
       }
     }
   });
 export type LeaderRequest = z.infer<typeof LeaderRequest>;
+/** A request whose plan is settled: given by the caller or proposed by the planner. */
+export type PlannedRequest = LeaderRequest & { subTasks: SubTask[] };
 export type LeaderRequestInput = z.input<typeof LeaderRequest>;
 
 export class RequestError extends Error {
@@ -262,7 +310,8 @@ export function parseLeaderRequest(input: unknown): LeaderRequest {
 
 // ---- Reports: small summaries and references only; they live in workflow history. ----
 
-export type Isolation = 'bubblewrap' | 'none';
+/** How a worker's commands were isolated: bubblewrap, an E2B microVM, or not at all. */
+export type Isolation = 'bubblewrap' | 'e2b' | 'none';
 
 export interface WorkerReport {
   workerId: string;
@@ -314,6 +363,7 @@ export interface RunResult {
   costUsd: number;
   /** Who passed each manual gate, or how it expired. */
   decisions: GateDecision[];
+  planning?: PlanningReport;
 }
 
 export interface GateDecision {
@@ -325,4 +375,14 @@ export interface GateDecision {
   sha?: string;
   /** Set when the gate decided by itself because nobody did in time. */
   expired?: boolean;
+}
+
+/** How the plan was settled; shown in status and the result. */
+export interface PlanningReport {
+  /** request: the caller's sub-tasks. planner: an agent's valid proposal. fallback: one worker with the whole objective. */
+  source: 'request' | 'planner' | 'fallback';
+  attempts: number;
+  costUsd: number;
+  /** Why the planner's last proposal was refused, when it was. */
+  problems: string[];
 }

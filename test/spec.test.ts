@@ -90,7 +90,7 @@ describe('repository locations', () => {
 describe('request files', () => {
   it('the README example validates', () => {
     const req = loadRequestFile(path.join(__dirname, '../examples/request.yaml'));
-    expect(req.subTasks.map((t) => t.id)).toEqual(['orders', 'users']);
+    expect(req.subTasks!.map((t) => t.id)).toEqual(['orders', 'users']);
   });
 
   it('names the file and the parse error of broken YAML', () => {

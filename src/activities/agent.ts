@@ -4,12 +4,16 @@ import { harnessFor } from '../agents';
 import type { AgentOutcome } from '../agents/types';
 import { BUNDLE_REF, runRef } from '../gitstore';
 import { type AgentSpec, normalizeRepoPath, pathIsUnder } from '../spec';
+import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 import { type CommandReport, execTracked, script, sh } from './exec';
 
 export interface AgentRunReport extends CommandReport {
   budgetExceeded: boolean;
+  /** The run's outcome; its costUsd is what this run alone cost. */
   agent: AgentOutcome;
+  /** What the agent's session has cost so far, for the next resumed run. */
+  sessionCostUsd: number;
 }
 
 /** A report names at most this many out-of-scope paths; the count says how many there were. */
@@ -25,53 +29,70 @@ export interface CollectedWork {
   outOfScopeCount: number;
 }
 
+export interface AgentRunInput {
+  agent: AgentSpec;
+  workerId: string;
+  objective: string;
+  prompt: string;
+  timeoutMs: number;
+  sessionId?: string;
+  message?: string;
+  maxTurns?: number;
+  /** Dollars this run may spend; the agent is stopped when its reported cost passes it. */
+  budgetUsd?: number;
+  /** What the resumed session had cost before this run. */
+  sessionCostUsd?: number;
+  /** Run with the workspace mounted read-only (a planner looks, it does not touch). */
+  readOnly?: boolean;
+  /** Variables for this role beyond what the harness sets (a planner's plan file). */
+  extraEnv?: Record<string, string>;
+}
+
+/**
+ * Runs any agent in a sandbox: the harness builds the command, its output is parsed into
+ * progress and an outcome, only the variables the harness names are passed from the host. A
+ * retry after a crash (attempt > 1) runs in the same workspace and tells the agent so, so it
+ * inspects what is there before redoing it.
+ */
+export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRunInput): Promise<AgentRunReport> {
+  const promptFile = `${sb.scratch}/prompt.md`;
+  await sb.writeFile(promptFile, input.prompt);
+  const harness = harnessFor(input.agent);
+  const run = harness.invocation({
+    workerId: input.workerId,
+    objective: input.objective,
+    prompt: input.prompt,
+    promptFile,
+    sessionId: input.sessionId,
+    message: input.message,
+    maxTurns: input.maxTurns,
+    interrupted: Context.current().info.attempt > 1,
+  });
+  const env = { ...run.env, ...input.extraEnv };
+  for (const name of harness.passEnv) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  // Harnesses that report session totals count earlier runs again; measure this run alone.
+  const before = harness.costIsSessionTotal && input.sessionId ? (input.sessionCostUsd ?? 0) : 0;
+  const parser = harness.parser();
+  const report = await execTracked(deps, sb, run.command, {
+    env,
+    timeoutMs: input.timeoutMs,
+    label: `agent ${input.workerId}`,
+    parser,
+    budgetUsd: input.budgetUsd === undefined ? undefined : input.budgetUsd + before,
+    readOnly: input.readOnly,
+  });
+  const outcome = parser.finish(report.exitCode);
+  return { ...report, agent: { ...outcome, costUsd: Math.max(0, outcome.costUsd - before) }, sessionCostUsd: outcome.costUsd };
+}
+
 export function agentActivities(deps: ActivityDeps) {
   return {
-    /**
-     * One run of a sub-task's agent. A retry after a crash (attempt > 1) runs in the same
-     * workspace and tells the agent so, so it inspects what is there before redoing it.
-     */
-    async runAgent(input: {
-      sandbox: SandboxRef;
-      agent: AgentSpec;
-      workerId: string;
-      objective: string;
-      prompt: string;
-      timeoutMs: number;
-      sessionId?: string;
-      message?: string;
-      maxTurns?: number;
-      /** Dollars this run may spend; the agent is stopped when its reported cost passes it. */
-      budgetUsd?: number;
-    }): Promise<AgentRunReport> {
-      const sb = await openSandbox(deps, input.sandbox);
-      const promptFile = `${sb.scratch}/prompt.md`;
-      await sb.writeFile(promptFile, input.prompt);
-      const harness = harnessFor(input.agent);
-      const run = harness.invocation({
-        workerId: input.workerId,
-        objective: input.objective,
-        prompt: input.prompt,
-        promptFile,
-        sessionId: input.sessionId,
-        message: input.message,
-        maxTurns: input.maxTurns,
-        interrupted: Context.current().info.attempt > 1,
-      });
-      const env = { ...run.env };
-      for (const name of harness.passEnv) {
-        const value = process.env[name];
-        if (value !== undefined) env[name] = value;
-      }
-      const parser = harness.parser();
-      const report = await execTracked(deps, sb, run.command, {
-        env,
-        timeoutMs: input.timeoutMs,
-        label: `agent ${input.workerId}`,
-        parser,
-        budgetUsd: input.budgetUsd,
-      });
-      return { ...report, agent: parser.finish(report.exitCode) };
+    /** One run of a sub-task's agent in its worker's sandbox. */
+    async runAgent(input: AgentRunInput & { sandbox: SandboxRef }): Promise<AgentRunReport> {
+      return runHarness(deps, await openSandbox(deps, input.sandbox), input);
     },
 
     /**

@@ -3,28 +3,39 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
 import { StagingRepo } from '../gitstore';
+import { E2BSandboxProvider } from '../sandbox/e2b';
 import { LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxProvider } from '../sandbox/types';
 
 /** How a workflow names a sandbox: a stable key plus the options it was made with. */
 export interface SandboxRef {
   key: string;
-  provider: 'local';
+  provider: 'local' | 'e2b';
   network: boolean;
+  /** The E2B template, for provider e2b. */
+  template?: string;
 }
 
 export interface ActivityDeps {
   dataDir: string;
-  providers: Record<SandboxRef['provider'], SandboxProvider>;
+  /** The provider for a sandbox; E2B's is made on first use, so a worker without E2B_API_KEY still starts. */
+  provider(ref: SandboxRef): SandboxProvider;
   artifacts: ArtifactStore;
   staging: () => Promise<StagingRepo>;
 }
 
 export function defaultDeps(dataDir: string): ActivityDeps {
   let staging: Promise<StagingRepo> | undefined;
+  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'));
+  const e2b = new Map<string, E2BSandboxProvider>();
   return {
     dataDir,
-    providers: { local: new LocalSandboxProvider(path.join(dataDir, 'sandboxes')) },
+    provider(ref) {
+      if (ref.provider === 'local') return local;
+      const template = ref.template ?? 'base';
+      if (!e2b.has(template)) e2b.set(template, new E2BSandboxProvider({ template }));
+      return e2b.get(template)!;
+    },
     artifacts: new ArtifactStore(path.join(dataDir, 'artifacts')),
     staging: () => (staging ??= StagingRepo.open(dataDir)),
   };
@@ -32,7 +43,7 @@ export function defaultDeps(dataDir: string): ActivityDeps {
 
 /** The existing sandbox for `ref`; a missing one is a hard failure, since retrying cannot bring it back. */
 export async function openSandbox(deps: ActivityDeps, ref: SandboxRef): Promise<Sandbox> {
-  const sb = await deps.providers[ref.provider].find(ref.key, { network: ref.network });
+  const sb = await deps.provider(ref).find(ref.key, { network: ref.network });
   if (!sb) throw ApplicationFailure.nonRetryable(`sandbox ${ref.key} does not exist (was it destroyed?)`, 'SandboxMissing');
   return sb;
 }

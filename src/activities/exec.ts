@@ -29,7 +29,7 @@ export async function execTracked(
   deps: ActivityDeps,
   sb: Sandbox,
   command: string,
-  opts: { env?: Record<string, string>; timeoutMs: number; label: string; parser?: OutputParser; budgetUsd?: number },
+  opts: { env?: Record<string, string>; timeoutMs: number; label: string; parser?: OutputParser; budgetUsd?: number; readOnly?: boolean },
 ): Promise<CommandReport & { budgetExceeded: boolean }> {
   const ctx = Context.current();
   const started = Date.now();
@@ -50,6 +50,7 @@ export async function execTracked(
     result = await sb.exec(command, {
       env: opts.env,
       timeoutMs: opts.timeoutMs,
+      readOnlyWorkspace: opts.readOnly,
       signal: ctx.cancellationSignal.aborted ? ctx.cancellationSignal : stop.signal,
       onOutput: (chunk) => {
         bytes += chunk.length;

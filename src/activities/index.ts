@@ -3,6 +3,7 @@ import { Context } from '@temporalio/activity';
 import { agentActivities } from './agent';
 import type { ActivityDeps } from './deps';
 import { integrateActivities } from './integrate';
+import { planActivities } from './plan';
 import { remoteActivities } from './remote';
 import { sandboxActivities } from './sandbox';
 
@@ -29,12 +30,13 @@ function withHeartbeats<A extends unknown[], R>(fn: (...args: A) => Promise<R>):
 export function createActivities(deps: ActivityDeps) {
   const { runCommand, ...sandbox } = sandboxActivities(deps);
   const { runAgent, ...agent } = agentActivities(deps);
+  const { proposePlan } = planActivities(deps);
   const plain = { ...sandbox, ...agent, ...integrateActivities(deps), ...remoteActivities(deps) };
   const beating = Object.fromEntries(
     Object.entries(plain).map(([name, fn]) => [name, withHeartbeats(fn as (...args: unknown[]) => Promise<unknown>)]),
   ) as unknown as typeof plain;
-  // runAgent and runCommand heartbeat with progress details of their own.
-  return { ...beating, runCommand, runAgent };
+  // These heartbeat with progress details of their own.
+  return { ...beating, runCommand, runAgent, proposePlan };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

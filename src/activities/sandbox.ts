@@ -11,12 +11,21 @@ export function sandboxActivities(deps: ActivityDeps) {
   return {
     /** Keyed: a retry, or a later attempt after a crash, gets the same sandbox back. */
     async provisionSandbox(ref: SandboxRef): Promise<{ isolation: Isolation }> {
-      const sb = await deps.providers[ref.provider].provision(ref.key, { network: ref.network });
+      const sb = await deps.provider(ref).provision(ref.key, { network: ref.network });
       return { isolation: sb.isolation };
     },
 
     async destroySandbox(ref: SandboxRef): Promise<void> {
-      await deps.providers[ref.provider].destroy(ref.key);
+      await deps.provider(ref).destroy(ref.key);
+    },
+
+    /** While its worker is suspended, a cloud sandbox is paused (files kept, nothing billed). */
+    async pauseSandbox(ref: SandboxRef): Promise<void> {
+      await deps.provider(ref).pause?.(ref.key);
+    },
+
+    async resumeSandbox(ref: SandboxRef): Promise<void> {
+      await deps.provider(ref).resume?.(ref.key);
     },
 
     /**

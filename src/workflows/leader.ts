@@ -6,7 +6,6 @@
  */
 import {
   ApplicationFailure,
-  CancellationScope,
   ChildWorkflowFailure,
   condition,
   executeChild,
@@ -16,7 +15,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities, SandboxRef } from '../activities';
+import type { Activities } from '../activities';
 import {
   type GateDecision,
   type GateName,
@@ -38,7 +37,10 @@ import {
   statusQuery,
   workerProgressSignal,
 } from './messages';
-import { activityOptions, commandOptions } from './options';
+import { integrate } from './integration';
+import { settlePlan } from './planning';
+import { activityOptions } from './options';
+import { firstLine } from './text';
 import { workerWorkflow, workerWorkflowId } from './worker';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
@@ -48,9 +50,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const targetRef = req.repo.targetRef ?? req.repo.baseRef;
   const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
   const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { resolveBase, pushResult, provisionSandbox, seedWorkspace, mergeWorker, exportIntegrated, destroySandbox } =
-    proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
-  const { runCommand } = proxyActivities<Activities>(commandOptions(commandTimeoutMs, heartbeatTimeoutMs));
+  const { resolveBase, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
   const started = Date.now();
 
   const status: RunStatus = {
@@ -58,7 +58,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     objective: req.objective,
     repo: req.repo.url,
     targetRef,
-    workers: req.subTasks.map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
+    workers: (req.subTasks ?? []).map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
     decisions: [],
     totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0, elapsedMs: 0 },
   };
@@ -141,21 +141,33 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   try {
     const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
     status.baseSha = result.baseSha = baseSha;
+    const settled = await settlePlan(req, { runKey, baseSha, status, heartbeatTimeoutMs, timeoutMs: minutes(req.limits.workerTimeoutMinutes) });
+    const plan = settled.request;
+    result.planning = status.planning = settled.planning;
+    status.workers = plan.subTasks.map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 }));
     await passGate('plan', {
-      plan: req.subTasks.map((t) => ({
+      plan: plan.subTasks.map((t) => ({
         id: t.id,
         ownedPaths: t.ownedPaths,
-        agent: (t.agent ?? req.agent)!.kind,
+        agent: (t.agent ?? plan.agent ?? plan.planner)!.kind,
         prompt: firstLine(t.prompt),
       })),
     });
 
     // ---- Fan out ----
     status.phase = 'running';
-    result.workers = await pool(req.subTasks, req.limits.maxParallel, async (task, i) => {
+    const runBudget = plan.limits.runBudgetUsd;
+    const spent = () => settled.planning.costUsd + status.workers.reduce((sum, w) => sum + w.costUsd, 0);
+    const workerBudget = plan.limits.workerBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / plan.subTasks.length);
+    result.workers = await pool(plan.subTasks, plan.limits.maxParallel, async (task, i) => {
       const ws = status.workers[i];
-      Object.assign(ws, { state: 'running', startedAt: Date.now() });
       let report: WorkerReport;
+      if (runBudget !== undefined && spent() >= runBudget) {
+        const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${spent().toFixed(2)})`;
+        Object.assign(ws, { state: 'failed', reason });
+        return { workerId: task.id, status: 'failed', reason, commits: 0, filesChanged: 0, isolation: 'none', durationMs: 0, costUsd: 0, turns: 0, runs: 0 };
+      }
+      Object.assign(ws, { state: 'running', startedAt: Date.now() });
       try {
         report = await executeChild(workerWorkflow, {
           workflowId: workerWorkflowId(info.workflowId, task.id),
@@ -163,16 +175,16 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
             {
               runKey,
               objective: req.objective,
-              task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths, sharedPaths: req.sharedPaths },
-              // validate() guarantees every sub-task has an agent of its own or the default.
-              agent: (task.agent ?? req.agent)!,
+              task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths, sharedPaths: plan.sharedPaths },
+              // A planned sub-task runs the default agent, or the planner's when there is none.
+              agent: (task.agent ?? plan.agent ?? plan.planner)!,
               baseSha,
               sandbox: req.sandbox,
               setupCmd: req.setupCmd,
               workerTimeoutMs: minutes(req.limits.workerTimeoutMinutes),
               commandTimeoutMs,
               heartbeatTimeoutMs,
-              budgetUsd: req.limits.workerBudgetUsd,
+              budgetUsd: workerBudget,
               maxTurns: req.limits.maxTurns,
               suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
             },
@@ -207,58 +219,17 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     });
     const failed = result.workers.filter((w) => w.status !== 'done');
     if (failed.length > 0) {
-      return finish('failed', `${failed.length} of ${req.subTasks.length} workers failed: ${failed.map((w) => `${w.workerId}: ${w.reason}`).join('; ')}`);
+      return finish('failed', `${failed.length} of ${plan.subTasks.length} workers failed: ${failed.map((w) => `${w.workerId}: ${w.reason}`).join('; ')}`);
     }
 
     // ---- Integrate and test ----
-    status.phase = 'integrating';
-    const sandbox: SandboxRef = { key: `${runKey}/integration`, ...req.sandbox };
-    let integrated: { sha: string; ref: string; diffstat: string };
-    let testSummary = '';
-    try {
-      await provisionSandbox(sandbox);
-      await seedWorkspace({ sandbox, runKey, baseSha, branch: `flotilla/${runKey}/integration`, author: 'Flotilla integration' });
-      for (const w of result.workers) {
-        if (!w.ref || !w.headSha) continue;
-        const task = req.subTasks.find((t) => t.id === w.workerId)!;
-        const merged = await mergeWorker({
-          sandbox,
-          runKey,
-          workerId: w.workerId,
-          ref: w.ref,
-          headSha: w.headSha,
-          baseSha,
-          title: `Integrate ${w.workerId}: ${firstLine(task.prompt)}`,
-        });
-        if (merged.status === 'conflict') {
-          result.conflict = { workerId: w.workerId, conflictsWith: merged.conflictsWith, files: merged.files };
-          const others = merged.conflictsWith.length ? merged.conflictsWith.join(', ') : 'earlier workers';
-          return finish('conflict', `worker ${w.workerId} conflicts with ${others} in ${merged.files.join(', ')}`);
-        }
-      }
-      status.phase = 'testing';
-      if (req.setupCmd) {
-        const setup = await runCommand({ sandbox, command: req.setupCmd, timeoutMs: commandTimeoutMs, label: 'setup' });
-        if (setup.exitCode !== 0 || setup.timedOut) {
-          result.test = { exitCode: setup.exitCode, tail: setup.tail, logRef: setup.logRef };
-          return finish('tests-failed', `the setup command failed on the integrated tree (exit ${setup.exitCode})`);
-        }
-      }
-      const test = await runCommand({ sandbox, command: req.testCmd, timeoutMs: commandTimeoutMs, label: 'tests' });
-      result.test = { exitCode: test.exitCode, tail: test.tail, logRef: test.logRef };
-      if (test.exitCode !== 0 || test.timedOut) {
-        return finish('tests-failed', `the test command ${test.timedOut ? 'timed out' : `exited with code ${test.exitCode}`} on the integrated tree`);
-      }
-      testSummary = lastLines(test.tail, 5);
-      integrated = await exportIntegrated({ sandbox, runKey, baseSha });
-    } finally {
-      await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
-    }
+    const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs });
+    if (!integrated.ok) return finish(integrated.outcome, integrated.message);
     result.integratedSha = status.integratedSha = integrated.sha;
     if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
 
     // ---- Approve and push ----
-    await passGate('push', { sha: integrated.sha, diffstat: integrated.diffstat, testSummary });
+    await passGate('push', { sha: integrated.sha, diffstat: integrated.diffstat, testSummary: integrated.testSummary });
     status.phase = 'pushing';
     const pushed = await pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha });
     if (pushed.outcome === 'raced') return finish('raced', `not pushed: ${pushed.message}`);
@@ -293,15 +264,6 @@ function runKeyOf(workflowId: string, runId: string): string {
 
 function minutes(n: number): number {
   return Math.round(n * 60_000);
-}
-
-function firstLine(text: string): string {
-  const line = text.trim().split('\n')[0];
-  return line.length > 72 ? `${line.slice(0, 69)}...` : line;
-}
-
-function lastLines(text: string, n: number): string {
-  return text.trimEnd().split('\n').slice(-n).join('\n');
 }
 
 /** Runs fn over items with at most `limit` in flight; results keep the items' order. */

@@ -7,10 +7,11 @@
  *   temporal workflow query  --workflow-id RUN --type status
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { GateDecision, GateName, RunOutcome } from '../spec';
+import type { GateDecision, GateName, PlanningReport, RunOutcome } from '../spec';
 
 export type RunPhase =
   | 'resolving'
+  | 'planning'
   | 'awaiting-plan-approval'
   | 'running'
   | 'integrating'
@@ -68,6 +69,8 @@ export interface RunStatus {
   outcome?: RunOutcome;
   message?: string;
   decisions: GateDecision[];
+  /** How the plan was settled, once it is. */
+  planning?: PlanningReport;
   totals: { costUsd: number; turns: number; workersDone: number; workersFailed: number; elapsedMs: number };
 }
 

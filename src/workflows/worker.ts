@@ -24,7 +24,7 @@ export interface WorkerInput {
   task: { id: string; prompt: string; ownedPaths: string[]; sharedPaths: string[] };
   agent: AgentSpec;
   baseSha: string;
-  sandbox: { provider: 'local'; network: boolean };
+  sandbox: Omit<SandboxRef, 'key'>;
   setupCmd?: string;
   workerTimeoutMs: number;
   commandTimeoutMs: number;
@@ -43,7 +43,7 @@ function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | u
 }
 
 export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> {
-  const { provisionSandbox, seedWorkspace, collectWork, destroySandbox } = proxyActivities<Activities>(
+  const { provisionSandbox, seedWorkspace, collectWork, destroySandbox, pauseSandbox, resumeSandbox } = proxyActivities<Activities>(
     activityOptions(input.heartbeatTimeoutMs),
   );
   const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs));
@@ -111,6 +111,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
 
     // ---- The agent, as many runs as suspensions and resumptions take ----
     let sessionId: string | undefined;
+    let sessionCostUsd = 0;
     let message: string | undefined;
     /** One agent run, or undefined when an operator's pause cut it short. */
     const runAgentOnce = async (): Promise<AgentRunReport | undefined> => {
@@ -129,6 +130,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
             message,
             maxTurns: input.maxTurns,
             budgetUsd: budget === undefined ? undefined : Math.max(0, budget - costUsd),
+            sessionCostUsd,
           }),
         );
       } catch (err) {
@@ -146,6 +148,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
         costUsd += run.agent.costUsd;
         turns += run.agent.turns;
         sessionId = run.agent.sessionId ?? sessionId;
+        sessionCostUsd = run.sessionCostUsd;
       }
       const why = run ? suspension(run, costUsd, budget) : 'paused by an operator';
       if (run && !why) {
@@ -155,11 +158,13 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
 
       // ---- Suspended: the sandbox stays, the worker waits for resume ----
       await tellLeader('suspended', { reason: why, question: run?.agent.question });
+      await pauseSandbox(sandbox);
       resume = undefined;
       if (!(await condition(() => resume !== undefined, input.suspendTimeoutMs))) {
         const minutes = Math.round(input.suspendTimeoutMs / 60_000);
         return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
       }
+      await resumeSandbox(sandbox);
       pauseRequested = false;
       message = resume!.message;
       if (resume!.addBudgetUsd) budget = (budget ?? costUsd) + resume!.addBudgetUsd;

@@ -1,0 +1,92 @@
+/** The planner: an agent that looks at the repository (read-only) and proposes sub-tasks. */
+import { tail } from '../artifacts';
+import type { AgentSpec } from '../spec';
+import { runHarness } from './agent';
+import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+
+/** A plan larger than this is refused rather than carried through workflow history. */
+const MAX_PLAN_BYTES = 32 * 1024;
+
+function plannerPrompt(objective: string, maxSubTasks: number, problems: string[]): string {
+  const lines = [
+    'You plan the work of a team of coding agents that will work on this repository in parallel.',
+    '',
+    `Objective: ${objective}`,
+    '',
+    'Inspect the repository (it is read-only for you) and split the objective into independent',
+    `sub-tasks (at most ${maxSubTasks}) that can be done at the same time without changing the same files.`,
+    'Write the plan as JSON to the file named by $FLOTILLA_PLAN_FILE, or end your final message with it:',
+    '',
+    '{"subTasks": [{"id": "short-id", "prompt": "precisely what to do", "ownedPaths": ["dir/or/file"]}]}',
+    '',
+    'Rules: ids use letters, digits, "-" and "_"; ownedPaths are relative to the repository root and',
+    'no two sub-tasks may own the same path or one inside another; a sub-task may change only what it owns.',
+  ];
+  if (problems.length) {
+    lines.push('', 'Your previous plan was refused for these reasons; fix them:', ...problems.map((p) => `- ${p}`));
+  }
+  return lines.join('\n');
+}
+
+/** The last JSON object in `text` that has a subTasks field, if any. */
+export function extractPlan(text: string): unknown {
+  for (let start = text.lastIndexOf('{'); start >= 0; start = text.lastIndexOf('{', start - 1)) {
+    const end = text.lastIndexOf('}');
+    for (let stop = end; stop > start; stop = text.lastIndexOf('}', stop - 1)) {
+      try {
+        const value = JSON.parse(text.slice(start, stop + 1));
+        if (value && typeof value === 'object' && 'subTasks' in value) return value;
+        break;
+      } catch {
+        // Not a complete object yet; try a shorter or an earlier span.
+      }
+    }
+  }
+  return undefined;
+}
+
+export function planActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Runs the planner once. Returns the proposed sub-tasks exactly as the agent wrote them, for
+     * the workflow to validate like a caller's plan, or why there is nothing to validate.
+     */
+    async proposePlan(input: {
+      sandbox: SandboxRef;
+      agent: AgentSpec;
+      objective: string;
+      maxSubTasks: number;
+      /** Why the previous proposal was refused, for the retry. */
+      problems: string[];
+      timeoutMs: number;
+      budgetUsd?: number;
+    }): Promise<{ subTasks?: unknown; problem?: string; costUsd: number; tail: string; logRef: string }> {
+      const sb = await openSandbox(deps, input.sandbox);
+      const planFile = `${sb.scratch}/plan.json`;
+      await sb.writeFile(planFile, '');
+      const run = await runHarness(deps, sb, {
+        agent: input.agent,
+        workerId: 'planner',
+        objective: input.objective,
+        prompt: plannerPrompt(input.objective, input.maxSubTasks, input.problems),
+        timeoutMs: input.timeoutMs,
+        budgetUsd: input.budgetUsd,
+        readOnly: true,
+        extraEnv: { FLOTILLA_PLAN_FILE: planFile },
+      });
+      const common = { costUsd: run.agent.costUsd, tail: run.tail, logRef: run.logRef };
+      if (run.exitCode !== 0 || run.timedOut) return { ...common, problem: `the planner ${run.timedOut ? 'timed out' : `exited with code ${run.exitCode}`}` };
+      const written = Buffer.from(await sb.readFile(planFile)).toString('utf8');
+      const source = written.trim() ? written : (run.agent.finalMessage ?? (await deps.artifacts.get(run.logRef)).toString('utf8'));
+      if (Buffer.byteLength(source) > MAX_PLAN_BYTES * 4 && !written.trim()) {
+        return { ...common, problem: 'the planner wrote no plan file and its output is too long to search for one' };
+      }
+      const plan = extractPlan(source) as { subTasks?: unknown } | undefined;
+      if (!plan) return { ...common, problem: `the planner produced no JSON plan (its output ends: ${tail(source, 300)})` };
+      if (Buffer.byteLength(JSON.stringify(plan.subTasks)) > MAX_PLAN_BYTES) {
+        return { ...common, problem: `the plan is larger than ${MAX_PLAN_BYTES / 1024} KiB` };
+      }
+      return { ...common, subTasks: plan.subTasks };
+    },
+  };
+}

@@ -1,0 +1,61 @@
+/**
+ * Settling the plan: the caller's sub-tasks, or a planner agent's proposal validated exactly like
+ * a caller's plan. An invalid proposal is retried once with the reasons; after that the run falls
+ * back to a single worker with the whole objective, and says so.
+ */
+import { CancellationScope, proxyActivities } from '@temporalio/workflow';
+import type { Activities, SandboxRef } from '../activities';
+import { type LeaderRequest, type PlannedRequest, type PlanningReport, RequestError, parseLeaderRequest } from '../spec';
+import type { RunStatus } from './messages';
+import { activityOptions, commandOptions } from './options';
+
+const PLANNER_ATTEMPTS = 2;
+const MAX_PLANNED_SUBTASKS = 12;
+
+export async function settlePlan(
+  req: LeaderRequest,
+  ctx: { runKey: string; baseSha: string; status: RunStatus; heartbeatTimeoutMs: number; timeoutMs: number },
+): Promise<{ request: PlannedRequest; planning: PlanningReport }> {
+  if (req.subTasks) return { request: { ...req, subTasks: req.subTasks }, planning: { source: 'request', attempts: 0, costUsd: 0, problems: [] } };
+  const { provisionSandbox, seedWorkspace, destroySandbox } = proxyActivities<Activities>(activityOptions(ctx.heartbeatTimeoutMs));
+  const { proposePlan } = proxyActivities<Activities>(commandOptions(ctx.timeoutMs, ctx.heartbeatTimeoutMs));
+  // validate() guarantees a planner or a default agent when there are no sub-tasks.
+  const agent = (req.planner ?? req.agent)!;
+  ctx.status.phase = 'planning';
+  const planning: PlanningReport = { source: 'planner', attempts: 0, costUsd: 0, problems: [] };
+  ctx.status.planning = planning;
+  const sandbox: SandboxRef = { key: `${ctx.runKey}/planner`, ...req.sandbox };
+  try {
+    await provisionSandbox(sandbox);
+    await seedWorkspace({ sandbox, runKey: ctx.runKey, baseSha: ctx.baseSha, branch: `flotilla/${ctx.runKey}/planner`, author: 'Flotilla planner' });
+    while (planning.attempts < PLANNER_ATTEMPTS) {
+      planning.attempts++;
+      const proposal = await proposePlan({
+        sandbox,
+        agent,
+        objective: req.objective,
+        maxSubTasks: MAX_PLANNED_SUBTASKS,
+        problems: planning.problems,
+        timeoutMs: ctx.timeoutMs,
+        budgetUsd: req.limits.workerBudgetUsd,
+      });
+      planning.costUsd += proposal.costUsd;
+      if (proposal.problem) {
+        planning.problems = [proposal.problem];
+        continue;
+      }
+      try {
+        const checked = parseLeaderRequest({ ...req, subTasks: proposal.subTasks });
+        return { request: { ...checked, subTasks: checked.subTasks! }, planning };
+      } catch (err) {
+        if (!(err instanceof RequestError)) throw err;
+        planning.problems = err.problems;
+      }
+    }
+  } finally {
+    await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
+  }
+  planning.source = 'fallback';
+  const subTasks = [{ id: 'objective', prompt: req.objective, ownedPaths: ['.'] }];
+  return { request: { ...req, subTasks }, planning };
+}

@@ -1,0 +1,10 @@
+/** Short summaries of text for status and commit messages. */
+
+export function firstLine(text: string): string {
+  const line = text.trim().split('\n')[0];
+  return line.length > 72 ? `${line.slice(0, 69)}...` : line;
+}
+
+export function lastLines(text: string, n: number): string {
+  return text.trimEnd().split('\n').slice(-n).join('\n');
+}

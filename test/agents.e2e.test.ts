@@ -1,0 +1,171 @@
+/**
+ * Whole runs with real agent CLIs and planners: the real Claude Code binary in every worker's
+ * sandbox, talking to the scripted model server on loopback; a planner agent that splits the
+ * objective; budgets that stop a run. Real dev server, real git, real sandboxes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { awaitRun, formatStatus } from '../src/client';
+import { type RunStatus, resumeSignal, statusQuery } from '../src/workflows/messages';
+import { TestEnv, makeRemote, writeAgent } from './helpers';
+import { waitFor } from './processes';
+import { ModelServer, userTexts } from './support/model-server';
+
+let env: TestEnv;
+let server: ModelServer;
+const saved = { url: process.env.ANTHROPIC_BASE_URL, key: process.env.ANTHROPIC_API_KEY };
+
+beforeAll(async () => {
+  server = await ModelServer.start();
+  // The worker runs in this process: its environment is where agents' keys come from.
+  process.env.ANTHROPIC_BASE_URL = server.url;
+  process.env.ANTHROPIC_API_KEY = 'test-key';
+  env = await TestEnv.start();
+});
+afterAll(async () => {
+  await env?.stop();
+  await server?.close();
+  if (saved.url === undefined) delete process.env.ANTHROPIC_BASE_URL;
+  else process.env.ANTHROPIC_BASE_URL = saved.url;
+  if (saved.key === undefined) delete process.env.ANTHROPIC_API_KEY;
+  else process.env.ANTHROPIC_API_KEY = saved.key;
+});
+
+const claude = { kind: 'claude-code' as const };
+
+function claudeRequest(url: string, ids: string[]) {
+  return {
+    objective: 'greetings by real agents',
+    repo: { url, baseRef: 'main' },
+    testCmd: 'cat */greeting.txt',
+    agent: claude,
+    sandbox: { network: true },
+    subTasks: ids.map((id) => ({ id, prompt: `Task E2E-${id}: write ${id}/greeting.txt`, ownedPaths: [id] })),
+  };
+}
+
+describe('real Claude Code workers', () => {
+  it('three Claude Code workers edit their sandboxes and the run pushes their changes; cost and turns show', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const ids = ['ant', 'bee', 'cat'];
+    for (const id of ids) {
+      server.script(`E2E-${id}`, [
+        { text: 'Writing it.', tools: [{ name: 'Write', input: { file_path: `/workspace/${id}/greeting.txt`, content: `hello from ${id}\n` } }] },
+        { text: `Wrote ${id}/greeting.txt.` },
+      ]);
+    }
+    const handle = await env.start(claudeRequest(remote.url, ids));
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    for (const id of ids) expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`hello from ${id}\n`);
+    const status = await handle.query(statusQuery);
+    for (const w of status.workers) {
+      expect(w.turns).toBe(2);
+      expect(w.costUsd).toBeGreaterThan(0);
+    }
+    expect(status.totals.costUsd).toBeCloseTo(status.workers.reduce((s, w) => s + w.costUsd, 0));
+    expect(end.result?.costUsd).toBeGreaterThan(0);
+    remote.cleanup();
+  });
+
+  it('a worker whose model asks a question suspends, and resumes with the answer in the same session', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    server.script('E2E-ask', [
+      { text: 'I need a decision first.\nNEEDS_ANSWER: which greeting?' },
+      { tools: [{ name: 'Write', input: { file_path: '/workspace/ask/greeting.txt', content: 'hello, as asked\n' } }] },
+      { text: 'Done.' },
+    ]);
+    const handle = await env.start(claudeRequest(remote.url, ['ask']));
+    const suspended = await waitFor('the question', async () => {
+      const s: RunStatus = await handle.query(statusQuery);
+      return s.workers[0].state === 'suspended' ? s : undefined;
+    });
+    expect(suspended.workers[0].question).toBe('which greeting?');
+    expect(suspended.workers[0].turns).toBe(1);
+    await handle.signal(resumeSignal, { workerId: 'ask', message: 'Say hello, as asked.' });
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'ask/greeting.txt')).toBe('hello, as asked\n');
+    const turns = server.requests.filter((r) => r.conversation === 'E2E-ask');
+    // The resumed request carries the earlier conversation and the answer, in the same session.
+    const resumed = turns[1];
+    expect(userTexts(resumed.body).join('\n')).toContain('Say hello, as asked.');
+    expect(JSON.stringify(resumed.body.messages)).toContain('which greeting?');
+    expect(resumed.headers['x-claude-code-session-id']).toBe(turns[0].headers['x-claude-code-session-id']);
+    const report = end.result?.workers[0];
+    expect(report).toMatchObject({ runs: 2, turns: 3 });
+    remote.cleanup();
+  });
+});
+
+describe('planner', () => {
+  const planAgent = (plan: unknown) => ({ kind: 'shell' as const, command: `printf '%s' '${JSON.stringify(plan)}' > "$FLOTILLA_PLAN_FILE"` });
+  // Planned sub-tasks run the default agent: it writes <worker id>/greeting.txt.
+  const worker = { kind: 'shell' as const, command: 'mkdir -p "$FLOTILLA_WORKER_ID" && echo hello > "$FLOTILLA_WORKER_ID/greeting.txt"' };
+
+  it('with no sub-tasks, a planner proposes them and the run carries them out', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const plan = { subTasks: [{ id: 'left', prompt: 'left side', ownedPaths: ['left'] }, { id: 'right', prompt: 'right side', ownedPaths: ['right'] }] };
+    const end = await env.run({
+      objective: 'two greetings',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'test -f left/greeting.txt && test -f right/greeting.txt',
+      agent: worker,
+      planner: planAgent(plan),
+    });
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.planning).toMatchObject({ source: 'planner', attempts: 1 });
+    expect(end.result?.workers.map((w) => w.workerId)).toEqual(['left', 'right']);
+    expect(await remote.show('main', 'right/greeting.txt')).toBe('hello\n');
+    remote.cleanup();
+  });
+
+  it('a planner that cannot write anything: it sees a read-only checkout', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const sneaky = { kind: 'shell' as const, command: `echo pwned > README.md; printf '%s' '{"subTasks":[{"id":"a","prompt":"p","ownedPaths":["a"]}]}' > "$FLOTILLA_PLAN_FILE"` };
+    const end = await env.run({ objective: 'o', repo: { url: remote.url, baseRef: 'main' }, testCmd: 'true', agent: worker, planner: sneaky });
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'README.md')).toBe('x\n');
+    remote.cleanup();
+  });
+
+  it('an invalid plan is retried once with the reasons, then the run falls back to one worker and says so', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const overlapping = { subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['src'] }, { id: 'b', prompt: 'p', ownedPaths: ['src/b'] }] };
+    const handle = await env.start({
+      objective: 'one greeting',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'true',
+      agent: worker,
+      planner: planAgent(overlapping),
+    });
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.planning).toMatchObject({ source: 'fallback', attempts: 2 });
+    expect(end.result?.planning?.problems.join('\n')).toContain('"src/b" overlaps "src"');
+    expect(end.result?.workers.map((w) => w.workerId)).toEqual(['objective']);
+    expect(formatStatus(await handle.query(statusQuery), handle.workflowId)).toContain('fell back to one worker with the whole objective');
+    remote.cleanup();
+  });
+});
+
+describe('run budget', () => {
+  it('a run past its total starts no new worker and ends clearly', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const spender = { kind: 'shell' as const, command: `${writeAgent('first/greeting.txt', 'hi')} && echo '::flotilla {"costUsd": 2}'` };
+    const end = await env.run({
+      objective: 'spend',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'true',
+      limits: { maxParallel: 1, runBudgetUsd: 1, workerBudgetUsd: 10 },
+      subTasks: [
+        { id: 'first', prompt: 'p', ownedPaths: ['first'], agent: spender },
+        { id: 'second', prompt: 'p', ownedPaths: ['second'], agent: spender },
+      ],
+    });
+    expect(end.failureType).toBe('failed');
+    expect(end.failureMessage).toContain("second: not started: the run's budget of $1.00 is spent ($2.00)");
+    expect(end.result?.costUsd).toBe(2);
+    remote.cleanup();
+  });
+});
