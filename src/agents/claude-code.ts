@@ -11,19 +11,14 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { LineSplitter, truncate } from './lines';
+import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
-function firstLine(text: string): string {
-  return text.trim().split('\n')[0] ?? '';
-}
 
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
 
-class ClaudeCodeParser implements OutputParser {
-  private readonly lines = new LineSplitter();
+class ClaudeCodeParser extends JsonEventReader implements OutputParser {
   /** Distinct model replies: Claude Code emits one line per content block, all with the reply's id. */
   private readonly replies = new Set<string>();
   private anonymousReplies = 0;
@@ -33,25 +28,9 @@ class ClaudeCodeParser implements OutputParser {
   private cwd?: string;
   private lastEvent?: string;
   private lastText?: string;
-  private lastPlainLine?: string;
   private result?: { text?: string; subtype?: string; numTurns?: number };
 
-  push(chunk: string): void {
-    for (const line of this.lines.push(chunk)) this.read(line);
-  }
-
-  private read(line: string): void {
-    let event: any;
-    try {
-      event = line.trimStart().startsWith('{') ? JSON.parse(line) : undefined;
-    } catch {
-      event = undefined;
-    }
-    if (!event || typeof event !== 'object') {
-      // Claude Code's own errors (bad flags, no credentials) arrive as plain text.
-      if (line.trim()) this.lastPlainLine = line.trim();
-      return;
-    }
+  protected onEvent(event: any): void {
     this.sessionId = str(event.session_id) ?? this.sessionId;
     switch (event.type) {
       case 'system':
@@ -111,7 +90,7 @@ class ClaudeCodeParser implements OutputParser {
   }
 
   finish(_exitCode: number): AgentOutcome {
-    for (const line of this.lines.flush()) this.read(line);
+    this.drain();
     const finalMessage = this.result?.text ?? this.lastText ?? this.lastPlainLine;
     return {
       ...this.progress(),

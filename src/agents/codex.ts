@@ -18,19 +18,17 @@
  *   model_provider=local
  */
 import path from 'node:path';
-import { LineSplitter, truncate } from './lines';
+import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
 import { priceTokens } from './prices';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v ? v : undefined);
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
 
 /** Items that are the agent acting on the world rather than talking. */
 const TOOL_ITEMS = new Set(['command_execution', 'file_change', 'mcp_tool_call', 'web_search', 'collab_tool_call']);
 
-class CodexParser implements OutputParser {
-  private readonly lines = new LineSplitter();
+class CodexParser extends JsonEventReader implements OutputParser {
   private readonly toolItems = new Set<string>();
   private turns = 0;
   private costUsd = 0;
@@ -38,26 +36,12 @@ class CodexParser implements OutputParser {
   private lastEvent?: string;
   private lastMessage?: string;
   private lastError?: string;
-  private lastPlainLine?: string;
 
-  constructor(private readonly model: string | undefined) {}
-
-  push(chunk: string): void {
-    for (const line of this.lines.push(chunk)) this.read(line);
+  constructor(private readonly model: string | undefined) {
+    super();
   }
 
-  private read(line: string): void {
-    let event: any;
-    try {
-      event = line.trimStart().startsWith('{') ? JSON.parse(line) : undefined;
-    } catch {
-      event = undefined;
-    }
-    if (!event || typeof event !== 'object') {
-      // Warnings and fatal errors (a bad flag, an unreadable config) arrive as plain text.
-      if (line.trim()) this.lastPlainLine = line.trim();
-      return;
-    }
+  protected onEvent(event: any): void {
     switch (event.type) {
       case 'thread.started':
         this.sessionId = str(event.thread_id) ?? this.sessionId;
@@ -111,7 +95,7 @@ class CodexParser implements OutputParser {
   }
 
   finish(_exitCode: number): AgentOutcome {
-    for (const line of this.lines.flush()) this.read(line);
+    this.drain();
     const finalMessage = this.lastMessage ?? this.lastError ?? this.lastPlainLine;
     return {
       ...this.progress(),
@@ -122,9 +106,6 @@ class CodexParser implements OutputParser {
   }
 }
 
-function firstLine(text: string): string {
-  return text.trim().split('\n')[0] ?? '';
-}
 
 function describeTool(type: string, item: any): string {
   switch (type) {
