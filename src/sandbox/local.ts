@@ -175,11 +175,11 @@ class LocalSandbox implements Sandbox {
       return runProcessGroup(['bash', '-c', command], this.hostPath(cwd), { ...options, env });
     }
     const argv = ['bwrap'];
+    // Mounts apply in order: the private /tmp first, so a tool directory that lives under the
+    // host's /tmp (a checkout there) is mounted on top of it rather than hidden by it.
+    argv.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
     for (const dir of readOnlyDirs()) argv.push('--ro-bind', dir, dir);
     argv.push(
-      '--proc', '/proc',
-      '--dev', '/dev',
-      '--tmpfs', '/tmp',
       options.readOnlyWorkspace ? '--ro-bind' : '--bind', path.join(this.root, 'workspace'), INSIDE_WORKSPACE,
       '--bind', path.join(this.root, 'scratch'), INSIDE_SCRATCH,
       '--unshare-pid', '--unshare-ipc', '--unshare-uts',
