@@ -4,7 +4,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode, type Worker } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { simpleGit } from 'simple-git';
 import { inject } from 'vitest';
 import { type RunEnd, awaitRun } from '../src/client';
@@ -49,12 +49,45 @@ export class TestEnv {
     rmSync(this.dataDir, { recursive: true, force: true });
   }
 
+  /** Every run started through this environment, for the replay check. */
+  readonly runs: string[] = [];
+
   async start(request: LeaderRequestInput | unknown, workflowId = `run-${randomUUID()}`) {
+    this.runs.push(workflowId);
     return this.client.workflow.start(leaderWorkflow, {
       taskQueue: this.taskQueue,
       workflowId,
       args: [request as LeaderRequestInput],
     });
+  }
+
+  /**
+   * Replays the histories of every finished run (leaders and their workers) against the current
+   * workflow code; returns how many replayed and the nondeterminism errors found.
+   */
+  async replayFinishedRuns(): Promise<{ replayed: number; errors: string[] }> {
+    const fetch = async (workflowId: string) => ({ workflowId, history: await this.client.workflow.getHandle(workflowId).fetchHistory() });
+    const finished = [];
+    for (const id of this.runs) {
+      if ((await this.client.workflow.getHandle(id).describe()).status.name !== 'RUNNING') finished.push(id);
+    }
+    const leaders = await Promise.all(finished.map(fetch));
+    const children = await Promise.all(
+      leaders.flatMap(({ history }) =>
+        (history.events ?? []).flatMap((e) => {
+          const started = e.childWorkflowExecutionStartedEventAttributes;
+          return started?.workflowExecution?.workflowId ? [fetch(started.workflowExecution.workflowId)] : [];
+        }),
+      ),
+    );
+    const errors: string[] = [];
+    let replayed = 0;
+    const workflowsPath = path.join(__dirname, '../src/workflows/index.ts');
+    for await (const r of Worker.runReplayHistories({ workflowsPath, replayName: 'replay-check' }, [...leaders, ...children])) {
+      replayed++;
+      if (r.error) errors.push(`${r.workflowId}: ${r.error}`);
+    }
+    return { replayed, errors };
   }
 
   /** Runs a leader to its end and returns what a user would see of it. */

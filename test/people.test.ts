@@ -260,3 +260,11 @@ describe('the Temporal CLI', () => {
     remote.cleanup();
   });
 });
+
+describe('determinism', () => {
+  it('every finished run of this file replays against the current workflow code', async () => {
+    const { replayed, errors } = await env.replayFinishedRuns();
+    expect(replayed).toBeGreaterThan(5);
+    expect(errors).toEqual([]);
+  });
+});

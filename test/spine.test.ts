@@ -3,7 +3,6 @@
  */
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
@@ -15,8 +14,6 @@ echo "all greetings ok"
 `;
 
 let env: TestEnv;
-/** Every run of this file, replayed at the end against the current workflow code. */
-const finishedRuns: string[] = [];
 
 beforeAll(async () => {
   env = await TestEnv.start();
@@ -47,7 +44,6 @@ describe('spine', () => {
     const remote = await sampleRemote();
     const base = await remote.head();
     const end = await env.run(request(remote.url, ['alpha', 'beta', 'gamma'].map((id) => greetingTask(id))));
-    finishedRuns.push(end.workflowId);
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     const head = await remote.head();
@@ -66,7 +62,6 @@ describe('spine', () => {
   it('uncommitted work the agent leaves is committed, not lost', async () => {
     const remote = await sampleRemote();
     const end = await env.run(request(remote.url, [greetingTask('lazy', writeAgent('lazy/greeting.txt', 'hello, uncommitted', false))]));
-    finishedRuns.push(end.workflowId);
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'lazy/greeting.txt')).toBe('hello, uncommitted\n');
     remote.cleanup();
@@ -77,7 +72,6 @@ describe('spine', () => {
     const base = await remote.head();
     const sneaky = `${writeAgent('rogue/greeting.txt', 'hello')} && echo four >> shared/names.txt && git commit -qam sneak`;
     const end = await env.run(request(remote.url, [greetingTask('good'), greetingTask('rogue', sneaky)]));
-    finishedRuns.push(end.workflowId);
     expect(end.failureType).toBe('failed');
     const rogue = end.result?.workers.find((w) => w.workerId === 'rogue');
     expect(rogue?.status).toBe('failed');
@@ -94,7 +88,6 @@ describe('spine', () => {
     const end = await env.run(
       request(remote.url, [greetingTask('left', edit('left')), greetingTask('right', edit('right'))], { sharedPaths: ['shared'] }),
     );
-    finishedRuns.push(end.workflowId);
     expect(end.failureType).toBe('conflict');
     expect(end.result?.conflict).toEqual({ workerId: 'right', conflictsWith: ['left'], files: ['shared/names.txt'] });
     expect(end.failureMessage).toMatch(/right.*left.*shared\/names\.txt/);
@@ -107,7 +100,6 @@ describe('spine', () => {
     const remote = await sampleRemote();
     const base = await remote.head();
     const end = await env.run(request(remote.url, [greetingTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))]));
-    finishedRuns.push(end.workflowId);
     expect(end.failureType).toBe('tests-failed');
     expect(end.result?.test?.exitCode).toBe(1);
     expect(end.result?.test?.tail).toContain('FAIL: grumpy/greeting.txt does not greet');
@@ -130,7 +122,6 @@ describe('spine', () => {
       () => undefined,
       (err) => err.cause,
     );
-    finishedRuns.push(handle.workflowId);
     expect(end?.type).toBe('raced');
     expect(end?.message).toContain('moved');
     expect(await remote.head()).toBe(theirs);
@@ -142,7 +133,6 @@ describe('spine', () => {
     const remote = await sampleRemote();
     const base = await remote.head();
     const end = await env.run({ ...request(remote.url, [greetingTask('feature')]), repo: { url: remote.url, baseRef: 'main', targetRef: 'flotilla/feature' } });
-    finishedRuns.push(end.workflowId);
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.head('flotilla/feature')).toBe(end.result?.pushedSha);
     expect(await remote.head('main')).toBe(base);
@@ -153,7 +143,6 @@ describe('spine', () => {
     const remote = await sampleRemote();
     const base = await remote.head();
     const end = await env.run(request(remote.url, [greetingTask('ok'), greetingTask('broken', 'echo "cannot do this" >&2; exit 7')]));
-    finishedRuns.push(end.workflowId);
     expect(end.failureType).toBe('failed');
     const broken = end.result?.workers.find((w) => w.workerId === 'broken');
     expect(broken).toMatchObject({ status: 'failed', exitCode: 7, reason: 'the agent exited with code 7' });
@@ -186,7 +175,6 @@ describe('spine', () => {
     const heavy = (id: string) =>
       `mkdir -p ${id} && head -c 3000000 /dev/urandom | base64 > ${id}/blob.txt && seq 1 300000 && echo hello > ${id}/greeting.txt && git add -A && git commit -qm big`;
     const end = await env.run(request(remote.url, [greetingTask('heavy1', heavy('heavy1')), greetingTask('heavy2', heavy('heavy2'))]));
-    finishedRuns.push(end.workflowId);
     expect(end.result?.outcome).toBe('pushed');
     expect((await remote.show('main', 'heavy1/blob.txt'))!.length).toBeGreaterThan(3_000_000);
     const ids = [end.workflowId, `${end.workflowId}/heavy1`, `${end.workflowId}/heavy2`];
@@ -200,24 +188,9 @@ describe('spine', () => {
   });
 
   it('the histories of finished runs replay without nondeterminism', async () => {
-    expect(finishedRuns.length).toBeGreaterThan(5);
-    const histories = await Promise.all(
-      finishedRuns.map(async (workflowId) => ({ workflowId, history: await env.client.workflow.getHandle(workflowId).fetchHistory() })),
-    );
-    const children = await Promise.all(
-      histories.flatMap(({ history }) =>
-        childIds(history).map(async (workflowId) => ({ workflowId, history: await env.client.workflow.getHandle(workflowId).fetchHistory() })),
-      ),
-    );
-    const replayed = [];
-    for await (const r of Worker.runReplayHistories({ workflowsPath: path.join(__dirname, '../src/workflows/index.ts'), replayName: 'spine' }, [
-      ...histories,
-      ...children,
-    ])) {
-      replayed.push(r);
-    }
-    expect(replayed.length).toBe(histories.length + children.length);
-    expect(replayed.filter((r) => r.error).map((r) => `${r.workflowId}: ${r.error}`)).toEqual([]);
+    const { replayed, errors } = await env.replayFinishedRuns();
+    expect(replayed).toBeGreaterThan(10);
+    expect(errors).toEqual([]);
   });
 });
 
@@ -230,10 +203,4 @@ function payloadSizes(value: unknown, out: number[] = []): number[] {
     for (const v of Object.values(obj)) payloadSizes(v, out);
   }
   return out;
-}
-
-function childIds(history: { events?: unknown[] | null }): string[] {
-  return (history.events ?? []).flatMap((e: any) =>
-    e.childWorkflowExecutionStartedEventAttributes ? [e.childWorkflowExecutionStartedEventAttributes.workflowExecution.workflowId] : [],
-  );
 }
