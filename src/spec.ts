@@ -181,6 +181,47 @@ export const SandboxSpec = z
   })
   .strict();
 
+/** An agent that fixes the integrated tree (a conflicted merge, failing tests), within bounds. */
+export const FixerSpec = z
+  .object({
+    agent: AgentSpec,
+    /** Agent runs: per conflicting worker for the resolver, per run for repair. Default 2. */
+    maxRounds: z.number().int().min(1).max(10).default(2),
+    /** Dollars all its runs together may spend. Unlimited by default. */
+    budgetUsd: z.number().positive().optional(),
+  })
+  .strict();
+export type FixerSpec = z.infer<typeof FixerSpec>;
+
+/** Oracle files are small: they travel in the request, and so in workflow history. */
+const ORACLE_MAX_FILES = 32;
+const ORACLE_MAX_CHARS = 64_000;
+
+export const OracleSpec = z
+  .object({
+    /** Repository path → content. */
+    files: z.record(z.string(), z.string()).superRefine((files, ctx) => {
+      const paths = Object.keys(files);
+      if (paths.length === 0) ctx.addIssue({ code: 'custom', message: 'must name at least one file' });
+      if (paths.length > ORACLE_MAX_FILES) ctx.addIssue({ code: 'custom', message: `at most ${ORACLE_MAX_FILES} files` });
+      const size = Object.values(files).reduce((sum, c) => sum + c.length, 0);
+      if (size > ORACLE_MAX_CHARS) ctx.addIssue({ code: 'custom', message: `${size} characters in all; at most ${ORACLE_MAX_CHARS}` });
+      const seen = new Map<string, string>();
+      for (const raw of paths) {
+        const problem = repoPathProblem(raw) ?? (normalizeRepoPath(raw) === '' ? 'must name a file' : undefined);
+        if (problem) {
+          ctx.addIssue({ code: 'custom', path: [raw], message: `path ${problem}` });
+          continue;
+        }
+        const p = normalizeRepoPath(raw);
+        const clash = [...seen].find(([q]) => pathIsUnder(p, q) || pathIsUnder(q, p));
+        if (clash) ctx.addIssue({ code: 'custom', path: [raw], message: `path "${p}" collides with "${clash[1]}"` });
+        seen.set(p, raw);
+      }
+    }),
+  })
+  .strict();
+
 export const LeaderRequest = z
   .object({
     objective: z.string().min(1, 'must not be empty'),
@@ -204,6 +245,18 @@ export const LeaderRequest = z
      * them meet in integration, where overlapping edits are conflicts.
      */
     sharedPaths: z.array(repoPath).default([]),
+    /**
+     * Resolves a worker's conflicting merge in the integration sandbox; when it cannot, the
+     * sub-task is redone once on top of the integrated tree. Without it a conflict ends the run.
+     */
+    resolver: FixerSpec.optional(),
+    /** Fixes the integrated tree when the tests fail on it. Without it failing tests end the run. */
+    repair: FixerSpec.optional(),
+    /**
+     * Hidden tests: written only into the integration sandbox while the tests run; never shown
+     * to an agent, committed or pushed.
+     */
+    oracle: OracleSpec.optional(),
     /** The agent each sub-task runs unless it names its own. */
     agent: AgentSpec.optional(),
     testCmd: z.string().min(1, 'must not be empty'),
@@ -245,8 +298,14 @@ export const LeaderRequest = z
         });
       }
     });
-    if (req.planner && req.planner.kind !== 'shell' && !req.sandbox.network) {
-      ctx.addIssue({ code: 'custom', path: ['sandbox', 'network'], message: `must be true: the planner runs ${req.planner.kind}, which calls its model API from the sandbox` });
+    for (const [role, agent] of [
+      ['planner', req.planner],
+      ['resolver', req.resolver?.agent],
+      ['repair agent', req.repair?.agent],
+    ] as const) {
+      if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
+        ctx.addIssue({ code: 'custom', path: ['sandbox', 'network'], message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox` });
+      }
     }
     const owners: { task: number; pathIdx: number; path: string }[] = [];
     subTasks.forEach((t, task) =>
@@ -364,6 +423,8 @@ export interface RunResult {
   /** Who passed each manual gate, or how it expired. */
   decisions: GateDecision[];
   planning?: PlanningReport;
+  /** Every attempt at a conflicting merge or failing tests, when there was one. */
+  integration?: IntegrationReport;
 }
 
 export interface GateDecision {
@@ -385,4 +446,38 @@ export interface PlanningReport {
   costUsd: number;
   /** Why the planner's last proposal was refused, when it was. */
   problems: string[];
+}
+
+/**
+ * One try at getting the integrated tree right. resolve: a resolver round on a conflicting
+ * merge. redispatch: the conflicting sub-task redone on top of the integrated tree. repair: a
+ * repair round on failing tests.
+ */
+export interface IntegrationAttempt {
+  kind: 'resolve' | 'redispatch' | 'repair';
+  /** The sub-task whose merge conflicted (resolve, redispatch). */
+  workerId?: string;
+  /** Counted per conflicting worker for resolve, per run for repair. */
+  round: number;
+  state: 'running' | 'succeeded' | 'failed';
+  /** The conflicting files (resolve, redispatch). */
+  files?: string[];
+  /** The tail of the failing output the round set out to fix (repair). */
+  failed?: string;
+  /** Why it did not succeed. */
+  reason?: string;
+  /** What it changed. */
+  diffstat?: string;
+  costUsd: number;
+  /** The agent's full output (resolve, repair). */
+  logRef?: string;
+  /** The child workflow that redid the sub-task (redispatch). */
+  workflowId?: string;
+  durationMs?: number;
+}
+
+export interface IntegrationReport {
+  attempts: IntegrationAttempt[];
+  /** Dollars spent by resolver and repair agents and redone sub-tasks. */
+  costUsd: number;
 }

@@ -7,7 +7,7 @@
  *   temporal workflow query  --workflow-id RUN --type status
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { GateDecision, GateName, PlanningReport, RunOutcome } from '../spec';
+import type { GateDecision, GateName, IntegrationReport, PlanningReport, RunOutcome } from '../spec';
 
 export type RunPhase =
   | 'resolving'
@@ -66,6 +66,8 @@ export interface RunStatus {
   gate?: GateReview;
   workers: WorkerStatus[];
   integratedSha?: string;
+  /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
+  integration?: IntegrationReport;
   outcome?: RunOutcome;
   message?: string;
   decisions: GateDecision[];

@@ -14,6 +14,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, AgentRunReport, CommandReport, SandboxRef } from '../activities';
+import type { WorkerSeed } from '../activities/integrate';
 import type { AgentSpec, Isolation, WorkerReport } from '../spec';
 import { type ResumeInput, type WorkerProgress, type WorkerState, pauseSignal, resumeSignal, workerProgressSignal } from './messages';
 import { activityOptions, commandOptions } from './options';
@@ -24,6 +25,8 @@ export interface WorkerInput {
   task: { id: string; prompt: string; ownedPaths: string[]; sharedPaths: string[] };
   agent: AgentSpec;
   baseSha: string;
+  /** Start from this commit instead of the base: the integrated tree, for a sub-task redone on top of it. */
+  seed?: WorkerSeed;
   sandbox: Omit<SandboxRef, 'key'>;
   setupCmd?: string;
   workerTimeoutMs: number;
@@ -43,7 +46,7 @@ function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | u
 }
 
 export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> {
-  const { provisionSandbox, seedWorkspace, collectWork, destroySandbox, pauseSandbox, resumeSandbox } = proxyActivities<Activities>(
+  const { provisionSandbox, seedWorkspace, checkoutSeed, collectWork, destroySandbox, pauseSandbox, resumeSandbox } = proxyActivities<Activities>(
     activityOptions(input.heartbeatTimeoutMs),
   );
   const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs));
@@ -104,6 +107,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       branch: `flotilla/${input.runKey}/${task.id}`,
       author: `Flotilla worker ${task.id}`,
     });
+    if (input.seed) await checkoutSeed({ sandbox, baseSha: input.baseSha, seed: input.seed });
     if (input.setupCmd) {
       const setup = await runCommand({ sandbox, command: input.setupCmd, timeoutMs: input.commandTimeoutMs, label: 'setup' });
       if (setup.exitCode !== 0 || setup.timedOut) return failedCommand('the setup command', setup);
@@ -177,7 +181,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       sandbox,
       runKey: input.runKey,
       workerId: task.id,
-      baseSha: input.baseSha,
+      baseSha: input.seed?.sha ?? input.baseSha,
       allowedPaths: [...task.ownedPaths, ...task.sharedPaths],
     });
     const common = {
