@@ -8,7 +8,7 @@ import path from 'node:path';
 import { type Client, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, defaultPayloadConverter } from '@temporalio/common';
 import YAML from 'yaml';
-import { type LeaderRequest, RequestError, type RunResult, parseLeaderRequest } from './spec';
+import { type IntegrationReport, type LeaderRequest, RequestError, type RunResult, parseLeaderRequest } from './spec';
 import { type RunStatus, statusQuery } from './workflows/messages';
 import type { leaderWorkflow } from './workflows/leader';
 
@@ -110,6 +110,19 @@ function q(value: string): string {
   return /^[A-Za-z0-9_./:@=-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
+/** Resolver, re-dispatch and repair attempts, one line each. */
+function formatAttempts(report: IntegrationReport | undefined): string[] {
+  if (!report?.attempts.length) return [];
+  return [
+    'integration attempts:',
+    ...report.attempts.map((a) => {
+      const who = a.workerId ? ` ${a.workerId}` : '';
+      const files = a.files?.length ? ` in ${a.files.join(', ')}` : '';
+      return `  ${a.kind}${who} round ${a.round}${files}: ${a.state} (${usd(a.costUsd)})${a.reason ? ` — ${a.reason}` : ''}`;
+    }),
+  ];
+}
+
 function formatGate(s: RunStatus, runId: string): string[] {
   const g = s.gate;
   if (!g) return [];
@@ -145,6 +158,7 @@ export function formatStatus(s: RunStatus, runId: string): string {
   if (s.integratedSha) lines.push(`integrated: ${s.integratedSha}`);
   if (s.message) lines.push(`message:   ${s.message}`);
   lines.push(...formatGate(s, runId));
+  lines.push(...formatAttempts(s.integration));
   lines.push('workers:');
   const width = Math.max(6, ...s.workers.map((w) => w.id.length));
   for (const w of s.workers) {
@@ -173,6 +187,7 @@ export function formatRunEnd(end: RunEnd): string {
   for (const w of r.workers) {
     lines.push(`  worker ${w.workerId}: ${w.status}, ${w.commits} commit(s), ${w.filesChanged} file(s), isolation ${w.isolation}${w.reason ? ` — ${w.reason}` : ''}`);
   }
+  lines.push(...formatAttempts(r.integration));
   if (r.conflict) lines.push(`  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`);
   if (r.test && r.outcome !== 'pushed') lines.push(`  test output (tail; full log ${r.test.logRef}):`, indent(r.test.tail));
   for (const d of r.decisions ?? []) {

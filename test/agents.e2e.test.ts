@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, formatStatus } from '../src/client';
 import { type RunStatus, resumeSignal, statusQuery } from '../src/workflows/messages';
-import { TestEnv, makeRemote, writeAgent } from './helpers';
+import { TestEnv, makeRemote, describeReplay, writeAgent } from './helpers';
 import { waitFor } from './processes';
 import { ModelServer, userTexts } from './support/model-server';
 
@@ -170,10 +170,4 @@ describe('run budget', () => {
   });
 });
 
-describe('determinism', () => {
-  it('every finished run of this file replays against the current workflow code', async () => {
-    const { replayed, errors } = await env.replayFinishedRuns();
-    expect(replayed).toBeGreaterThan(5);
-    expect(errors).toEqual([]);
-  });
-});
+describeReplay(() => env, 5);

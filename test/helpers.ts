@@ -1,12 +1,12 @@
 /** Shared fixtures: a real worker on the suite's dev server, and real git repositories. */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { simpleGit } from 'simple-git';
-import { inject } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { type RunEnd, awaitRun } from '../src/client';
 import type { LeaderRequestInput } from '../src/spec';
 import { createFlotillaWorker } from '../src/worker';
@@ -47,6 +47,12 @@ export class TestEnv {
     await this.connection.close();
     await this.client.connection.close();
     rmSync(this.dataDir, { recursive: true, force: true });
+  }
+
+  /** Sandbox directories still on disk: every run should leave none behind. */
+  sandboxesLeft(): string[] {
+    const dir = path.join(this.dataDir, 'sandboxes');
+    return existsSync(dir) ? readdirSync(dir) : [];
   }
 
   /** Every run started through this environment, for the replay check. */
@@ -163,4 +169,15 @@ export async function makeRemote(files: Record<string, string>) {
 export function writeAgent(file: string, content: string, commit = true): string {
   const write = `mkdir -p "$(dirname '${file}')" && printf '%s\\n' '${content}' > '${file}'`;
   return commit ? `${write} && git add -A && git commit -qm 'write ${file}'` : write;
+}
+
+/** Declares the check that every finished run of a test file replays deterministically. */
+export function describeReplay(env: () => TestEnv, atLeast: number): void {
+  describe('determinism', () => {
+    it('every finished run of this file replays against the current workflow code', async () => {
+      const { replayed, errors } = await env().replayFinishedRuns();
+      expect(replayed).toBeGreaterThan(atLeast);
+      expect(errors).toEqual([]);
+    });
+  });
 }

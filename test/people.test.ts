@@ -2,13 +2,11 @@
  * People in the loop: gates, suspend and resume, pause, cancel — through our CLI, the client
  * API and the real `temporal` binary, against the suite's dev server.
  */
-import { existsSync, readdirSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { type RunStatus, approveSignal, resumeSignal, statusQuery } from '../src/workflows/messages';
-import { TestEnv, makeRemote, writeAgent } from './helpers';
+import { TestEnv, makeRemote, describeReplay, writeAgent } from './helpers';
 import { flotilla, processesMatching, run, waitFor } from './processes';
 
 let env: TestEnv;
@@ -50,10 +48,6 @@ async function waitForStatus(workflowId: string, what: string, ok: (s: RunStatus
   });
 }
 
-function sandboxesLeft(): string[] {
-  const dir = path.join(env.dataDir, 'sandboxes');
-  return existsSync(dir) ? readdirSync(dir) : [];
-}
 
 async function childExists(workflowId: string): Promise<boolean> {
   return env.client.workflow
@@ -203,7 +197,7 @@ describe('suspend and resume', () => {
     const end = await env.run(request(remote.url, [asker], { limits: { suspendTimeoutMinutes: 0.02 } }));
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toContain('asker: suspended (the agent needs an answer) and not resumed within 0 minute(s)');
-    expect(sandboxesLeft()).toEqual([]);
+    expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
 });
@@ -220,7 +214,7 @@ describe('cancel', () => {
     const end = await awaitRun(handle);
     expect(end.failureType).toBe('cancelled');
     expect(await processesMatching(marker)).toEqual([]);
-    expect(sandboxesLeft()).toEqual([]);
+    expect(env.sandboxesLeft()).toEqual([]);
     expect(await remote.head()).toBe(base);
     const s = await statusOf(handle.workflowId);
     expect(s.phase).toBe('cancelled');
@@ -261,10 +255,4 @@ describe('the Temporal CLI', () => {
   });
 });
 
-describe('determinism', () => {
-  it('every finished run of this file replays against the current workflow code', async () => {
-    const { replayed, errors } = await env.replayFinishedRuns();
-    expect(replayed).toBeGreaterThan(5);
-    expect(errors).toEqual([]);
-  });
-});
+describeReplay(() => env, 5);

@@ -1,8 +1,6 @@
 /**
  * The spine end to end: a real dev server, real git remotes, real sandboxes, shell agents.
  */
-import { existsSync, readdirSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
@@ -22,10 +20,6 @@ afterAll(async () => {
   await env?.stop();
 });
 
-function sandboxesLeft(): string[] {
-  const dir = path.join(env.dataDir, 'sandboxes');
-  return existsSync(dir) ? readdirSync(dir) : [];
-}
 
 function greetingTask(id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) {
   return { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } };
@@ -55,7 +49,7 @@ describe('spine', () => {
     expect(end.result?.test?.exitCode).toBe(0);
     expect(end.result?.test?.tail).toContain('all greetings ok');
     expect(end.result?.workers.map((w) => w.isolation)).toEqual(['bubblewrap', 'bubblewrap', 'bubblewrap']);
-    expect(sandboxesLeft()).toEqual([]);
+    expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
 
@@ -92,7 +86,7 @@ describe('spine', () => {
     expect(end.result?.conflict).toEqual({ workerId: 'right', conflictsWith: ['left'], files: ['shared/names.txt'] });
     expect(end.failureMessage).toMatch(/right.*left.*shared\/names\.txt/);
     expect(await remote.head()).toBe(base);
-    expect(sandboxesLeft()).toEqual([]);
+    expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
 
@@ -149,7 +143,7 @@ describe('spine', () => {
     expect(broken?.tail).toContain('cannot do this');
     expect(end.failureMessage).toContain('broken: the agent exited with code 7');
     expect(await remote.head()).toBe(base);
-    expect(sandboxesLeft()).toEqual([]);
+    expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
 

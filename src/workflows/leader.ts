@@ -23,6 +23,7 @@ import {
   type LeaderRequestInput,
   type RunOutcome,
   type RunResult,
+  type SubTask,
   type WorkerReport,
   RequestError,
   parseLeaderRequest,
@@ -41,7 +42,7 @@ import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
 import { firstLine } from './text';
-import { workerWorkflow, workerWorkflowId } from './worker';
+import { type WorkerInput, workerWorkflow, workerWorkflowId } from './worker';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
   const req = validate(input);
@@ -63,11 +64,14 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0, elapsedMs: 0 },
   };
   const workerStatus = (id: string) => status.workers.find((w) => w.id === id);
+  /** Dollars spent by every agent of the run: planner, workers, resolvers and repairers. */
+  const spent = () =>
+    (status.planning?.costUsd ?? 0) + status.workers.reduce((sum, w) => sum + w.costUsd, 0) + (status.integration?.costUsd ?? 0);
   setHandler(statusQuery, () => {
     const now = Date.now();
     for (const w of status.workers) if (w.state === 'running' || w.state === 'suspended') w.durationMs = now - (w.startedAt ?? now);
     status.totals = {
-      costUsd: status.workers.reduce((sum, w) => sum + w.costUsd, 0),
+      costUsd: spent(),
       turns: status.workers.reduce((sum, w) => sum + w.turns, 0),
       workersDone: status.workers.filter((w) => w.state === 'done').length,
       workersFailed: status.workers.filter((w) => w.state === 'failed').length,
@@ -131,7 +135,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [] };
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
-    result.costUsd = status.workers.reduce((sum, w) => sum + w.costUsd, 0);
+    result.costUsd = spent();
     Object.assign(result, { outcome, message });
     Object.assign(status, { outcome, message, phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
     if (status.phase === 'done') return result;
@@ -157,8 +161,23 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     // ---- Fan out ----
     status.phase = 'running';
     const runBudget = plan.limits.runBudgetUsd;
-    const spent = () => settled.planning.costUsd + status.workers.reduce((sum, w) => sum + w.costUsd, 0);
     const workerBudget = plan.limits.workerBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / plan.subTasks.length);
+    const workerInput = (task: SubTask): WorkerInput => ({
+      runKey,
+      objective: req.objective,
+      task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths, sharedPaths: plan.sharedPaths },
+      // A planned sub-task runs the default agent, or the planner's when there is none.
+      agent: (task.agent ?? plan.agent ?? plan.planner)!,
+      baseSha,
+      sandbox: req.sandbox,
+      setupCmd: req.setupCmd,
+      workerTimeoutMs: minutes(req.limits.workerTimeoutMinutes),
+      commandTimeoutMs,
+      heartbeatTimeoutMs,
+      budgetUsd: workerBudget,
+      maxTurns: req.limits.maxTurns,
+      suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
+    });
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, async (task, i) => {
       const ws = status.workers[i];
       let report: WorkerReport;
@@ -169,27 +188,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       }
       Object.assign(ws, { state: 'running', startedAt: Date.now() });
       try {
-        report = await executeChild(workerWorkflow, {
-          workflowId: workerWorkflowId(info.workflowId, task.id),
-          args: [
-            {
-              runKey,
-              objective: req.objective,
-              task: { id: task.id, prompt: task.prompt, ownedPaths: task.ownedPaths, sharedPaths: plan.sharedPaths },
-              // A planned sub-task runs the default agent, or the planner's when there is none.
-              agent: (task.agent ?? plan.agent ?? plan.planner)!,
-              baseSha,
-              sandbox: req.sandbox,
-              setupCmd: req.setupCmd,
-              workerTimeoutMs: minutes(req.limits.workerTimeoutMinutes),
-              commandTimeoutMs,
-              heartbeatTimeoutMs,
-              budgetUsd: workerBudget,
-              maxTurns: req.limits.maxTurns,
-              suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
-            },
-          ],
-        });
+        report = await executeChild(workerWorkflow, { workflowId: workerWorkflowId(info.workflowId, task.id), args: [workerInput(task)] });
       } catch (err) {
         if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
         report = {
@@ -223,7 +222,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     }
 
     // ---- Integrate and test ----
-    const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs });
+    const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput });
     if (!integrated.ok) return finish(integrated.outcome, integrated.message);
     result.integratedSha = status.integratedSha = integrated.sha;
     if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
