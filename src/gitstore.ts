@@ -62,7 +62,8 @@ export class StagingRepo {
     const env = remoteEnv();
     // simple-git refuses GIT_* variables unless they are named here; these are ours on purpose.
     const allowEnvironment = Object.keys(env).filter((k) => k.startsWith('GIT_'));
-    this.git = simpleGit({ baseDir: dir, allowEnvironment }).env(env);
+    // GIT_CONFIG_COUNT carries only our http.extraHeader (the token), never user input.
+    this.git = simpleGit({ baseDir: dir, allowEnvironment, unsafe: { allowUnsafeConfigEnvCount: true } }).env(env);
   }
 
   static async open(dataDir: string): Promise<StagingRepo> {

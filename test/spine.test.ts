@@ -147,6 +147,28 @@ describe('spine', () => {
     remote.cleanup();
   });
 
+  it('the git credential reaches neither a sandbox nor workflow history', async () => {
+    const remote = await sampleRemote();
+    const token = `tok-${Date.now()}-secret`;
+    process.env.FLOTILLA_GIT_TOKEN = token;
+    try {
+      const snoop = `mkdir -p snoop && { env; cat .git/config; git config --list; } > snoop/env.txt && echo hello > snoop/greeting.txt && git add -A && git commit -qm snoop`;
+      const end = await env.run(request(remote.url, [greetingTask('snoop', snoop)]));
+      expect(end.failureMessage).toBeUndefined();
+      expect(end.result?.outcome).toBe('pushed');
+      const seen = (await remote.show('main', 'snoop/env.txt'))!;
+      expect(seen).toContain('FLOTILLA_WORKER_ID=snoop');
+      expect(seen).not.toContain(token);
+      for (const id of [end.workflowId, `${end.workflowId}/snoop`]) {
+        const history = await env.client.workflow.getHandle(id).fetchHistory();
+        expect(JSON.stringify(history, (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v))).not.toContain(token);
+      }
+    } finally {
+      delete process.env.FLOTILLA_GIT_TOKEN;
+    }
+    remote.cleanup();
+  });
+
   it.each([
     ['a missing field', (r: Record<string, unknown>) => delete r.testCmd, 'testCmd: is required'],
     [
