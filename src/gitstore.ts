@@ -62,8 +62,13 @@ export class StagingRepo {
     const env = remoteEnv();
     // simple-git refuses GIT_* variables unless they are named here; these are ours on purpose.
     const allowEnvironment = Object.keys(env).filter((k) => k.startsWith('GIT_'));
-    // GIT_CONFIG_COUNT carries only our http.extraHeader (the token), never user input.
-    this.git = simpleGit({ baseDir: dir, allowEnvironment, unsafe: { allowUnsafeConfigEnvCount: true } }).env(env);
+    // GIT_CONFIG_COUNT carries only our http.extraHeader (the token) and GIT_SSH_COMMAND is the
+    // operator's own setting from the worker's environment; neither comes from a request.
+    this.git = simpleGit({
+      baseDir: dir,
+      allowEnvironment,
+      unsafe: { allowUnsafeConfigEnvCount: true, allowUnsafeSshCommand: true },
+    }).env(env);
   }
 
   static async open(dataDir: string): Promise<StagingRepo> {
