@@ -138,6 +138,17 @@ describe('gates', () => {
   });
 });
 
+describe('gate expiry', () => {
+  it('a gate that times out with outcome "approve" passes by itself and says so', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const end = await env.run(request(remote.url, [greet('one')], { gates: { plan: { mode: 'manual', timeoutMinutes: 0.02, onTimeout: 'approve' } } }));
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.decisions).toEqual([{ gate: 'plan', approved: true, by: 'timeout', expired: true }]);
+    expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from one\n');
+    remote.cleanup();
+  });
+});
+
 describe('suspend and resume', () => {
   it('a worker past its budget slice suspends; resume with a message and budget finishes it', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
@@ -154,6 +165,19 @@ describe('suspend and resume', () => {
     const report = end.result?.workers.find((w) => w.workerId === 'spender');
     expect(report).toMatchObject({ status: 'done', costUsd: 2.25, turns: 4, runs: 2 });
     expect(end.result?.costUsd).toBe(2.25);
+    remote.cleanup();
+  });
+
+  it('a worker past its turn limit suspends; resume lets it finish', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const chatty = untilResumed('chatty', `echo '::flotilla {"turns": 7}'`);
+    const handle = await env.start(request(remote.url, [chatty], { limits: { maxTurns: 5 } }));
+    const s = await waitForStatus(handle.workflowId, 'the suspension', (x) => x.workers[0].state === 'suspended');
+    expect(s.workers[0]).toMatchObject({ turns: 7, reason: 'the agent reached its turn limit (5)' });
+    await handle.signal(resumeSignal, { workerId: 'chatty', message: 'wrap up' });
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'chatty/answer.txt')).toBe('wrap up\n');
     remote.cleanup();
   });
 

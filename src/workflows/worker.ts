@@ -38,10 +38,11 @@ export interface WorkerInput {
 }
 
 /** Why an agent run stopped short of finishing and the worker should wait for a person. */
-function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | undefined): string | undefined {
+function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | undefined, maxTurns: number | undefined): string | undefined {
   if (run.agent.question) return 'the agent needs an answer';
   if (run.budgetExceeded) return `the agent used its budget ($${spentUsd.toFixed(2)} of $${(budgetUsd ?? 0).toFixed(2)})`;
-  if (run.agent.hitTurnLimit) return 'the agent reached its turn limit';
+  // Agents that cannot enforce a limit themselves (shell commands) are held to it here.
+  if (run.agent.hitTurnLimit || (maxTurns !== undefined && run.agent.turns > maxTurns)) return `the agent reached its turn limit (${maxTurns ?? 'its own'})`;
   return undefined;
 }
 
@@ -154,7 +155,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
         sessionId = run.agent.sessionId ?? sessionId;
         sessionCostUsd = run.sessionCostUsd;
       }
-      const why = run ? suspension(run, costUsd, budget) : 'paused by an operator';
+      const why = run ? suspension(run, costUsd, budget, input.maxTurns) : 'paused by an operator';
       if (run && !why) {
         finished = run;
         break;
