@@ -98,6 +98,39 @@ describe('real Claude Code workers', () => {
   });
 });
 
+describe('a real Codex worker', () => {
+  it('runs in a full run through a configured provider and its priced cost shows', async () => {
+    const savedKey = process.env.OPENAI_API_KEY;
+    process.env.OPENAI_API_KEY = 'test-key';
+    try {
+      const remote = await makeRemote({ 'README.md': 'x\n' });
+      server.script('E2E-codex', [
+        { tools: [{ name: 'exec_command', input: { cmd: 'mkdir -p cx && echo "hello from codex" > cx/greeting.txt', workdir: '/workspace' } }] },
+        { text: 'Wrote cx/greeting.txt.' },
+      ]);
+      const provider = `model_providers.local={name="local",base_url="${server.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`;
+      const end = await env.run({
+        objective: 'a greeting by codex',
+        repo: { url: remote.url, baseRef: 'main' },
+        testCmd: 'cat cx/greeting.txt',
+        sandbox: { network: true },
+        subTasks: [
+          { id: 'cx', prompt: 'Task E2E-codex: write cx/greeting.txt', ownedPaths: ['cx'], agent: { kind: 'codex', model: 'gpt-5.5', config: [provider, 'model_provider=local'] } },
+        ],
+      });
+      expect(end.failureMessage).toBeUndefined();
+      expect(end.result?.outcome).toBe('pushed');
+      expect(await remote.show('main', 'cx/greeting.txt')).toBe('hello from codex\n');
+      expect(end.result?.workers[0].costUsd).toBeGreaterThan(0);
+      expect(end.result?.workers[0].turns).toBe(1);
+      remote.cleanup();
+    } finally {
+      if (savedKey === undefined) delete process.env.OPENAI_API_KEY;
+      else process.env.OPENAI_API_KEY = savedKey;
+    }
+  });
+});
+
 describe('planner', () => {
   const planAgent = (plan: unknown) => ({ kind: 'shell' as const, command: `printf '%s' '${JSON.stringify(plan)}' > "$FLOTILLA_PLAN_FILE"` });
   // Planned sub-tasks run the default agent: it writes <worker id>/greeting.txt.
