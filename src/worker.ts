@@ -7,7 +7,7 @@
  */
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
-import { defaultDeps } from './activities/deps';
+import { type DepsOptions, defaultDeps } from './activities/deps';
 import { dataDir, taskQueue } from './config';
 import { probeBubblewrap } from './sandbox/local';
 import { ensureTemporal } from './temporal';
@@ -19,6 +19,8 @@ export interface FlotillaWorkerOptions {
   dataDir: string;
   /** A prebuilt workflow bundle (tests build one per file); by default workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /** Dependencies of activities beyond the data directory (a test double of the E2B API). */
+  deps?: DepsOptions;
 }
 
 export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<Worker> {
@@ -27,7 +29,7 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
-    activities: createActivities(defaultDeps(opts.dataDir)),
+    activities: createActivities(defaultDeps(opts.dataDir, opts.deps)),
     // Cancellation reaches an activity only with a heartbeat: keep them frequent so a cancelled
     // or paused agent is stopped within seconds, not the default half-minute.
     maxHeartbeatThrottleInterval: '2 seconds',

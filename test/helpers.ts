@@ -9,6 +9,7 @@ import { simpleGit } from 'simple-git';
 import { describe, expect, inject, it } from 'vitest';
 import { type RunEnd, awaitRun } from '../src/client';
 import type { LeaderRequestInput } from '../src/spec';
+import type { DepsOptions } from '../src/activities/deps';
 import { createFlotillaWorker } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';
 
@@ -27,14 +28,14 @@ export class TestEnv {
     readonly dataDir: string,
   ) {}
 
-  static async start(): Promise<TestEnv> {
+  static async start(deps?: DepsOptions): Promise<TestEnv> {
     installQuietRuntime();
     const address = inject('temporalAddress');
     const dataDir = tempDir('data');
     const taskQueue = `test-${randomUUID()}`;
     const connection = await NativeConnection.connect({ address });
     const workflowBundle = await bundleWorkflowCode({ workflowsPath: path.join(__dirname, '../src/workflows/index.ts'), logger: quietLogger });
-    const worker = await createFlotillaWorker({ connection, namespace: 'default', taskQueue, dataDir, workflowBundle });
+    const worker = await createFlotillaWorker({ connection, namespace: 'default', taskQueue, dataDir, workflowBundle, deps });
     const client = new Client({ connection: await Connection.connect({ address }) });
     const env = new TestEnv(client, connection, worker, taskQueue, dataDir);
     env.running = worker.run();

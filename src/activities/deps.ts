@@ -3,7 +3,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
 import { StagingRepo } from '../gitstore';
-import { E2BSandboxProvider } from '../sandbox/e2b';
+import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
 import { LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxProvider } from '../sandbox/types';
 
@@ -24,7 +24,12 @@ export interface ActivityDeps {
   staging: () => Promise<StagingRepo>;
 }
 
-export function defaultDeps(dataDir: string): ActivityDeps {
+export interface DepsOptions {
+  /** The E2B API to use instead of the real SDK (a test double). */
+  e2bApi?: E2BApi;
+}
+
+export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
   let staging: Promise<StagingRepo> | undefined;
   const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'));
   const e2b = new Map<string, E2BSandboxProvider>();
@@ -33,7 +38,7 @@ export function defaultDeps(dataDir: string): ActivityDeps {
     provider(ref) {
       if (ref.provider === 'local') return local;
       const template = ref.template ?? 'base';
-      if (!e2b.has(template)) e2b.set(template, new E2BSandboxProvider({ template }));
+      if (!e2b.has(template)) e2b.set(template, new E2BSandboxProvider({ template, api: options.e2bApi }));
       return e2b.get(template)!;
     },
     artifacts: new ArtifactStore(path.join(dataDir, 'artifacts')),
