@@ -31,12 +31,14 @@ export function createActivities(deps: ActivityDeps) {
   const { runCommand, ...sandbox } = sandboxActivities(deps);
   const { runAgent, ...agent } = agentActivities(deps);
   const { proposePlan } = planActivities(deps);
+  // These heartbeat with progress details of their own. The resolver and repair activities stay
+  // wrapped: their git steps around the agent run must heartbeat too, and nobody watches their details.
+  const tracked = { runCommand, runAgent, proposePlan };
   const plain = { ...sandbox, ...agent, ...integrateActivities(deps), ...remoteActivities(deps) };
   const beating = Object.fromEntries(
     Object.entries(plain).map(([name, fn]) => [name, withHeartbeats(fn as (...args: unknown[]) => Promise<unknown>)]),
   ) as unknown as typeof plain;
-  // These heartbeat with progress details of their own.
-  return { ...beating, runCommand, runAgent, proposePlan };
+  return { ...beating, ...tracked };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

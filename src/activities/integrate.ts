@@ -13,7 +13,7 @@ import { BUNDLE_REF, runRef } from '../gitstore';
 import { type Intent, conflictHunks, repairPrompt, resolverPrompt } from '../prompts';
 import type { Sandbox } from '../sandbox/types';
 import { type AgentSpec, pathIsUnder } from '../spec';
-import { agentActivities } from './agent';
+import { runHarness } from './agent';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 import { script, sh } from './exec';
 
@@ -163,30 +163,39 @@ find . -path ./.git -prune -o -name '*.rej' -print | sed 's/^/REJ /'`,
   return { changed, problems };
 }
 
+/** Runs a fixer agent on `prompt` in the integration sandbox; the caller has hidden the oracle files. */
+async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role: 'resolver' | 'repair', prompt: string) {
+  const run = await runHarness(deps, sb, {
+    agent: input.agent,
+    workerId: role,
+    objective: input.objective,
+    prompt,
+    timeoutMs: input.timeoutMs,
+    budgetUsd: input.budgetUsd,
+  });
+  const failure = run.budgetExceeded
+    ? `the ${role} agent was stopped at its budget`
+    : run.timedOut
+      ? `the ${role} agent timed out`
+      : run.exitCode !== 0
+        ? `the ${role} agent exited with code ${run.exitCode}`
+        : undefined;
+  return { failure, costUsd: run.agent.costUsd, logRef: run.logRef };
+}
+
+/** A failed round: the workspace goes back to `sha`, and the round's cost is still counted. */
+async function rejectRound(
+  sb: Sandbox,
+  sha: string,
+  reason: string,
+  run: { costUsd: number; logRef: string },
+  what: string,
+): Promise<FixerRound> {
+  await script(sb, restoreScript(sha), what);
+  return { ok: false, reason, sha, costUsd: run.costUsd, logRef: run.logRef };
+}
+
 export function integrateActivities(deps: ActivityDeps) {
-  const { runAgent } = agentActivities(deps);
-
-  /** Runs a fixer agent on `prompt`; the caller has hidden the oracle files. */
-  async function runFixer(input: FixerInput, role: 'resolver' | 'repair', prompt: string) {
-    const run = await runAgent({
-      sandbox: input.sandbox,
-      agent: input.agent,
-      workerId: role,
-      objective: input.objective,
-      prompt,
-      timeoutMs: input.timeoutMs,
-      budgetUsd: input.budgetUsd,
-    });
-    const failure = run.budgetExceeded
-      ? `the ${role} agent was stopped at its budget`
-      : run.timedOut
-        ? `the ${role} agent timed out`
-        : run.exitCode !== 0
-          ? `the ${role} agent exited with code ${run.exitCode}`
-          : undefined;
-    return { failure, costUsd: run.agent.costUsd, logRef: run.logRef };
-  }
-
   return {
     /**
      * Merges one worker's commits into the integration branch with a 3-way merge. A worker that
@@ -285,11 +294,8 @@ echo "HEAD $(git rev-parse HEAD)"`,
         hunks: hunks.join('\n'),
         nonce: randomBytes(8).toString('hex'),
       });
-      const run = await runFixer(input, 'resolver', prompt);
-      const reject = async (reason: string): Promise<FixerRound> => {
-        await script(sb, restoreScript(input.intoSha), 'aborting the merge');
-        return { ok: false, reason, sha: input.intoSha, costUsd: run.costUsd, logRef: run.logRef };
-      };
+      const run = await runFixer(deps, sb, input, 'resolver', prompt);
+      const reject = (reason: string) => rejectRound(sb, input.intoSha, reason, run, 'aborting the merge');
       if (run.failure) return reject(run.failure);
       const state = await script(
         sb,
@@ -347,11 +353,8 @@ echo "MERGE_HEAD $(git rev-parse -q --verify MERGE_HEAD || true)"`,
         output,
         nonce: randomBytes(8).toString('hex'),
       });
-      const run = await runFixer(input, 'repair', prompt);
-      const reject = async (reason: string): Promise<FixerRound> => {
-        await script(sb, restoreScript(input.fromSha), 'dropping the repair');
-        return { ok: false, reason, sha: input.fromSha, costUsd: run.costUsd, logRef: run.logRef };
-      };
+      const run = await runFixer(deps, sb, input, 'repair', prompt);
+      const reject = (reason: string) => rejectRound(sb, input.fromSha, reason, run, 'dropping the repair');
       if (run.failure) return reject(run.failure);
       await script(sb, `git reset -q --soft ${sh(input.fromSha)}\ngit add -A`, 'staging the repair');
       const { changed, problems } = await changeProblems(
