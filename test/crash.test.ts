@@ -15,7 +15,7 @@ import { parseLeaderRequest } from '../src/spec';
 import { type TemporalTarget, ensureTemporal } from '../src/temporal';
 import { statusQuery } from '../src/workflows/messages';
 import { makeRemote, tempDir } from './helpers';
-import { processesMatching, waitFor } from './processes';
+import { processesMatching, processesRunning, waitFor } from './processes';
 
 let serverDir: string;
 let port: number;
@@ -110,13 +110,13 @@ describe('crash safety', () => {
       { taskQueue, workflowId: `crash-${Date.now()}` },
     );
 
-    await waitFor('the agent to run', async () => ((await processesMatching(agentMarker)).length ? true : undefined));
+    await waitFor('the agent to run', async () => ((await processesRunning(agentMarker)).length ? true : undefined));
     await kill9(worker);
     // The agent dies with its worker (bubblewrap --die-with-parent).
     await waitFor('the agent to die', async () => ((await processesMatching(agentMarker)).length === 0 ? true : undefined));
     worker = await startWorker();
 
-    await waitFor('the tests to run', async () => ((await processesMatching(testMarker)).length ? true : undefined), 60_000);
+    await waitFor('the tests to run', async () => ((await processesRunning(testMarker)).length ? true : undefined), 60_000);
     await kill9(worker);
     await startWorker();
 
@@ -143,7 +143,7 @@ describe('crash safety', () => {
       taskQueue,
       workflowId: `restart-${Date.now()}`,
     });
-    await waitFor('the agent to run', async () => ((await processesMatching(marker)).length ? true : undefined));
+    await waitFor('the agent to run', async () => ((await processesRunning(marker)).length ? true : undefined));
     await client.connection.close();
     await server.stop();
     server = await ensureTemporal({ dataDir: serverDir, port });

@@ -7,7 +7,7 @@ import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { type RunStatus, approveSignal, resumeSignal, statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, describeReplay, writeAgent } from './helpers';
-import { flotilla, processesMatching, run, waitFor } from './processes';
+import { flotilla, processesMatching, processesRunning, run, waitFor } from './processes';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -200,7 +200,7 @@ describe('suspend and resume', () => {
     const marker = `sleep 3${Math.floor(Math.random() * 1e6)}`;
     const slow = untilResumed('slow', `mkdir -p slow && echo started > slow/progress.txt && ${marker}`);
     const handle = await env.start(request(remote.url, [slow]));
-    await waitFor('the agent process', async () => ((await processesMatching(marker)).length ? true : undefined));
+    await waitFor('the agent process', async () => ((await processesRunning(marker)).length ? true : undefined));
     const paused = await flotilla(env.taskQueue, ['pause', handle.workflowId, '--worker', 'slow']);
     expect(paused.err).toBe('');
     const s = await waitForStatus(handle.workflowId, 'the pause', (x) => x.workers[0].state === 'suspended');
@@ -232,7 +232,7 @@ describe('cancel', () => {
     const base = await remote.head();
     const marker = `sleep 4${Math.floor(Math.random() * 1e6)}`;
     const handle = await env.start(request(remote.url, [{ id: 'busy', command: marker }, greet('quick')]));
-    await waitFor('the agent process', async () => ((await processesMatching(marker)).length ? true : undefined));
+    await waitFor('the agent process', async () => ((await processesRunning(marker)).length ? true : undefined));
     const r = await flotilla(env.taskQueue, ['cancel', handle.workflowId]);
     expect(r.out).toContain('the run was cancelled; nothing was pushed');
     const end = await awaitRun(handle);

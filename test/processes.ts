@@ -38,8 +38,24 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
   }
 }
 
-/** PIDs of processes whose command line contains `marker`. */
+/** PIDs of processes whose command line contains `marker`: the command and every wrapper (bwrap, sh -c) that names it. */
 export async function processesMatching(marker: string): Promise<string[]> {
-  const r = await run('pgrep', ['-f', marker]);
+  return pgrep(escapeRegExp(marker));
+}
+
+/**
+ * PIDs of processes that are `command` itself. Waiting for these, not for a wrapper whose
+ * command line merely mentions it, proves the steps before `command` in a script have run.
+ */
+export async function processesRunning(command: string): Promise<string[]> {
+  return pgrep(`^${escapeRegExp(command)}`);
+}
+
+async function pgrep(pattern: string): Promise<string[]> {
+  const r = await run('pgrep', ['-f', pattern]);
   return r.out.split('\n').filter(Boolean);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
