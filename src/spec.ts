@@ -478,6 +478,6 @@ export interface IntegrationAttempt {
 
 export interface IntegrationReport {
   attempts: IntegrationAttempt[];
-  /** Dollars spent by resolver and repair agents and redone sub-tasks. */
+  /** Dollars spent by resolver and repair agents. A redone sub-task counts with the workers (its attempt shows its cost too). */
   costUsd: number;
 }

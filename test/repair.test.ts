@@ -8,7 +8,9 @@ import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type IntegrationAttempt, type RequestError, parseLeaderRequest } from '../src/spec';
 import { statusQuery } from '../src/workflows/messages';
+import { awaitRun } from '../src/client';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
+import { flotilla, waitFor } from './processes';
 
 const CHECK = `#!/bin/bash
 # Passes when every greeting file present says hello.
@@ -138,6 +140,40 @@ describe('conflicts', () => {
     // The status query shows the same attempts.
     const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
     expect(status.integration?.attempts).toEqual(attempts);
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
+  it('a redone sub-task is a worker in the status: its question suspends it and `flotilla resume` answers it', async () => {
+    const remote = await sampleRemote();
+    // Redone (on a tree where "left" is there), it first asks whether to keep both names.
+    const right = renamer('right');
+    right.agent.command =
+      `if [ -z "\${FLOTILLA_RESUME_MESSAGE:-}" ] && grep -qx left shared/names.txt; then ` +
+      `echo '::flotilla {"question": "keep both names?", "costUsd": 0.05}'; exit 0; fi; ${right.agent.command}`;
+    const handle = await env.start(request(remote.url, [renamer('left'), right], { sharedPaths: ['shared'], resolver: { agent: LAZY_RESOLVER, maxRounds: 1 } }));
+    const asking = await waitFor('the redone worker to ask', async () => {
+      const s = await handle.query(statusQuery);
+      return s.workers.find((w) => w.id === 'right.redo' && w.state === 'suspended') ? s : undefined;
+    });
+    expect(asking.workers.find((w) => w.id === 'right.redo')).toMatchObject({ question: 'keep both names?', costUsd: 0.05 });
+    expect(asking.integration?.attempts.at(-1)).toMatchObject({ kind: 'redispatch', workerId: 'right', state: 'running' });
+
+    const r = await flotilla(env.taskQueue, ['resume', handle.workflowId, '--worker', 'right.redo', '--message', 'yes']);
+    expect(r.err).toBe('');
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(await remote.show('main', 'shared/names.txt')).toBe(BOTH_NAMES);
+    const status = await handle.query(statusQuery);
+    expect(status.workers.map((w) => [w.id, w.state])).toEqual([
+      ['left', 'done'],
+      ['right', 'done'],
+      ['right.redo', 'done'],
+    ]);
+    // Its cost is counted once: with the workers, not again with the integration.
+    expect(end.result?.costUsd).toBe(0.05);
+    expect(end.result?.integration?.costUsd).toBe(0);
+    expect(end.result?.integration?.attempts.at(-1)).toMatchObject({ kind: 'redispatch', state: 'succeeded', costUsd: 0.05 });
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
@@ -310,8 +346,8 @@ describe('determinism', () => {
   it('the histories of these runs and of their workers, redone ones included, replay', async () => {
     const { replayed, errors } = await env.replayFinishedRuns();
     expect(errors).toEqual([]);
-    // 7 leaders; 13 workers, of which 2 redone.
-    expect(replayed).toBe(20);
+    // 8 leaders; 16 workers, of which 3 redone.
+    expect(replayed).toBe(24);
   });
 });
 

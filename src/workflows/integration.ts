@@ -8,7 +8,7 @@
  * test run and in nothing else. Every attempt shows in the status and the result as it happens;
  * history carries only SHAs, refs and short tails. The sandbox is destroyed however it ends.
  */
-import { CancellationScope, ChildWorkflowFailure, executeChild, isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, CommandReport, SandboxRef } from '../activities';
 import { redoNote } from '../prompts';
 import {
@@ -20,12 +20,13 @@ import {
   type RunOutcome,
   type RunResult,
   type SubTask,
+  type WorkerReport,
   normalizeRepoPath,
 } from '../spec';
 import type { RunStatus } from './messages';
 import { activityOptions, commandOptions } from './options';
 import { firstLine, lastLines } from './text';
-import { type WorkerInput, workerWorkflow, workerWorkflowId } from './worker';
+import { type WorkerInput, workerWorkflowId } from './worker';
 
 export interface IntegrationInput {
   req: PlannedRequest;
@@ -39,6 +40,8 @@ export interface IntegrationInput {
   heartbeatTimeoutMs: number;
   /** What the fan-out gives the worker of `task`; a conflicting sub-task is redone with it. */
   workerInput: (task: SubTask) => WorkerInput;
+  /** Runs a worker child as the fan-out does, shown in the status beside the others. */
+  runWorker: (input: WorkerInput) => Promise<WorkerReport>;
 }
 
 type Failure = { ok: false; outcome: RunOutcome; message: string };
@@ -92,7 +95,8 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       attempt,
       end(state: 'succeeded' | 'failed', outcome: Partial<IntegrationAttempt>) {
         Object.assign(attempt, outcome, { state, durationMs: Date.now() - started });
-        report.costUsd += attempt.costUsd;
+        // A redone sub-task's cost is already counted with the workers.
+        if (attempt.kind !== 'redispatch') report.costUsd += attempt.costUsd;
       },
     };
   };
@@ -159,39 +163,27 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     attempt.workflowId = workerWorkflowId(workflowInfo().workflowId, redoId);
     const given = input.workerInput(task);
     let reason: string | undefined;
-    let costUsd = 0;
-    try {
-      const redo = await executeChild(workerWorkflow, {
-        workflowId: attempt.workflowId,
-        args: [
-          {
-            ...given,
-            task: { ...given.task, id: redoId, prompt: given.task.prompt + redoNote(conflict.files, conflict.conflictsWith) },
-            seed: { ref: seed.ref, sha: seed.sha },
-          },
-        ],
+    const redo = await input.runWorker({
+      ...given,
+      task: { ...given.task, id: redoId, prompt: given.task.prompt + redoNote(conflict.files, conflict.conflictsWith) },
+      seed: { ref: seed.ref, sha: seed.sha },
+    });
+    if (redo.status !== 'done') reason = redo.reason ?? `the worker ended ${redo.status}`;
+    else if (redo.ref && redo.headSha) {
+      const merged = await mergeWorker({
+        sandbox,
+        runKey,
+        workerId: task.id,
+        ref: redo.ref,
+        headSha: redo.headSha,
+        startSha: seed.sha,
+        baseSha,
+        title: `${title} (redone on the integrated tree)`,
       });
-      costUsd = redo.costUsd;
-      if (redo.status !== 'done') reason = redo.reason ?? `the worker ended ${redo.status}`;
-      else if (redo.ref && redo.headSha) {
-        const merged = await mergeWorker({
-          sandbox,
-          runKey,
-          workerId: task.id,
-          ref: redo.ref,
-          headSha: redo.headSha,
-          startSha: seed.sha,
-          baseSha,
-          title: `${title} (redone on the integrated tree)`,
-        });
-        if (merged.status === 'merged') head = merged.sha;
-        else reason = `its redone commits conflict in ${merged.files.join(', ')}`;
-      }
-    } catch (err) {
-      if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
-      reason = err.cause?.message ?? err.message;
+      if (merged.status === 'merged') head = merged.sha;
+      else reason = `its redone commits conflict in ${merged.files.join(', ')}`;
     }
-    end(reason ? 'failed' : 'succeeded', { reason, costUsd });
+    end(reason ? 'failed' : 'succeeded', { reason, costUsd: redo.costUsd });
     if (!reason) return undefined;
     tried.push(`redoing ${task.id} on the integrated tree (${reason})`);
     result.conflict = conflict;

@@ -31,6 +31,7 @@ import {
 import {
   type GateReview,
   type RunStatus,
+  type WorkerStatus,
   approveSignal,
   pauseSignal,
   rejectSignal,
@@ -132,6 +133,40 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     finish('rejected', `${taken.by} rejected the ${name} gate: ${taken.comment ?? 'no reason given'}`);
   };
 
+  /** Runs one worker child and keeps its status line current; a failed child becomes a failed report. */
+  const runWorker = async (given: WorkerInput, ws: WorkerStatus): Promise<WorkerReport> => {
+    Object.assign(ws, { state: 'running', startedAt: Date.now() });
+    let report: WorkerReport;
+    try {
+      report = await executeChild(workerWorkflow, { workflowId: workerWorkflowId(info.workflowId, given.task.id), args: [given] });
+    } catch (err) {
+      if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
+      report = {
+        workerId: given.task.id,
+        status: 'failed',
+        reason: err.cause?.message ?? err.message,
+        commits: 0,
+        filesChanged: 0,
+        isolation: 'none',
+        durationMs: Date.now() - (ws.startedAt ?? Date.now()),
+        costUsd: ws.costUsd,
+        turns: ws.turns,
+        runs: 0,
+      };
+    }
+    Object.assign(ws, {
+      state: report.status,
+      reason: report.reason,
+      question: undefined,
+      commits: report.commits,
+      filesChanged: report.filesChanged,
+      durationMs: report.durationMs,
+      costUsd: report.costUsd,
+      turns: report.turns,
+    });
+    return report;
+  };
+
   const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [] };
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
@@ -180,41 +215,12 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     });
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, async (task, i) => {
       const ws = status.workers[i];
-      let report: WorkerReport;
       if (runBudget !== undefined && spent() >= runBudget) {
         const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${spent().toFixed(2)})`;
         Object.assign(ws, { state: 'failed', reason });
         return { workerId: task.id, status: 'failed', reason, commits: 0, filesChanged: 0, isolation: 'none', durationMs: 0, costUsd: 0, turns: 0, runs: 0 };
       }
-      Object.assign(ws, { state: 'running', startedAt: Date.now() });
-      try {
-        report = await executeChild(workerWorkflow, { workflowId: workerWorkflowId(info.workflowId, task.id), args: [workerInput(task)] });
-      } catch (err) {
-        if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
-        report = {
-          workerId: task.id,
-          status: 'failed',
-          reason: err.cause?.message ?? err.message,
-          commits: 0,
-          filesChanged: 0,
-          isolation: 'none',
-          durationMs: Date.now() - (ws.startedAt ?? Date.now()),
-          costUsd: ws.costUsd,
-          turns: ws.turns,
-          runs: 0,
-        };
-      }
-      Object.assign(ws, {
-        state: report.status,
-        reason: report.reason,
-        question: undefined,
-        commits: report.commits,
-        filesChanged: report.filesChanged,
-        durationMs: report.durationMs,
-        costUsd: report.costUsd,
-        turns: report.turns,
-      });
-      return report;
+      return runWorker(workerInput(task), ws);
     });
     const failed = result.workers.filter((w) => w.status !== 'done');
     if (failed.length > 0) {
@@ -222,7 +228,13 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     }
 
     // ---- Integrate and test ----
-    const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput });
+    // A redone sub-task is a worker like the others: in the status, pausable, counted in the budget.
+    const redoWorker = (given: WorkerInput) => {
+      const ws: WorkerStatus = { id: given.task.id, state: 'queued', costUsd: 0, turns: 0 };
+      status.workers.push(ws);
+      return runWorker(given, ws);
+    };
+    const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
     if (!integrated.ok) return finish(integrated.outcome, integrated.message);
     result.integratedSha = status.integratedSha = integrated.sha;
     if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
