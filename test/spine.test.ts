@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
+import { waitFor } from './processes';
 
 const CHECK = `#!/bin/bash
 # Passes when every greeting file present says hello.
@@ -106,11 +107,7 @@ describe('spine', () => {
     const slow = `sleep 3 && ${writeAgent('slow/greeting.txt', 'hello')}`;
     const handle = await env.start(request(remote.url, [greetingTask('slow', slow)]));
     // Once workers run, the base is resolved; someone else pushes meanwhile.
-    for (let i = 0; i < 100; i++) {
-      const status = await handle.query(statusQuery).catch(() => undefined);
-      if (status?.phase === 'running') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitFor('the workers to run', async () => ((await handle.query(statusQuery)).phase === 'running' ? true : undefined));
     const theirs = await remote.advance('README.md', '# changed elsewhere\n');
     const end = await handle.result().then(
       () => undefined,
