@@ -242,11 +242,12 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
     remote.cleanup();
   });
 
-  it('repair rounds run out: every round is reported, an edit to the test script is refused, nothing is pushed', async () => {
+  it('repair rounds run out: every round is reported, a question or an edit to the test script fails its round, nothing is pushed', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
     const cheat = shell(
-      `if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then printf '#!/bin/bash\\nexit 0\\n' > check.sh; else echo meh > grumpy/greeting.txt; fi`,
+      `if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then printf '#!/bin/bash\\nexit 0\\n' > check.sh; ` +
+        `else echo hello > grumpy/greeting.txt; echo '::flotilla {"question": "may I change the greeting?"}'; fi`,
     );
     const end = await env.run(
       request(remote.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], { repair: { agent: cheat, maxRounds: 2 } }),
@@ -255,7 +256,7 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
     expect(end.failureMessage).toBe('the test command exited with code 1 on the integrated tree; 2 repair round(s) did not fix it');
     const attempts = end.result!.integration!.attempts;
     expect(attempts.map((a) => [a.kind, a.round, a.state, a.reason])).toEqual([
-      ['repair', 1, 'failed', 'the test command still exited with code 1'],
+      ['repair', 1, 'failed', 'the repair agent stopped to ask: may I change the greeting?'],
       ['repair', 2, 'failed', 'changed paths it may not change: check.sh'],
     ]);
     expect(attempts[0].failed).toContain('FAIL: grumpy/greeting.txt does not greet');

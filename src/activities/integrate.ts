@@ -173,13 +173,16 @@ async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role
     timeoutMs: input.timeoutMs,
     budgetUsd: input.budgetUsd,
   });
+  // No one is there to answer a fixer mid-integration: a question ends its round, and shows in the report.
   const failure = run.budgetExceeded
     ? `the ${role} agent was stopped at its budget`
     : run.timedOut
       ? `the ${role} agent timed out`
-      : run.exitCode !== 0
-        ? `the ${role} agent exited with code ${run.exitCode}`
-        : undefined;
+      : run.agent.question
+        ? `the ${role} agent stopped to ask: ${run.agent.question}`
+        : run.exitCode !== 0
+          ? `the ${role} agent exited with code ${run.exitCode}`
+          : undefined;
   return { failure, costUsd: run.agent.costUsd, logRef: run.logRef };
 }
 
