@@ -178,6 +178,20 @@ describe('conflicts', () => {
     remote.cleanup();
   });
 
+  it('no redo starts once the run\'s budget is spent', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const pricey = shell(`git add -A; echo '::flotilla {"costUsd": 0.2}'`);
+    const end = await env.run(conflicting(remote.url, { resolver: { agent: pricey, maxRounds: 1 }, limits: { runBudgetUsd: 0.2 } }));
+    expect(end.failureType).toBe('conflict');
+    expect(end.failureMessage).toContain("then redoing right on the integrated tree (not started: the run's budget of $0.20 is spent ($0.20))");
+    const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
+    expect(status.workers.find((w) => w.id === 'right.redo')).toMatchObject({ state: 'failed', costUsd: 0 });
+    expect(await remote.head()).toBe(base);
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
   it('resolver and redone sub-task both fail: a conflict report names workers, files and what was tried; nothing is pushed', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
@@ -347,8 +361,8 @@ describe('determinism', () => {
   it('the histories of these runs and of their workers, redone ones included, replay', async () => {
     const { replayed, errors } = await env.replayFinishedRuns();
     expect(errors).toEqual([]);
-    // 8 leaders; 16 workers, of which 3 redone.
-    expect(replayed).toBe(24);
+    // 9 leaders; 18 workers, of which 3 redone (and one not started).
+    expect(replayed).toBe(27);
   });
 });
 

@@ -133,8 +133,17 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     finish('rejected', `${taken.by} rejected the ${name} gate: ${taken.comment ?? 'no reason given'}`);
   };
 
-  /** Runs one worker child and keeps its status line current; a failed child becomes a failed report. */
+  /**
+   * Runs one worker child and keeps its status line current; a failed child becomes a failed
+   * report. No worker starts, first or redone, once the run's budget is spent.
+   */
   const runWorker = async (given: WorkerInput, ws: WorkerStatus): Promise<WorkerReport> => {
+    const runBudget = req.limits.runBudgetUsd;
+    if (runBudget !== undefined && spent() >= runBudget) {
+      const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${spent().toFixed(2)})`;
+      Object.assign(ws, { state: 'failed', reason });
+      return { workerId: given.task.id, status: 'failed', reason, commits: 0, filesChanged: 0, isolation: 'none', durationMs: 0, costUsd: 0, turns: 0, runs: 0 };
+    }
     Object.assign(ws, { state: 'running', startedAt: Date.now() });
     let report: WorkerReport;
     try {
@@ -213,15 +222,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       maxTurns: req.limits.maxTurns,
       suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
     });
-    result.workers = await pool(plan.subTasks, plan.limits.maxParallel, async (task, i) => {
-      const ws = status.workers[i];
-      if (runBudget !== undefined && spent() >= runBudget) {
-        const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${spent().toFixed(2)})`;
-        Object.assign(ws, { state: 'failed', reason });
-        return { workerId: task.id, status: 'failed', reason, commits: 0, filesChanged: 0, isolation: 'none', durationMs: 0, costUsd: 0, turns: 0, runs: 0 };
-      }
-      return runWorker(workerInput(task), ws);
-    });
+    result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) => runWorker(workerInput(task), status.workers[i]));
     const failed = result.workers.filter((w) => w.status !== 'done');
     if (failed.length > 0) {
       return finish('failed', `${failed.length} of ${plan.subTasks.length} workers failed: ${failed.map((w) => `${w.workerId}: ${w.reason}`).join('; ')}`);
