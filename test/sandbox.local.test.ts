@@ -169,16 +169,18 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     const a = await provision('a');
     const bKey = `confine-${uniq()}/b`;
     const b = await env.provider.provision(bKey, { network: false });
-    await b.writeFile(`${b.workspace}/b.txt`, 'B');
+    // A value no error message can contain by chance (a temporary path with a capital B could).
+    const secret = `b-secret-${uniq()}`;
+    await b.writeFile(`${b.workspace}/b.txt`, secret);
     const bHost = env.provider.dirFor(bKey);
 
     for (const dir of [env.baseDir, bHost, path.join(bHost, 'workspace')]) {
       expect((await run(a, `ls ${q(dir)}`)).exitCode, `${dir} is visible`).not.toBe(0);
     }
-    expect((await run(a, `cat ${q(path.join(bHost, 'workspace/b.txt'))}`)).output).not.toContain('B');
+    expect((await run(a, `cat ${q(path.join(bHost, 'workspace/b.txt'))}`)).output).not.toContain(secret);
     // Whatever such a write lands on inside the sandbox, it must not reach B on the host.
     await run(a, `mkdir -p ${q(path.join(bHost, 'workspace'))}; echo pwned > ${q(path.join(bHost, 'workspace/b.txt'))}; echo pwned > ${q(path.join(bHost, 'workspace/new.txt'))}`);
-    expect(await text(b, `${b.workspace}/b.txt`)).toBe('B');
+    expect(await text(b, `${b.workspace}/b.txt`)).toBe(secret);
     expect(existsSync(path.join(bHost, 'workspace/new.txt'))).toBe(false);
   });
 

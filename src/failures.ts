@@ -1,0 +1,54 @@
+/**
+ * The failures Flotilla raises on purpose, by type. A deterministic failure (the same input
+ * fails the same way on every attempt) is non-retryable: retrying it only delays the one-line
+ * reason a person needs. Everything else (a dead process, a network blip) stays retryable.
+ *
+ * Pure: imported by workflows and activities alike.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+
+/**
+ * Every failure type, with what it means. The type is what `flotilla result`, the status and
+ * the Web UI show beside the message.
+ */
+export const FAILURE_TYPES = {
+  /** The request (or a planner's plan) breaks the schema or a rule; nothing started. */
+  InvalidRequest: 'the request is invalid',
+  /** A sandbox the run needs is gone (destroyed, or its host lost it). */
+  SandboxMissing: 'a sandbox is missing',
+  /** Isolation is not available and the worker was not started with an explicit opt-out. */
+  IsolationUnavailable: 'sandbox isolation is not available',
+  /** An oracle file would reach an agent, a commit or the push. */
+  OracleExposed: 'an oracle file would be exposed',
+  /** Imported commits do not descend from the base, or bring unrelated history. */
+  LineageBroken: 'the commits do not descend from the base',
+  /** Imported commits change paths outside what the sub-task may change. */
+  OutOfScope: 'changes outside the allowed paths',
+  /** A file, a change or a workspace is over a configured size or count limit. */
+  TooLarge: 'over a size or count limit',
+  /** A commit holds something the policy refuses (a symlink out of the repository, a submodule). */
+  PolicyViolation: 'refused by the repository policy',
+  /** Objects that fail git's integrity check. */
+  CorruptObjects: 'corrupt git objects',
+  /** The repository or a ref cannot be used as configured (missing branch, refused host). */
+  RemoteRefused: 'the remote refused',
+  /** A sandbox ran out of a resource (memory, processes, /tmp, disk) and was stopped. */
+  ResourceLimit: 'a sandbox hit a resource limit',
+} as const;
+
+export type FailureType = keyof typeof FAILURE_TYPES;
+
+/** A failure that no retry can fix, with a message a person understands in one line. */
+export function permanent(type: FailureType, message: string, ...details: unknown[]): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details.length ? details : undefined });
+}
+
+/** True when `err` is one of ours of the given type (after crossing an activity boundary too). */
+export function isFailure(err: unknown, type: FailureType): boolean {
+  let e: unknown = err;
+  while (e instanceof Error) {
+    if (e instanceof ApplicationFailure && e.type === type) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
