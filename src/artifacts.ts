@@ -10,7 +10,7 @@ import path from 'node:path';
 
 /** Bytes of output a report carries inline; the rest stays in the artifact. */
 export const TAIL_BYTES = 2048;
-/** A streamed log keeps its first and its last this many characters; the middle is dropped, and says so. */
+/** A streamed log keeps its first this many characters and its last this many bytes; the middle is dropped, and says so. */
 export const LOG_KEEP = 8 * 1024 * 1024;
 
 export function tail(text: string, max = TAIL_BYTES): string {
@@ -63,15 +63,18 @@ export class ArtifactStore {
 }
 
 /**
- * Streams the first LOG_KEEP characters to disk and keeps a rolling window of the last ones in
- * memory; `close` appends that window after a line saying how much was dropped in between.
+ * Streams the first LOG_KEEP characters to disk and keeps the last LOG_KEEP bytes in a ring
+ * buffer; `close` appends them after a line saying how much was dropped in between. The ring
+ * is one fixed allocation, so a flood of output is garbage that dies young instead of a
+ * stream of retained strings the collector only reclaims late.
  */
 export class LogWriter {
   private readonly out: WriteStream;
   private readonly hash = createHash('sha256');
   private headChars = 0;
-  private recent = '';
-  private dropped = 0;
+  private ring?: Buffer;
+  /** Bytes ever written to the ring; the next write goes to ringBytes % LOG_KEEP. */
+  private ringBytes = 0;
   private end = '';
 
   constructor(
@@ -82,7 +85,7 @@ export class LogWriter {
   }
 
   write(chunk: string): void {
-    this.end = (this.end + chunk).slice(-TAIL_BYTES * 2);
+    this.end = chunk.length >= TAIL_BYTES * 2 ? chunk.slice(-TAIL_BYTES * 2) : (this.end + chunk).slice(-TAIL_BYTES * 2);
     const room = LOG_KEEP - this.headChars;
     if (room > 0) {
       const head = chunk.slice(0, room);
@@ -90,13 +93,7 @@ export class LogWriter {
       this.headChars += head.length;
       chunk = chunk.slice(head.length);
     }
-    if (!chunk) return;
-    this.recent += chunk;
-    if (this.recent.length > 2 * LOG_KEEP) {
-      this.dropped += this.recent.length - LOG_KEEP;
-      // Copy, so the window does not keep the whole concatenation alive as a sliced string.
-      this.recent = Buffer.from(this.recent.slice(-LOG_KEEP)).toString();
-    }
+    if (chunk) this.toRing(Buffer.from(chunk));
   }
 
   /** The last few kilobytes of output so far (for heartbeats and the report's tail). */
@@ -105,13 +102,13 @@ export class LogWriter {
   }
 
   async close(): Promise<string> {
-    let rest = this.recent;
-    if (rest.length > LOG_KEEP) {
-      this.dropped += rest.length - LOG_KEEP;
-      rest = rest.slice(-LOG_KEEP);
+    if (this.ring) {
+      const dropped = Math.max(0, this.ringBytes - LOG_KEEP);
+      if (dropped > 0) this.emit(`\n… [flotilla: ${dropped} bytes of output omitted] …\n`);
+      const at = this.ringBytes % LOG_KEEP;
+      this.emit(dropped > 0 ? Buffer.concat([this.ring.subarray(at), this.ring.subarray(0, at)]) : this.ring.subarray(0, this.ringBytes));
+      this.ring = undefined;
     }
-    if (this.dropped > 0) this.emit(`\n… [flotilla: ${this.dropped} characters of output omitted] …\n`);
-    this.emit(rest);
     await new Promise<void>((resolve, reject) => this.out.end((err?: Error | null) => (err ? reject(err) : resolve())));
     const hex = this.hash.digest('hex');
     const file = this.finalPath(hex);
@@ -126,9 +123,23 @@ export class LogWriter {
     await rm(this.tmp, { force: true });
   }
 
-  private emit(text: string): void {
-    if (!text) return;
-    this.hash.update(text);
-    this.out.write(text);
+  private toRing(bytes: Buffer): void {
+    this.ring ??= Buffer.alloc(LOG_KEEP);
+    // Only the last LOG_KEEP bytes of a huge chunk can survive anyway.
+    const keep = bytes.length > LOG_KEEP ? bytes.subarray(bytes.length - LOG_KEEP) : bytes;
+    this.ringBytes += bytes.length - keep.length;
+    let from = 0;
+    while (from < keep.length) {
+      const at = this.ringBytes % LOG_KEEP;
+      const n = keep.copy(this.ring, at, from, Math.min(keep.length, from + LOG_KEEP - at));
+      from += n;
+      this.ringBytes += n;
+    }
+  }
+
+  private emit(data: string | Buffer): void {
+    if (!data.length) return;
+    this.hash.update(data);
+    this.out.write(data);
   }
 }

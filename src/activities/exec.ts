@@ -52,7 +52,10 @@ export async function execTracked(
     }
   };
   const beat = () => {
-    const lastLine = log.last().trimEnd().split('\n').pop()?.slice(0, 200) ?? '';
+    // The last complete line: an unterminated one may still be growing (or held back by the redactor).
+    const lines = log.last().split('\n');
+    const partial = lines.pop() ?? '';
+    const lastLine = (lines.filter((l) => l.trim()).pop() ?? partial).slice(0, 200);
     ctx.heartbeat({ label: opts.label, outputBytes: bytes, lastLine, agent: opts.parser?.progress() });
   };
   beat();
