@@ -129,9 +129,13 @@ async function checkFileSizes(staging: StagingRepo, baseSha: string, headSha: st
   throw permanent('TooLarge', `${where} is ${size} bytes, over the limit of ${maxBytes} bytes (policy.maxFileBytes)`);
 }
 
-/** Whether a symlink at `linkPath` (repository-relative) pointing at `target` resolves outside the repository. */
+/**
+ * Whether a symlink at `linkPath` (repository-relative) pointing at `target` resolves outside
+ * the repository's files: absolute, up through "..", or into `.git`, where a later step that
+ * writes through the link would reach git's own state.
+ */
 export function leavesRepository(linkPath: string, target: string): boolean {
   if (target.startsWith('/')) return true;
   const resolved = path.posix.normalize(path.posix.join(path.posix.dirname(linkPath), target));
-  return resolved === '..' || resolved.startsWith('../');
+  return resolved === '..' || resolved.startsWith('../') || resolved === '.git' || resolved.startsWith('.git/');
 }

@@ -4,6 +4,7 @@
  * collect. Real runs: dev server, bubblewrap sandboxes, git; the shell agent attempts each attack.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { leavesRepository } from '../../src/verify';
 import { TestEnv, makeRemote } from '../helpers';
 
 let env: TestEnv;
@@ -118,5 +119,17 @@ describe('the staging repository refuses what the policy does not allow', () => 
     for (const id of ['big', 'hidden', 'many']) expect(await attempts(end.workflowId, id, 'collectWork')).toEqual([1]);
     expect(await remote.head()).toBe(base);
     remote.cleanup();
+  });
+});
+
+describe('symbolic link targets', () => {
+  it('inside the repository are fine; absolute, up and out, or into .git are not', () => {
+    expect(leavesRepository('a/link', 'b.txt')).toBe(false);
+    expect(leavesRepository('a/b/link', '../../c.txt')).toBe(false);
+    expect(leavesRepository('a/link', '/etc/passwd')).toBe(true);
+    expect(leavesRepository('a/link', '../../etc')).toBe(true);
+    expect(leavesRepository('link', '..')).toBe(true);
+    expect(leavesRepository('a/link', '../.git/hooks')).toBe(true);
+    expect(leavesRepository('link', '.git')).toBe(true);
   });
 });

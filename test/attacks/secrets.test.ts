@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StagingRepo } from '../../src/gitstore';
+import { StreamRedactor } from '../../src/secrets';
 import { TestEnv, makeRemote, tempDir } from '../helpers';
 import { flotilla, waitFor } from '../processes';
 
@@ -126,6 +127,16 @@ describe('the git token', () => {
 });
 
 describe("agents' API keys", () => {
+  it('are redacted from a stream however its chunks split them', () => {
+    const text = `a ${API_KEY} b ${API_KEY}${API_KEY} c`;
+    for (let size = 1; size <= text.length; size += 3) {
+      const r = new StreamRedactor([API_KEY]);
+      let out = '';
+      for (let i = 0; i < text.length; i += size) out += r.push(text.slice(i, i + size));
+      expect(out + r.end()).toBe('a [redacted] b [redacted][redacted] c');
+    }
+  });
+
   it('reach no shell agent, and one printed anyway is redacted from heartbeats, tail, result and artifacts', async () => {
     const remote = await makeRemote({ 'README.md': '# secrets\n' });
     const agent = [
