@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { permanent } from './failures';
 import type { StagingRepo } from './gitstore';
+import { redact } from './secrets';
 import { type CommitPolicy, normalizeRepoPath, pathIsUnder } from './spec';
 
 /** A report names at most this many paths of a kind; the count says how many there were. */
@@ -65,7 +66,7 @@ export async function verifyWork(
     if (filesChanged > policy.maxChangedFiles) return false;
     if (!allowed.some((a) => pathIsUnder(change.path, a))) {
       outOfScopeCount++;
-      if (outOfScope.length < MAX_LISTED_PATHS) outOfScope.push(change.path);
+      if (outOfScope.length < MAX_LISTED_PATHS) outOfScope.push(redact(change.path));
     }
     if (mode === '120000') linked.push(change);
     else if (mode === '160000') gitlinks.push(change);
@@ -77,13 +78,13 @@ export async function verifyWork(
   }
   if (gitlinks.length > 0 && !policy.allowSubmodules) {
     const g = gitlinks[0];
-    throw permanent('PolicyViolation', `"${g.path}" is a submodule (a gitlink to commit ${g.sha.slice(0, 12)} of another repository); submodules are refused unless policy.allowSubmodules is true`);
+    throw permanent('PolicyViolation', redact(`"${g.path}" is a submodule (a gitlink to commit ${g.sha.slice(0, 12)} of another repository); submodules are refused unless policy.allowSubmodules is true`));
   }
   if (!policy.allowExternalSymlinks) {
     for (const link of linked) {
       const target = await staging.blob(link.sha);
       if (leavesRepository(link.path, target)) {
-        throw permanent('PolicyViolation', `"${link.path}" is a symbolic link to "${target.slice(0, 200)}", outside the repository; such links are refused unless policy.allowExternalSymlinks is true`);
+        throw permanent('PolicyViolation', redact(`"${link.path}" is a symbolic link to "${target.slice(0, 200)}", outside the repository; such links are refused unless policy.allowExternalSymlinks is true`));
       }
     }
   }
@@ -106,7 +107,7 @@ async function checkLineage(staging: StagingRepo, baseSha: string, headSha: stri
     return roots.length < MAX_LISTED_PATHS;
   });
   if (roots.length > 0) {
-    const subject = (await staging.raw(['log', '-1', '--format=%s', roots[0]])).trim().slice(0, 120);
+    const subject = redact((await staging.raw(['log', '-1', '--format=%s', roots[0]])).trim().slice(0, 120));
     throw permanent(
       'LineageBroken',
       `the worker's commits bring in unrelated history: root commit ${roots[0].slice(0, 12)} ("${subject}") does not descend from the base commit ${baseSha.slice(0, 12)}`,
@@ -125,7 +126,7 @@ async function checkFileSizes(staging: StagingRepo, baseSha: string, headSha: st
   });
   if (!big) return;
   const size = Number((await staging.raw(['cat-file', '-s', big])).trim());
-  const where = paths.has(big) ? `"${paths.get(big)}"` : `a file in the worker's history (blob ${big.slice(0, 12)})`;
+  const where = paths.has(big) ? `"${redact(paths.get(big)!)}"` : `a file in the worker's history (blob ${big.slice(0, 12)})`;
   throw permanent('TooLarge', `${where} is ${size} bytes, over the limit of ${maxBytes} bytes (policy.maxFileBytes)`);
 }
 

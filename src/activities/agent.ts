@@ -22,7 +22,7 @@ export interface AgentRunReport extends CommandReport {
   sessionCostUsd: number;
 }
 
-/** Bytes of packed commits one worker may hand over; a bundle is read into memory whole. */
+/** Bytes of packed commits one worker may hand over. */
 export const MAX_IMPORT_BYTES = 512 * 1024 * 1024;
 const EXIT_NO_COMMITS = 10;
 const EXIT_TOO_BIG = 11;
@@ -91,6 +91,11 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
   return { ...report, agent: { ...outcome, costUsd: Math.max(0, outcome.costUsd - before) }, sessionCostUsd: outcome.costUsd };
 }
 
+/** A bundle is read into memory whole, so one over MAX_IMPORT_BYTES is refused before (and after) reading it. */
+function checkImportSize(bytes: number): void {
+  if (bytes > MAX_IMPORT_BYTES) throw permanent('TooLarge', `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`);
+}
+
 export function agentActivities(deps: ActivityDeps) {
   return {
     /** One run of a sub-task's agent in its worker's sandbox. */
@@ -101,7 +106,8 @@ export function agentActivities(deps: ActivityDeps) {
     /**
      * Commits anything the agent left uncommitted (so it is not lost), bundles the commits and
      * imports them into the staging repository, where they are checked (lineage, policy, paths
-     * against the paths it may change); nothing the sandbox prints is trusted. Work that cannot
+     * against the paths it may change); nothing the sandbox prints decides what is accepted (one
+     * that claims there are no commits only loses its own work). Work that cannot
      * be collected (too large, refused by the policy, unrelated history) is a permanent failure
      * saying why. Safe to repeat.
      */
@@ -142,12 +148,11 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       if (r.exitCode !== 0) {
         throw new Error(`collecting the worker's commits failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);
       }
-      const size = Number(last.startsWith('SIZE ') ? last.slice(5) : NaN);
-      if (!(size <= MAX_IMPORT_BYTES)) {
-        throw permanent('TooLarge', `the worker's commits take ${Number.isFinite(size) ? size : 'an unknown number of'} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`);
-      }
+      const size = /^SIZE (\d+)$/.exec(last)?.[1];
+      if (size === undefined) throw new Error(`collecting the worker's commits did not report the bundle's size: ${tail(r.output, 500)}`);
+      checkImportSize(Number(size));
       const bytes = await sb.readFile(bundle);
-      if (bytes.byteLength > MAX_IMPORT_BYTES) throw permanent('TooLarge', `the worker's commits take ${bytes.byteLength} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`);
+      checkImportSize(bytes.byteLength);
       const staging = await deps.staging();
       const ref = runRef(input.runKey, `workers/${input.workerId}`);
       await staging.importBundle(bytes, ref);
