@@ -110,19 +110,27 @@ export const GIT_ENV: Record<string, string> = {
   GIT_CONFIG_GLOBAL: '/dev/null',
   GIT_ATTR_NOSYSTEM: '1',
   GIT_TERMINAL_PROMPT: '0',
+  // refs/replace/* would let the agent show our git a different history than the one exported.
+  GIT_NO_REPLACE_OBJECTS: '1',
   GIT_CONFIG_COUNT: String(GIT_OVERRIDES.length),
   ...Object.fromEntries(GIT_OVERRIDES.flatMap(([k, v], i) => [[`GIT_CONFIG_KEY_${i}`, k], [`GIT_CONFIG_VALUE_${i}`, v]])),
 };
 
 /**
  * Replaces the workspace's `.git/config` with Flotilla's own, keeping only the commit identity
- * (read without following includes). A `.git` that is a file or a link (pointing git at a
- * directory the agent prepared elsewhere) is refused.
+ * (read without following includes, and only from a regular file: a FIFO would hang us). A
+ * `.git` that is a file or a link (pointing git at a directory the agent prepared elsewhere) is
+ * refused, and `commondir`, which would make git read its config from another directory, is
+ * removed: Flotilla's workspaces are never linked worktrees.
  */
 const GIT_PREAMBLE = `if [ -e .git ] || [ -L .git ]; then
   if [ -L .git ] || [ ! -d .git ]; then echo "the workspace's .git is not a directory; refusing to run git in it" >&2; exit 90; fi
-  __name=$(git config --file .git/config --get user.name 2>/dev/null || true)
-  __email=$(git config --file .git/config --get user.email 2>/dev/null || true)
+  rm -rf .git/commondir
+  __name= __email=
+  if [ -f .git/config ] && [ ! -L .git/config ]; then
+    __name=$(git config --file .git/config --get user.name 2>/dev/null || true)
+    __email=$(git config --file .git/config --get user.email 2>/dev/null || true)
+  fi
   rm -rf .git/config .git/config.worktree
   printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfilemode = true\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[commit]\\n\\tgpgsign = false\\n' > .git/config
   if [ -n "$__name" ]; then git config user.name "$__name"; fi

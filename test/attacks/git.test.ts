@@ -66,11 +66,20 @@ echo pwned > evil.txt && git add evil.txt && git commit -qm swapped --no-verify 
       `echo '* filter=evil' > postcommit/.gitattributes && git config filter.evil.clean 'echo pwned-by-filter'`,
       `echo 'work of postcommit' > postcommit/work.txt`,
     ].join(' && ');
-    const end = await env.run(request(remote.url, [task('reftx', refTx), task('postcommit', postCommit)]));
+    // A commondir makes git read its config from a directory the agent prepared, past any
+    // rewrite of .git/config; that config defines the filter the file's attributes name.
+    const commonDir = [
+      'mkdir -p commondir && cp -r .git "$HOME/evil"',
+      `git config --file "$HOME/evil/config" filter.evil.clean 'echo pwned-by-commondir'`,
+      'echo "$HOME/evil" > .git/commondir',
+      `echo '* filter=evil' > commondir/.gitattributes && echo 'work of commondir' > commondir/work.txt`,
+    ].join(' && ');
+    const end = await env.run(request(remote.url, [task('reftx', refTx), task('postcommit', postCommit), task('commondir', commonDir)]));
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     const files = await remote.files('main');
-    expect(files.sort()).toEqual(['README.md', 'postcommit/.gitattributes', 'postcommit/work.txt', 'reftx/work.txt']);
+    expect(files.sort()).toEqual(['README.md', 'commondir/.gitattributes', 'commondir/work.txt', 'postcommit/.gitattributes', 'postcommit/work.txt', 'reftx/work.txt']);
+    expect(await remote.show('main', 'commondir/work.txt')).toBe('work of commondir\n');
     expect(await remote.show('main', 'postcommit/work.txt')).toBe('work of postcommit\n');
     expect(await remote.show('main', 'reftx/work.txt')).toBe('work of reftx\n');
     expect(await remote.log('main', base)).not.toContain('swapped');
