@@ -88,7 +88,7 @@ echo pwned > evil.txt && git add evil.txt && git commit -qm swapped --no-verify 
 });
 
 describe('the staging repository refuses what the policy does not allow', () => {
-  it('unrelated history, a symlink out of the repository and a submodule each fail their worker, saying why', async () => {
+  it('unrelated history, a symlink out of the repository, a submodule and a corrupt tree each fail their worker, saying why', async () => {
     const remote = await makeRemote({ 'README.md': '# attacks\n' });
     const base = await remote.head();
     const unrelated = [
@@ -99,13 +99,25 @@ describe('the staging repository refuses what the policy does not allow', () => 
     ].join(' && ');
     const symlink = `${honest('symlink')} && ln -s /etc/shadow symlink/shadow && git add -A && git commit -qm link`;
     const gitlink = `${honest('gitlink')} && mkdir gitlink/sub && (cd gitlink/sub && git init -q && git -c user.name=x -c user.email=x@x commit -q --allow-empty -m inner) && git add gitlink/sub && git commit -qm sub`;
-    const end = await env.run(request(remote.url, [task('unrelated', unrelated), task('symlink', symlink), task('gitlink', gitlink)]));
+    // A tree with two entries of the same name, written with --literally, under an honest commit.
+    const corrupt = [
+      honest('corrupt'),
+      'blob=$(echo hi | git hash-object -w --stdin)',
+      "bin=$(echo $blob | sed 's/../\\\\x&/g')",
+      'bad=$(printf "100644 a\\0${bin}100644 a\\0${bin}" | git hash-object -t tree -w --stdin --literally)',
+      'git update-ref HEAD $(git commit-tree $bad -p HEAD -m corrupt)',
+    ].join(' && ');
+    const end = await env.run(
+      request(remote.url, [task('unrelated', unrelated), task('symlink', symlink), task('gitlink', gitlink), task('corrupt', corrupt)]),
+    );
     expect(end.result?.outcome).not.toBe('pushed');
     const reason = (id: string) => end.result?.workers.find((w) => w.workerId === id);
     expect(reason('unrelated')?.status).toBe('failed');
     expect(reason('unrelated')?.reason).toMatch(/unrelated history: root commit [0-9a-f]{12} \("unrelated root"\)/);
     expect(reason('symlink')?.reason).toContain('"symlink/shadow" is a symbolic link to "/etc/shadow", outside the repository');
     expect(reason('gitlink')?.reason).toContain('"gitlink/sub" is a submodule');
+    expect(reason('corrupt')?.reason).toContain("the worker's commits failed git's integrity check");
+    expect(reason('corrupt')?.reason).toContain('duplicateEntries');
     expect(await remote.head()).toBe(base);
     remote.cleanup();
   });
