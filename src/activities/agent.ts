@@ -135,7 +135,7 @@ if [ -n "$big" ]; then echo; echo "BIG $(stat -c %s -- "$big") $big"; exit ${EXI
 git add -A
 git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${input.workerId}`)}
 if [ "$(git rev-parse HEAD)" = ${base} ]; then exit ${EXIT_NO_COMMITS}; fi
-git update-ref ${BUNDLE_REF} HEAD
+git update-ref --no-deref ${BUNDLE_REF} HEAD
 git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}
 echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       );
