@@ -176,7 +176,7 @@ export const CommitPolicy = z
     maxFileBytes: z.number().int().positive().default(DEFAULT_MAX_FILE_BYTES),
     /** Most files one worker may change. Default 20,000. */
     maxChangedFiles: z.number().int().positive().default(DEFAULT_MAX_CHANGED_FILES),
-    /** Allow symbolic links whose target is outside the repository (absolute, or up through ".."). */
+    /** Allow symbolic links whose target is outside the repository (absolute, up through "..", or into .git). */
     allowExternalSymlinks: z.boolean().default(false),
     /** Allow submodules and other gitlinks (commits of another repository). */
     allowSubmodules: z.boolean().default(false),
