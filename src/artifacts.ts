@@ -1,14 +1,17 @@
 /**
  * Logs and command output live here, content-addressed, so workflow history can carry a short
- * reference and a tail instead of the text itself.
+ * reference and a tail instead of the text itself. The store is private to the worker's user
+ * (0700 directory, 0600 files): logs can hold whatever an agent printed.
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 /** Bytes of output a report carries inline; the rest stays in the artifact. */
 export const TAIL_BYTES = 2048;
+/** A streamed log keeps its first this many characters and its last this many bytes; the middle is dropped, and says so. */
+export const LOG_KEEP = 8 * 1024 * 1024;
 
 export function tail(text: string, max = TAIL_BYTES): string {
   if (Buffer.byteLength(text) <= max) return text;
@@ -25,12 +28,19 @@ export class ArtifactStore {
     const hex = createHash('sha256').update(content).digest('hex');
     const file = this.fileFor(hex);
     if (!existsSync(file)) {
-      await mkdir(this.dir, { recursive: true });
+      await this.ensureDir();
       const tmp = `${file}.${process.pid}.tmp`;
-      await writeFile(tmp, content);
+      await writeFile(tmp, content, { mode: 0o600 });
       await rename(tmp, file);
     }
     return `sha256:${hex}`;
+  }
+
+  /** A log written as it arrives, so memory stays bounded however much a command prints. */
+  async writer(): Promise<LogWriter> {
+    await this.ensureDir();
+    const tmp = path.join(this.dir, `stream.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
+    return new LogWriter(tmp, (hex) => this.fileFor(hex));
   }
 
   async get(ref: string): Promise<Buffer> {
@@ -43,7 +53,93 @@ export class ArtifactStore {
     return this.fileFor(m[1]);
   }
 
+  private async ensureDir(): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+  }
+
   private fileFor(hex: string): string {
     return path.join(this.dir, `${hex}.log`);
+  }
+}
+
+/**
+ * Streams the first LOG_KEEP characters to disk and keeps the last LOG_KEEP bytes in a ring
+ * buffer; `close` appends them after a line saying how much was dropped in between. The ring
+ * is one fixed allocation, so a flood of output is garbage that dies young instead of a
+ * stream of retained strings the collector only reclaims late.
+ */
+export class LogWriter {
+  private readonly out: WriteStream;
+  private readonly hash = createHash('sha256');
+  private headChars = 0;
+  private ring?: Buffer;
+  /** Bytes ever written to the ring; the next write goes to ringBytes % LOG_KEEP. */
+  private ringBytes = 0;
+  private end = '';
+
+  constructor(
+    private readonly tmp: string,
+    private readonly finalPath: (hex: string) => string,
+  ) {
+    this.out = createWriteStream(tmp, { mode: 0o600 });
+  }
+
+  write(chunk: string): void {
+    this.end = chunk.length >= TAIL_BYTES * 2 ? chunk.slice(-TAIL_BYTES * 2) : (this.end + chunk).slice(-TAIL_BYTES * 2);
+    const room = LOG_KEEP - this.headChars;
+    if (room > 0) {
+      const head = chunk.slice(0, room);
+      this.emit(head);
+      this.headChars += head.length;
+      chunk = chunk.slice(head.length);
+    }
+    if (chunk) this.toRing(Buffer.from(chunk));
+  }
+
+  /** The last few kilobytes of output so far (for heartbeats and the report's tail). */
+  last(): string {
+    return this.end;
+  }
+
+  async close(): Promise<string> {
+    if (this.ring) {
+      const dropped = Math.max(0, this.ringBytes - LOG_KEEP);
+      if (dropped > 0) this.emit(`\n… [flotilla: ${dropped} bytes of output omitted] …\n`);
+      const at = this.ringBytes % LOG_KEEP;
+      this.emit(dropped > 0 ? Buffer.concat([this.ring.subarray(at), this.ring.subarray(0, at)]) : this.ring.subarray(0, this.ringBytes));
+      this.ring = undefined;
+    }
+    await new Promise<void>((resolve, reject) => this.out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    const hex = this.hash.digest('hex');
+    const file = this.finalPath(hex);
+    if (existsSync(file)) await rm(this.tmp, { force: true });
+    else await rename(this.tmp, file);
+    return `sha256:${hex}`;
+  }
+
+  /** Drops the partial log (the command could not run). */
+  async discard(): Promise<void> {
+    this.out.destroy();
+    await rm(this.tmp, { force: true });
+  }
+
+  private toRing(bytes: Buffer): void {
+    this.ring ??= Buffer.alloc(LOG_KEEP);
+    // Only the last LOG_KEEP bytes of a huge chunk can survive anyway.
+    const keep = bytes.length > LOG_KEEP ? bytes.subarray(bytes.length - LOG_KEEP) : bytes;
+    this.ringBytes += bytes.length - keep.length;
+    let from = 0;
+    while (from < keep.length) {
+      const at = this.ringBytes % LOG_KEEP;
+      const n = keep.copy(this.ring, at, from, Math.min(keep.length, from + LOG_KEEP - at));
+      from += n;
+      this.ringBytes += n;
+    }
+  }
+
+  private emit(data: string | Buffer): void {
+    if (!data.length) return;
+    this.hash.update(data);
+    this.out.write(data);
   }
 }

@@ -5,10 +5,14 @@
  * user's remote, so the git credential never leaves the host process.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { spawn } from 'node:child_process';
 import { simpleGit, type SimpleGit } from 'simple-git';
+import { tokenHosts } from './config';
+import { permanent } from './failures';
+import { redact } from './secrets';
 
 /** The ref every bundle exchanged with a sandbox carries. */
 export const BUNDLE_REF = 'refs/flotilla/export';
@@ -18,29 +22,47 @@ export function runRef(runKey: string, name: string): string {
 }
 
 /**
- * Environment for git commands that reach the remote. The token (FLOTILLA_GIT_TOKEN) travels as
- * an HTTP header through GIT_CONFIG_* variables, so it is never part of a URL, an argument list
- * or a log line. Only transports that cannot execute programs are allowed.
+ * Environment for git commands that reach `url`. The token (FLOTILLA_GIT_TOKEN) travels as an
+ * HTTP header through GIT_CONFIG_* variables, so it is never part of a URL, an argument list or
+ * a log line; and only to an https URL whose host the worker allows (tokenHosts), as a header
+ * scoped to that origin (`http.https://host/.extraHeader`), so a request for any other URL, a
+ * redirect to another host included, does not carry it. Only transports that cannot execute
+ * programs are allowed.
  */
-function remoteEnv(): Record<string, string> {
+function remoteEnv(url: string): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? os.homedir(),
     GIT_TERMINAL_PROMPT: '0',
     GIT_ALLOW_PROTOCOL: 'file:https:ssh',
   };
-  if (process.env.SSH_AUTH_SOCK) env.SSH_AUTH_SOCK = process.env.SSH_AUTH_SOCK;
-  if (process.env.GIT_SSH_COMMAND) env.GIT_SSH_COMMAND = process.env.GIT_SSH_COMMAND;
+  for (const name of ['SSH_AUTH_SOCK', 'GIT_SSH_COMMAND', 'GIT_SSL_CAINFO']) {
+    const value = process.env[name];
+    if (value) env[name] = value;
+  }
   const token = process.env.FLOTILLA_GIT_TOKEN;
-  if (token) {
+  const origin = tokenOrigin(url);
+  if (token && origin) {
     const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
     Object.assign(env, {
       GIT_CONFIG_COUNT: '1',
-      GIT_CONFIG_KEY_0: 'http.extraHeader',
+      GIT_CONFIG_KEY_0: `http.${origin}/.extraHeader`,
       GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
     });
   }
   return env;
+}
+
+/** The origin ("https://host[:port]") the token may be sent to for `url`, or undefined. */
+export function tokenOrigin(url: string, hosts: string[] = tokenHosts()): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'https:') return undefined;
+  return hosts.includes(u.host.toLowerCase()) ? u.origin : undefined;
 }
 
 /** Error text safe to show: a credential that git echoed back is masked. */
@@ -48,7 +70,7 @@ export function scrubSecrets(text: string): string {
   const token = process.env.FLOTILLA_GIT_TOKEN;
   let out = text.replace(/(https?:\/\/)[^/@\s]+@/g, '$1***@');
   if (token) out = out.split(token).join('***');
-  return out;
+  return redact(out);
 }
 
 export type PushOutcome =
@@ -56,28 +78,84 @@ export type PushOutcome =
   | { outcome: 'raced'; remoteSha: string | null; message: string };
 
 export class StagingRepo {
+  /** For commands that stay on the host (no remote, so no credential). */
   private readonly git: SimpleGit;
 
   private constructor(readonly dir: string) {
-    const env = remoteEnv();
+    this.git = StagingRepo.gitWith(dir, remoteEnv(''));
+  }
+
+  /** Git for commands that reach `url`, with the credential that URL may have. */
+  private remote(url: string): SimpleGit {
+    return StagingRepo.gitWith(this.dir, remoteEnv(url));
+  }
+
+  private static gitWith(dir: string, env: Record<string, string>): SimpleGit {
     // simple-git refuses GIT_* variables unless they are named here; these are ours on purpose.
-    const allowEnvironment = Object.keys(env).filter((k) => k.startsWith('GIT_'));
     // GIT_CONFIG_COUNT carries only our http.extraHeader (the token) and GIT_SSH_COMMAND is the
     // operator's own setting from the worker's environment; neither comes from a request.
-    this.git = simpleGit({
+    const allowEnvironment = Object.keys(env).filter((k) => k.startsWith('GIT_'));
+    return simpleGit({
       baseDir: dir,
       allowEnvironment,
       unsafe: { allowUnsafeConfigEnvCount: true, allowUnsafeSshCommand: true },
     }).env(env);
   }
 
+  /** Opens (or creates, private to this user) the staging repository under `dataDir`. */
   static async open(dataDir: string): Promise<StagingRepo> {
     const dir = path.join(dataDir, 'staging.git');
     if (!existsSync(path.join(dir, 'HEAD'))) {
-      await mkdir(dir, { recursive: true });
-      await simpleGit({ baseDir: dir }).init(true);
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      await simpleGit({ baseDir: dir }).init(true, ['--shared=0600']);
     }
     return new StagingRepo(dir);
+  }
+
+  /** Runs git on the staging repository for host-side checks; see src/verify.ts. */
+  raw(args: string[]): Promise<string> {
+    return this.git.raw(args);
+  }
+
+  /**
+   * Runs git and hands each `sep`-terminated record of its output to `onRecord` as it arrives,
+   * with no cap on how much there is; `onRecord` returning false stops git early. Resolves
+   * when git ends; a failure (other than being stopped) rejects with its stderr.
+   */
+  stream(args: string[], sep: '\n' | '\0', onRecord: (record: string) => boolean | void): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn('git', args, { cwd: this.dir, env: remoteEnv(''), stdio: ['ignore', 'pipe', 'pipe'] });
+      let rest = '';
+      let stderr = '';
+      let stopped = false;
+      child.stdout.setEncoding('utf8');
+      child.stdout.on('data', (chunk: string) => {
+        if (stopped) return;
+        const parts = (rest + chunk).split(sep);
+        rest = parts.pop() ?? '';
+        for (const part of parts) {
+          if (onRecord(part) === false) {
+            stopped = true;
+            child.kill();
+            return;
+          }
+        }
+      });
+      child.stderr.on('data', (b: Buffer) => {
+        stderr = (stderr + b.toString()).slice(-2000);
+      });
+      child.on('error', reject);
+      child.on('close', (code) => {
+        if (!stopped && rest) onRecord(rest);
+        if (code === 0 || stopped) resolve();
+        else reject(new Error(`git ${args[0]} failed (exit ${code}): ${stderr.trim()}`));
+      });
+    });
+  }
+
+  /** The content of a blob (a symlink's target); small objects only. */
+  async blob(sha: string): Promise<string> {
+    return this.git.raw(['cat-file', 'blob', sha]);
   }
 
   async revParse(ref: string): Promise<string | null> {
@@ -90,14 +168,14 @@ export class StagingRepo {
 
   /** The SHA `branch` has on the remote, or null when it does not exist there. */
   async remoteBranchSha(url: string, branch: string): Promise<string | null> {
-    const out = await this.git.raw(['ls-remote', '--', url, `refs/heads/${branch}`]);
+    const out = await this.remote(url).raw(['ls-remote', '--', url, `refs/heads/${branch}`]);
     const line = out.split('\n').find((l) => l.endsWith(`\trefs/heads/${branch}`));
     return line ? line.split('\t')[0] : null;
   }
 
   /** Fetches `branch` from the remote into `ref` and returns its SHA. */
   async fetchBranch(url: string, branch: string, ref: string): Promise<string> {
-    await this.git.raw(['fetch', '--no-tags', '--quiet', '--', url, `+refs/heads/${branch}:${ref}`]);
+    await this.remote(url).raw(['fetch', '--no-tags', '--quiet', '--', url, `+refs/heads/${branch}:${ref}`]);
     const sha = await this.revParse(ref);
     if (!sha) throw new Error(`fetched ${branch} but ${ref} is missing`);
     return sha;
@@ -117,19 +195,21 @@ export class StagingRepo {
     }
   }
 
-  /** Stores the commits of a bundle made by a sandbox (carrying BUNDLE_REF) under `ref`; returns the head SHA. */
+  /**
+   * Stores the commits of a bundle made by a sandbox (carrying BUNDLE_REF) under `ref`; returns
+   * the head SHA. The bundle is untrusted: its pack goes through `git index-pack --strict`, which
+   * refuses malformed objects and broken links (a bundle fetch in git 2.39 does not fsck).
+   */
   async importBundle(bytes: Uint8Array, ref: string): Promise<string> {
-    const tmp = await mkdtemp(path.join(os.tmpdir(), 'flotilla-bundle-'));
-    try {
-      const file = path.join(tmp, 'in.bundle');
-      await writeFile(file, bytes);
-      await this.git.raw(['fetch', '--quiet', file, `+${BUNDLE_REF}:${ref}`]);
-      const sha = await this.revParse(ref);
-      if (!sha) throw new Error(`imported bundle but ${ref} is missing`);
-      return sha;
-    } finally {
-      await rm(tmp, { recursive: true, force: true });
+    const { head, pack } = parseBundle(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    const r = await runGit(this.dir, ['index-pack', '--stdin', '--fix-thin', '--strict'], pack);
+    if (r.code !== 0) {
+      throw permanent('CorruptObjects', `the worker's commits failed git's integrity check: ${r.stderr.trim().split('\n').slice(-3).join('; ').slice(0, 500)}`);
     }
+    await this.git.raw(['update-ref', ref, head]);
+    const sha = await this.revParse(ref);
+    if (sha !== head) throw permanent('CorruptObjects', `the imported bundle names ${head}, which is not a commit`);
+    return sha;
   }
 
   async setRef(ref: string, sha: string): Promise<void> {
@@ -152,7 +232,7 @@ export class StagingRepo {
       };
     }
     try {
-      await this.git.raw([
+      await this.remote(url).raw([
         'push', '--quiet', '--porcelain',
         `--force-with-lease=refs/heads/${branch}:${expected ?? ''}`,
         '--', url, `${sha}:refs/heads/${branch}`,
@@ -167,4 +247,32 @@ export class StagingRepo {
     }
     return { outcome: 'pushed', remoteSha: sha };
   }
+}
+
+/**
+ * Splits a bundle (v2 or v3) into the commit it names for BUNDLE_REF and its pack. The header
+ * ends at the first empty line.
+ */
+function parseBundle(bytes: Buffer): { head: string; pack: Buffer } {
+  const end = bytes.indexOf('\n\n');
+  const header = end > 0 ? bytes.subarray(0, end).toString('utf8').split('\n') : [];
+  if (!/^# v[23] git bundle$/.test(header[0] ?? '')) throw permanent('CorruptObjects', 'the worker\'s bundle is not a git bundle');
+  const line = header.find((l) => /^[0-9a-f]{40} /.test(l) && l.slice(41) === BUNDLE_REF);
+  if (!line) throw permanent('CorruptObjects', `the worker's bundle does not carry ${BUNDLE_REF}`);
+  return { head: line.slice(0, 40), pack: bytes.subarray(end + 2) };
+}
+
+/** Runs git with `input` on stdin (simple-git cannot feed stdin). */
+function runGit(dir: string, args: string[], input: Buffer): Promise<{ code: number; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', args, { cwd: dir, env: remoteEnv(''), stdio: ['pipe', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (b: Buffer) => {
+      stderr = (stderr + b.toString()).slice(-4000);
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stderr }));
+    child.stdin.on('error', () => undefined); // git may exit before reading it all; its exit code says why
+    child.stdin.end(input);
+  });
 }

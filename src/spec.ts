@@ -59,6 +59,11 @@ export function repoUrlProblem(url: string): string | undefined {
   if (/[\x00-\x1f\s]/.test(url)) return 'contains whitespace or a control character';
   if (url.startsWith('-')) return 'must not start with "-"';
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url)?.[1]?.toLowerCase();
+  // Never repeat the URL here: it may hold the very credential this refuses.
+  const userinfo = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/]*)@/.exec(url)?.[1];
+  if (userinfo !== undefined && (scheme !== 'ssh' || userinfo.includes(':'))) {
+    return 'must not contain credentials (user:password@); the worker sends FLOTILLA_GIT_TOKEN to allowed hosts itself';
+  }
   if (scheme !== undefined) {
     if (scheme === 'https' || scheme === 'ssh' || scheme === 'file') return undefined;
     if (scheme === 'http') return 'uses plain http; use https';
@@ -155,6 +160,29 @@ export const Limits = z
     heartbeatTimeoutSeconds: z.number().int().min(2).max(600).default(30),
   })
   .strict();
+
+/** Bytes a file in a worker's commits may have unless the request allows more (GitHub refuses over 100 MiB). */
+export const DEFAULT_MAX_FILE_BYTES = 100 * 1024 * 1024;
+/** Files one worker's commits may change unless the request allows more. */
+export const DEFAULT_MAX_CHANGED_FILES = 20_000;
+
+/**
+ * What a worker's commits may contain. Each rule is checked on the host, on the imported commits;
+ * a worker that breaks one fails, saying which file and why.
+ */
+export const CommitPolicy = z
+  .object({
+    /** Largest file (blob) any of the worker's commits may add. Default 100 MiB. */
+    maxFileBytes: z.number().int().positive().default(DEFAULT_MAX_FILE_BYTES),
+    /** Most files one worker may change. Default 20,000. */
+    maxChangedFiles: z.number().int().positive().default(DEFAULT_MAX_CHANGED_FILES),
+    /** Allow symbolic links whose target is outside the repository (absolute, up through "..", or into .git). */
+    allowExternalSymlinks: z.boolean().default(false),
+    /** Allow submodules and other gitlinks (commits of another repository). */
+    allowSubmodules: z.boolean().default(false),
+  })
+  .strict();
+export type CommitPolicy = z.infer<typeof CommitPolicy>;
 
 export const Gate = z
   .object({
@@ -274,6 +302,8 @@ export const LeaderRequest = z
       .strict()
       .default({ plan: autoGate, push: autoGate }),
     sandbox: SandboxSpec.default({ provider: 'local', network: false }),
+    /** What workers' commits may contain: file sizes and counts, symlinks, submodules. */
+    policy: CommitPolicy.prefault({}),
   })
   .strict()
   .superRefine((req, ctx) => {

@@ -2,11 +2,17 @@
 import { Context } from '@temporalio/activity';
 import { harnessFor } from '../agents';
 import type { AgentOutcome } from '../agents/types';
+import { tail } from '../artifacts';
+import { permanent } from '../failures';
 import { BUNDLE_REF, runRef } from '../gitstore';
-import { type AgentSpec, normalizeRepoPath, pathIsUnder } from '../spec';
+import { type AgentSpec, CommitPolicy } from '../spec';
+import { type VerifiedWork, verifyWork } from '../verify';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
-import { type CommandReport, execTracked, script, sh } from './exec';
+import { type CommandReport, execTracked, runScript, sh } from './exec';
+import { SEEDED_MARKER } from './sandbox';
+
+type CommitPolicyInput = Partial<CommitPolicy>;
 
 export interface AgentRunReport extends CommandReport {
   budgetExceeded: boolean;
@@ -16,17 +22,14 @@ export interface AgentRunReport extends CommandReport {
   sessionCostUsd: number;
 }
 
-/** A report names at most this many out-of-scope paths; the count says how many there were. */
-const MAX_LISTED_PATHS = 20;
+/** Bytes of packed commits one worker may hand over. */
+export const MAX_IMPORT_BYTES = 512 * 1024 * 1024;
+const EXIT_NO_COMMITS = 10;
+const EXIT_TOO_BIG = 11;
 
-export interface CollectedWork {
+/** What a worker's commits are, as the staging repository sees them; `ref` is set when there are any. */
+export interface CollectedWork extends VerifiedWork {
   ref?: string;
-  headSha: string;
-  commits: number;
-  filesChanged: number;
-  /** Changed paths outside the allowed paths (at most MAX_LISTED_PATHS), and how many there were. */
-  outOfScope: string[];
-  outOfScopeCount: number;
 }
 
 export interface AgentRunInput {
@@ -88,6 +91,11 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
   return { ...report, agent: { ...outcome, costUsd: Math.max(0, outcome.costUsd - before) }, sessionCostUsd: outcome.costUsd };
 }
 
+/** A bundle is read into memory whole, so one over MAX_IMPORT_BYTES is refused before (and after) reading it. */
+function checkImportSize(bytes: number): void {
+  if (bytes > MAX_IMPORT_BYTES) throw permanent('TooLarge', `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`);
+}
+
 export function agentActivities(deps: ActivityDeps) {
   return {
     /** One run of a sub-task's agent in its worker's sandbox. */
@@ -96,8 +104,12 @@ export function agentActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Commits anything the agent left uncommitted (so it is not lost), checks the changed paths
-     * against the paths it may change and copies the commits into the staging repository. Safe to repeat.
+     * Commits anything the agent left uncommitted (so it is not lost), bundles the commits and
+     * imports them into the staging repository, where they are checked (lineage, policy, paths
+     * against the paths it may change); nothing the sandbox prints decides what is accepted (one
+     * that claims there are no commits only loses its own work). Work that cannot
+     * be collected (too large, refused by the policy, unrelated history) is a permanent failure
+     * saying why. Safe to repeat.
      */
     async collectWork(input: {
       sandbox: SandboxRef;
@@ -106,40 +118,52 @@ export function agentActivities(deps: ActivityDeps) {
       baseSha: string;
       /** The sub-task's ownedPaths plus the request's sharedPaths. */
       allowedPaths: string[];
+      /** The request's policy; runs started before it existed get the defaults. */
+      policy?: CommitPolicyInput;
     }): Promise<CollectedWork> {
+      const policy = CommitPolicy.parse(input.policy ?? {});
       const sb = await openSandbox(deps, input.sandbox);
-      const base = sh(input.baseSha);
-      const out = await script(
-        sb,
-        `git add -A
-git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${input.workerId}`)}
-if ! git merge-base --is-ancestor ${base} HEAD; then echo "the worker's branch no longer descends from the base commit" >&2; exit 3; fi
-echo "HEAD $(git rev-parse HEAD)"
-echo "COUNT $(git rev-list --count ${base}..HEAD)"
-git -c core.quotepath=off diff --name-only --no-renames ${base} HEAD | sed 's/^/PATH /'`,
-        'collecting the worker\'s commits',
-      );
-      const lines = out.split('\n');
-      const field = (name: string) => lines.find((l) => l.startsWith(`${name} `))?.slice(name.length + 1) ?? '';
-      const headSha = field('HEAD');
-      const commits = Number(field('COUNT'));
-      const paths = lines.filter((l) => l.startsWith('PATH ')).map((l) => l.slice(5));
-      const allowed = input.allowedPaths.map(normalizeRepoPath);
-      const outside = paths.filter((p) => !allowed.some((o) => pathIsUnder(p, o)));
-      const result: CollectedWork = {
-        headSha,
-        commits,
-        filesChanged: paths.length,
-        outOfScope: outside.slice(0, MAX_LISTED_PATHS),
-        outOfScopeCount: outside.length,
-      };
-      if (commits === 0) return result;
       const bundle = `${sb.scratch}/work.bundle`;
-      await script(sb, `git update-ref ${BUNDLE_REF} HEAD\ngit bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}`, 'bundling the worker\'s commits');
+      const base = sh(input.baseSha);
+      // The size pre-check only saves hashing a huge file just to refuse it; the host decides.
+      const r = await runScript(
+        sb,
+        `rm -f ${sh(bundle)}
+newer=(); if [ -f ${SEEDED_MARKER} ]; then newer=(-newer ${SEEDED_MARKER}); fi
+big=$(find . -path ./.git -prune -o -type f -size +${policy.maxFileBytes}c "\${newer[@]}" -print -quit)
+if [ -n "$big" ]; then echo; echo "BIG $(stat -c %s -- "$big") $big"; exit ${EXIT_TOO_BIG}; fi
+git add -A
+git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${input.workerId}`)}
+if [ "$(git rev-parse HEAD)" = ${base} ]; then exit ${EXIT_NO_COMMITS}; fi
+git update-ref --no-deref ${BUNDLE_REF} HEAD
+git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}
+echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
+      );
+      const last = r.output.trimEnd().split('\n').pop() ?? '';
+      if (r.exitCode === EXIT_NO_COMMITS) return { headSha: input.baseSha, commits: 0, filesChanged: 0, outOfScope: [], outOfScopeCount: 0 };
+      if (r.exitCode === EXIT_TOO_BIG && last.startsWith('BIG ')) {
+        const [, size, ...name] = last.split(' ');
+        throw permanent('TooLarge', `"${name.join(' ').replace(/^\.\//, '')}" is ${size} bytes, over the limit of ${policy.maxFileBytes} bytes (policy.maxFileBytes)`);
+      }
+      if (r.exitCode !== 0) {
+        throw new Error(`collecting the worker's commits failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);
+      }
+      const size = /^SIZE (\d+)$/.exec(last)?.[1];
+      if (size === undefined) throw new Error(`collecting the worker's commits did not report the bundle's size: ${tail(r.output, 500)}`);
+      checkImportSize(Number(size));
+      const bytes = await sb.readFile(bundle);
+      checkImportSize(bytes.byteLength);
       const staging = await deps.staging();
       const ref = runRef(input.runKey, `workers/${input.workerId}`);
-      await staging.importBundle(await sb.readFile(bundle), ref);
-      return { ...result, ref };
+      await staging.importBundle(bytes, ref);
+      try {
+        const work = await verifyWork(staging, { ref, baseSha: input.baseSha, allowedPaths: input.allowedPaths, policy });
+        return { ...work, ref };
+      } catch (err) {
+        // Nothing may build on refused commits.
+        await staging.raw(['update-ref', '-d', ref]);
+        throw err;
+      }
     },
   };
 }

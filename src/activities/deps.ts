@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
+import { makePrivateDir } from '../config';
 import { StagingRepo } from '../gitstore';
 import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
 import { LocalSandboxProvider } from '../sandbox/local';
@@ -30,6 +31,7 @@ export interface DepsOptions {
 }
 
 export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
+  makePrivateDir(dataDir);
   let staging: Promise<StagingRepo> | undefined;
   const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'));
   const e2b = new Map<string, E2BSandboxProvider>();

@@ -5,7 +5,7 @@ import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 import { type CommandReport, execTracked, script, sh } from './exec';
 
 /** Written into .git when seeding completed; its presence means the workspace may hold progress. */
-const SEEDED_MARKER = '.git/flotilla-seeded';
+export const SEEDED_MARKER = '.git/flotilla-seeded';
 
 export function sandboxActivities(deps: ActivityDeps) {
   return {

@@ -221,6 +221,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       budgetUsd: workerBudget,
       maxTurns: req.limits.maxTurns,
       suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
+      policy: req.policy,
     });
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) => runWorker(workerInput(task), status.workers[i]));
     const failed = result.workers.filter((w) => w.status !== 'done');

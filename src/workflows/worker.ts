@@ -5,6 +5,8 @@
  * and the worker waits for `resume`. The sandbox is destroyed however the worker ends.
  */
 import {
+  ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
   condition,
   getExternalWorkflowHandle,
@@ -15,7 +17,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities, AgentRunReport, CommandReport, SandboxRef } from '../activities';
 import type { WorkerSeed } from '../activities/integrate';
-import type { AgentSpec, Isolation, WorkerReport } from '../spec';
+import type { AgentSpec, CommitPolicy, Isolation, WorkerReport } from '../spec';
 import { type ResumeInput, type WorkerProgress, type WorkerState, pauseSignal, resumeSignal, workerProgressSignal } from './messages';
 import { activityOptions, commandOptions } from './options';
 
@@ -35,6 +37,8 @@ export interface WorkerInput {
   budgetUsd?: number;
   maxTurns?: number;
   suspendTimeoutMs: number;
+  /** What the worker's commits may contain (absent in runs started before it existed). */
+  policy?: CommitPolicy;
 }
 
 /** Why an agent run stopped short of finishing and the worker should wait for a person. */
@@ -178,13 +182,21 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     const run = finished;
     if (run.exitCode !== 0 || run.timedOut) return failedCommand('the agent', run);
 
-    const work = await collectWork({
-      sandbox,
-      runKey: input.runKey,
-      workerId: task.id,
-      baseSha: input.seed?.sha ?? input.baseSha,
-      allowedPaths: [...task.ownedPaths, ...task.sharedPaths],
-    });
+    let work;
+    try {
+      work = await collectWork({
+        sandbox,
+        runKey: input.runKey,
+        workerId: task.id,
+        baseSha: input.seed?.sha ?? input.baseSha,
+        allowedPaths: [...task.ownedPaths, ...task.sharedPaths],
+        policy: input.policy,
+      });
+    } catch (err) {
+      // Work that cannot be collected (too large, refused by the policy) fails the worker with the reason.
+      if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
+      return report({ status: 'failed', reason: `its work was not collected: ${err.cause.message}`, exitCode: run.exitCode, tail: run.tail, logRef: run.logRef });
+    }
     const common = {
       ref: work.ref,
       headSha: work.headSha,
