@@ -4,6 +4,7 @@ import { harnessFor } from '../agents';
 import type { AgentOutcome } from '../agents/types';
 import { BUNDLE_REF, runRef } from '../gitstore';
 import { type AgentSpec, normalizeRepoPath, pathIsUnder } from '../spec';
+import { modelApiRules } from '../sandbox/egress';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 import { type CommandReport, execTracked, script, sh } from './exec';
@@ -83,6 +84,7 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
     parser,
     budgetUsd: input.budgetUsd === undefined ? undefined : input.budgetUsd + before,
     readOnly: input.readOnly,
+    egress: modelApiRules(harness.modelApi),
   });
   const outcome = parser.finish(report.exitCode);
   return { ...report, agent: { ...outcome, costUsd: Math.max(0, outcome.costUsd - before) }, sessionCostUsd: outcome.costUsd };

@@ -131,6 +131,7 @@ export interface ClaudeCodeOptions {
 export class ClaudeCodeHarness implements Harness {
   readonly kind = 'claude-code';
   readonly passEnv: readonly string[] = ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_AUTH_TOKEN'];
+  readonly modelApi = { hosts: ['api.anthropic.com'], baseUrlEnv: 'ANTHROPIC_BASE_URL' };
   readonly costIsSessionTotal = true;
   private readonly binary: string;
 

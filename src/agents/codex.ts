@@ -145,6 +145,7 @@ export class CodexHarness implements Harness {
    * $HOME/.codex keeps the sessions a resume needs.
    */
   readonly passEnv: readonly string[] = ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'CODEX_API_KEY'];
+  readonly modelApi = { hosts: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' };
   readonly costIsSessionTotal = true;
   private readonly binary: string;
 
