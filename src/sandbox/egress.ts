@@ -212,6 +212,8 @@ class EgressProxy {
 
   /** Plain HTTP: an absolute-URI request, sent on to the checked address. */
   private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    req.on('error', () => res.destroy());
+    res.on('error', () => req.destroy());
     let url: URL | undefined;
     try {
       url = new URL(req.url ?? '');
@@ -228,6 +230,7 @@ class EgressProxy {
     const upstream = http.request({ host: decision.address, port, method: req.method, path: `${url!.pathname}${url!.search}`, headers, setHost: false });
     upstream.on('socket', (s) => this.track(s));
     upstream.on('response', (r) => {
+      r.on('error', () => res.destroy());
       const back = Object.fromEntries(Object.entries(r.headers).filter(([name]) => !HOP_HEADERS.has(name)));
       res.writeHead(r.statusCode ?? 502, back);
       r.pipe(res);
