@@ -315,6 +315,9 @@ export const LeaderRequest = z
         ctx.addIssue({ code: 'custom', path: ['sandbox', 'network'], message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox` });
       }
     }
+    if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
+      ctx.addIssue({ code: 'custom', path: ['sandbox', 'allowHosts'], message: 'applies only with network: true' });
+    }
     const owners: { task: number; pathIdx: number; path: string }[] = [];
     subTasks.forEach((t, task) =>
       t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),

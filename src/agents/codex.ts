@@ -22,6 +22,8 @@ import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
 import { priceTokens } from './prices';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+/** OpenAI's API, or wherever OPENAI_BASE_URL points it. */
+export const CODEX_MODEL_API = { hosts: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' } as const;
 
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
 
@@ -145,7 +147,7 @@ export class CodexHarness implements Harness {
    * $HOME/.codex keeps the sessions a resume needs.
    */
   readonly passEnv: readonly string[] = ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'CODEX_API_KEY'];
-  readonly modelApi = { hosts: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' };
+  readonly modelApi = CODEX_MODEL_API;
   readonly costIsSessionTotal = true;
   private readonly binary: string;
 

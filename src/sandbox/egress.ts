@@ -90,6 +90,17 @@ export function sandboxRules(requestHosts: readonly string[] = [], grant?: Egres
   };
 }
 
+/**
+ * The allowlist as names for a cloud provider's firewall (E2B's allowOut), which filters by name
+ * on ports 80 and 443 and cannot reach this host's loopback or private network anyway: ports
+ * dropped, and local addresses left out.
+ */
+export function cloudAllowList(rules: EgressRules): string[] {
+  const blocked = blockedAddresses();
+  const names = [...rules.hosts, ...rules.trusted].map((e) => (hasPort(e) ? e.slice(0, e.lastIndexOf(':')) : e).replace(/^\[(.*)\]$/, '$1'));
+  return [...new Set(names)].filter((n) => !net.isIP(n) || !blocked.check(n, net.isIPv6(n) ? 'ipv6' : 'ipv4'));
+}
+
 const hasPort = (entry: string) => /:\d+$/.test(entry);
 const normalizeEntry = (entry: string) => entry.trim().toLowerCase().replace(/\.(?=:|$)/, '');
 

@@ -10,6 +10,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -102,7 +103,8 @@ let neighbour: { port: number; connections: () => number; stop: () => Promise<vo
 
 /** Another sandbox with network on, serving on its own loopback while the attack runs. */
 async function startNeighbour() {
-  const provider = new LocalSandboxProvider(tempDir('neighbour'));
+  const base = tempDir('neighbour');
+  const provider = new LocalSandboxProvider(base);
   const sb = await provider.provision('neighbour', { network: true });
   const port = 20_000 + Math.floor(Math.random() * 20_000);
   let output = '';
@@ -116,7 +118,7 @@ async function startNeighbour() {
     stop: async () => {
       stop.abort();
       await done;
-      await provider.destroy('neighbour');
+      rmSync(base, { recursive: true, force: true });
     },
   };
 }
