@@ -172,7 +172,8 @@ class EgressProxy {
   private readonly sockets = new Set<net.Socket>();
   readonly refusals: string[] = [];
   private refusedCount = 0;
-  private readonly server = http.createServer((req, res) => void this.forward(req, res));
+  // No deadline on a request's body: a long upload through the proxy is the command's business.
+  private readonly server = http.createServer({ requestTimeout: 0 }, (req, res) => void this.forward(req, res));
 
   constructor(private readonly policy: EgressPolicy) {
     this.server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.tunnel(req, socket, head));
@@ -316,7 +317,9 @@ export async function withSandboxNet(
   const proxy = new EgressProxy(new EgressPolicy(rules));
   try {
     await proxy.listen(socketPath);
-    // The sandbox's user may not be ours; the socket is reachable only where it is mounted.
+    // bwrap may run as another user, who must reach the socket to mount it; inside, the socket is
+    // all a sandbox sees of this directory, and no sandbox sees the host's /tmp.
+    await chmod(dir, 0o711);
     await chmod(socketPath, 0o666);
     const url = `http://127.0.0.1:${BRIDGE_PORT}`;
     const result = await run({
