@@ -140,8 +140,10 @@ export class EgressPolicy {
   /** Where to connect for host:port, resolved once here so the address checked is the one used. */
   async decide(rawHost: string, port: number): Promise<Decision> {
     const host = normalizeEntry(rawHost.replace(/^\[(.*)\]$/, '$1'));
-    const trusted = this.rules.trusted.includes(`${net.isIPv6(host) ? `[${host}]` : host}:${port}`);
-    if (!trusted && !this.listed(host, port)) return { refused: `${host}:${port} is not on the sandbox's allowlist` };
+    // Entries write an IPv6 address in brackets, as URLs do.
+    const name = net.isIPv6(host) ? `[${host}]` : host;
+    const trusted = this.rules.trusted.includes(`${name}:${port}`);
+    if (!trusted && !this.listed(name, port)) return { refused: `${name}:${port} is not on the sandbox's allowlist` };
     let addresses: { address: string; family: number }[];
     try {
       addresses = net.isIP(host) ? [{ address: host, family: net.isIP(host) }] : await dns.lookup(host, { all: true });
