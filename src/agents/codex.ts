@@ -22,6 +22,7 @@ import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
 import { priceTokens } from './prices';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+
 /** OpenAI's API, or wherever OPENAI_BASE_URL points it. */
 export const CODEX_MODEL_API = { hosts: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' } as const;
 
