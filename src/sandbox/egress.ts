@@ -97,11 +97,17 @@ export function sandboxRules(requestHosts: readonly string[] = [], grant?: Egres
  */
 export function cloudAllowList(rules: EgressRules): string[] {
   const blocked = blockedAddresses();
-  const names = [...rules.hosts, ...rules.trusted].map((e) => (hasPort(e) ? e.slice(0, e.lastIndexOf(':')) : e).replace(/^\[(.*)\]$/, '$1'));
+  const names = [...rules.hosts, ...rules.trusted].map((e) => splitEntry(e).name.replace(/^\[(.*)\]$/, '$1'));
   return [...new Set(names)].filter((n) => !net.isIP(n) || !blocked.check(n, net.isIPv6(n) ? 'ipv6' : 'ipv4'));
 }
 
 const hasPort = (entry: string) => /:\d+$/.test(entry);
+/** "name:port" into its parts; an IPv6 address is in brackets, so the last colon is the port's. */
+function splitEntry(entry: string): { name: string; port?: number } {
+  if (!hasPort(entry)) return { name: entry };
+  const colon = entry.lastIndexOf(':');
+  return { name: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) };
+}
 const normalizeEntry = (entry: string) => entry.trim().toLowerCase().replace(/\.(?=:|$)/, '');
 
 /** Addresses a sandbox never reaches unless trusted: this host's own, loopback, private, link-local, multicast. */
@@ -130,7 +136,7 @@ export class EgressPolicy {
 
   private listed(host: string, port: number): boolean {
     return this.rules.hosts.some((entry) => {
-      const [name, entryPort] = hasPort(entry) ? [entry.slice(0, entry.lastIndexOf(':')), Number(entry.slice(entry.lastIndexOf(':') + 1))] : [entry, undefined];
+      const { name, port: entryPort } = splitEntry(entry);
       const portOk = entryPort === undefined ? port === 443 || port === 80 : port === entryPort;
       const nameOk = name.startsWith('*.') ? host.endsWith(name.slice(1)) : host === name;
       return portOk && nameOk;
