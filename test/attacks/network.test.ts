@@ -29,16 +29,16 @@ const REACHED = 'HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r
 const countingServer = (host: string, port: number) =>
   `require('net').createServer((s) => { console.log('connection'); s.on('error', () => {}); s.end(${JSON.stringify(REACHED)}); }).listen(${port}, '${host}', () => console.log('listening'))`;
 
-/** A TCP listener that counts who reached it. */
+/** A listener on the host's loopback that counts who reached it. */
 class Listener {
   connections = 0;
   private constructor(private readonly server: net.Server, readonly port: number) {}
-  static async start(host = '127.0.0.1', http = false): Promise<Listener> {
+  static async start(options: { http?: boolean } = {}): Promise<Listener> {
     let listener: Listener | undefined;
     const onConnection = () => listener && listener.connections++;
-    const server = http ? httpServer() : net.createServer((s) => s.on('error', () => undefined).end(REACHED));
+    const server = options.http ? httpServer() : net.createServer((s) => s.on('error', () => undefined).end(REACHED));
     server.on('connection', onConnection);
-    await new Promise<void>((r) => server.listen(0, host, () => r()));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     listener = new Listener(server, (server.address() as net.AddressInfo).port);
     return listener;
   }
@@ -125,7 +125,7 @@ async function startNeighbour() {
 
 beforeAll(async () => {
   loopback = await Listener.start();
-  allowed = await Listener.start('127.0.0.1', true);
+  allowed = await Listener.start({ http: true });
   nsHost = await NamespacedHost.start();
   neighbour = await startNeighbour();
   // The operator allows one exact loopback endpoint; nothing else local is allowed.
