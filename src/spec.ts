@@ -198,6 +198,8 @@ export type Gate = z.infer<typeof Gate>;
 export type GateName = 'plan' | 'push';
 const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout: 'fail' as const };
 
+const ALLOW_HOST = /^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$/;
+
 export const SandboxSpec = z
   .object({
     /** local: directories on the worker's host (bubblewrap). e2b: E2B cloud sandboxes (E2B_API_KEY). */
@@ -206,6 +208,12 @@ export const SandboxSpec = z
     template: z.string().min(1).optional(),
     /** Agents get no network unless asked: a shell agent rarely needs it. */
     network: z.boolean().default(false),
+    /**
+     * Hosts sandboxes may reach besides the package registries and the agents' model APIs:
+     * "name" (ports 80 and 443), "name:port" or "*.domain". Never a loopback, private or
+     * link-local address, whatever the name resolves to.
+     */
+    allowHosts: z.array(z.string().regex(ALLOW_HOST, 'must be a host name, host:port or *.domain')).max(100).optional(),
   })
   .strict();
 
@@ -336,6 +344,9 @@ export const LeaderRequest = z
       if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
         ctx.addIssue({ code: 'custom', path: ['sandbox', 'network'], message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox` });
       }
+    }
+    if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
+      ctx.addIssue({ code: 'custom', path: ['sandbox', 'allowHosts'], message: 'applies only with network: true' });
     }
     const owners: { task: number; pathIdx: number; path: string }[] = [];
     subTasks.forEach((t, task) =>

@@ -100,8 +100,11 @@ describe('real Claude Code workers', () => {
 
 describe('a real Codex worker', () => {
   it('runs in a full run through a configured provider and its priced cost shows', async () => {
-    const savedKey = process.env.OPENAI_API_KEY;
+    const saved = { key: process.env.OPENAI_API_KEY, url: process.env.OPENAI_BASE_URL };
     process.env.OPENAI_API_KEY = 'test-key';
+    // The request's provider names a loopback server: only because the worker's own configuration
+    // names the same endpoint does the sandbox's proxy let Codex reach it.
+    process.env.OPENAI_BASE_URL = `${server.url}/v1`;
     try {
       const remote = await makeRemote({ 'README.md': 'x\n' });
       server.script('E2E-codex', [
@@ -125,8 +128,10 @@ describe('a real Codex worker', () => {
       expect(end.result?.workers[0].turns).toBe(1);
       remote.cleanup();
     } finally {
-      if (savedKey === undefined) delete process.env.OPENAI_API_KEY;
-      else process.env.OPENAI_API_KEY = savedKey;
+      for (const [name, value] of [['OPENAI_API_KEY', saved.key], ['OPENAI_BASE_URL', saved.url]] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
     }
   });
 });

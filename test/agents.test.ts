@@ -1,6 +1,6 @@
 /**
  * The Claude Code and Codex adapters driving the real CLIs, offline: each runs in a real local
- * sandbox (with network, so loopback reaches the scripted model server) on a small git repo.
+ * sandbox (with network: its proxy lets them reach the scripted model server) on a small git repo.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -10,6 +10,7 @@ import { ClaudeCodeHarness } from '../src/agents/claude-code';
 import { CodexHarness } from '../src/agents/codex';
 import { priceTokens } from '../src/agents/prices';
 import type { AgentOutcome, AgentTask, Harness } from '../src/agents/types';
+import { modelApiRules } from '../src/sandbox/egress';
 import { LocalSandboxProvider } from '../src/sandbox/local';
 import type { Sandbox } from '../src/sandbox/types';
 import { INPUT_TOKENS, ModelServer, OUTPUT_TOKENS, type RecordedRequest, userTexts } from './support/model-server';
@@ -52,7 +53,7 @@ interface Run {
   requests: RecordedRequest[];
 }
 
-/** Runs one agent invocation the way the agent activity does: passEnv copied from the "host". */
+/** Runs one agent invocation the way the agent activity does: passEnv copied from the "host", whose base URL the proxy lets through. */
 async function runAgent(sandbox: Sandbox, harness: Harness, task: Partial<AgentTask> & { prompt: string }, hostEnv: Record<string, string>): Promise<Run> {
   const promptFile = path.posix.join(sandbox.scratch, 'prompt.md');
   await sandbox.writeFile(promptFile, task.prompt);
@@ -61,7 +62,12 @@ async function runAgent(sandbox: Sandbox, harness: Harness, task: Partial<AgentT
   for (const name of harness.passEnv) if (hostEnv[name] !== undefined) env[name] = hostEnv[name];
   const parser = harness.parser();
   const firstRequest = server.requests.length;
-  const result = await sandbox.exec(invocation.command, { env, timeoutMs: 45_000, onOutput: (chunk) => parser.push(chunk) });
+  const result = await sandbox.exec(invocation.command, {
+    env,
+    timeoutMs: 45_000,
+    onOutput: (chunk) => parser.push(chunk),
+    egress: modelApiRules(harness.modelApi, hostEnv),
+  });
   return { outcome: parser.finish(result.exitCode), exitCode: result.exitCode, output: result.output, requests: server.requests.slice(firstRequest) };
 }
 
@@ -165,7 +171,8 @@ describe('Codex adapter', () => {
       model: 'gpt-5.5',
       config: [`model_providers.local={name="local",base_url="${server.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`, 'model_provider=local'],
     });
-  const codexEnv = { OPENAI_API_KEY: 'test-key' };
+  // The worker's configuration names the model server, so the sandbox's proxy lets Codex reach it.
+  const codexEnv = () => ({ OPENAI_API_KEY: 'test-key', OPENAI_BASE_URL: `${server.url}/v1` });
 
   it('edits the workspace with exec_command, asks, and resumes its session', async () => {
     const sandbox = await seededSandbox('codex');
@@ -176,7 +183,7 @@ describe('Codex adapter', () => {
       { text: 'Committed.' },
     ]);
     const harness = codexHarness();
-    const asked = await runAgent(sandbox, harness, { prompt: 'Task CODEX-EDIT: record the speed.' }, codexEnv);
+    const asked = await runAgent(sandbox, harness, { prompt: 'Task CODEX-EDIT: record the speed.' }, codexEnv());
 
     expect(asked.exitCode, asked.output).toBe(0);
     expect(await text(sandbox, 'speed.txt')).toBe('fast\n');
@@ -196,7 +203,7 @@ describe('Codex adapter', () => {
       sandbox,
       harness,
       { prompt: 'Task CODEX-EDIT: record the speed.', sessionId: asked.outcome.sessionId, message: 'Yes, commit it.' },
-      codexEnv,
+      codexEnv(),
     );
     expect(resumed.exitCode, resumed.output).toBe(0);
     expect(resumed.outcome).toMatchObject({ sessionId: asked.outcome.sessionId, finalMessage: 'Committed.', toolCalls: 1 });

@@ -13,8 +13,8 @@ import {
   TemplateError,
   TimeoutError,
 } from 'e2b';
-import { describe, it, expect, beforeAll, afterAll } from 'vitest';
-import { type E2BApi, E2BSandboxProvider, classifyE2BError, e2bSdk } from '../src/sandbox/e2b';
+import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
+import { type E2BApi, type E2BCreateOpts, E2BSandboxProvider, classifyE2BError, e2bSdk } from '../src/sandbox/e2b';
 import { sandboxContract } from './sandbox.contract';
 import { E2BDouble, type DoubleCall } from './support/e2b-double';
 
@@ -88,14 +88,31 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
   const sandboxesOf = (key: string) => double.live().filter((s) => s.metadata.flotillaKey === key);
   const text = (data: Uint8Array) => Buffer.from(data).toString();
 
-  it('creates with the key and run in metadata, the network setting and a timeout that outlives the work', async () => {
+  it('creates with the key and run in metadata, the network allowlist and a timeout that outlives the work', async () => {
     const run = `run-${uniq()}`;
     const p = provider({ idleTimeoutMs: 45 * 60_000 });
-    await p.provision(`${run}/worker/api`, { network: true });
+    // The operator's loopback endpoint is for local sandboxes: E2B's firewall gets names only.
+    vi.stubEnv('FLOTILLA_EGRESS_ALLOW', '127.0.0.1:8080,mirror.example.org');
+    try {
+      await p.provision(`${run}/worker/api`, { network: true, allowHosts: ['git.example.org:8443'] });
+    } finally {
+      vi.unstubAllEnvs();
+    }
     await p.provision(`${run}/integration`, { network: false });
     const creates = callsOf('create').slice(-2).map((c) => c.args);
+    const allowOut = (creates[0][1] as E2BCreateOpts).network?.allowOut as string[];
+    expect(allowOut).toEqual(expect.arrayContaining(['registry.npmjs.org', 'api.anthropic.com', 'api.openai.com', 'git.example.org', 'mirror.example.org']));
+    expect(allowOut).not.toContain('127.0.0.1');
     expect(creates).toEqual([
-      ['base', { metadata: { flotillaKey: `${run}/worker/api`, flotillaRun: run, flotillaWorker: 'api' }, timeoutMs: 45 * 60_000, allowInternetAccess: true }],
+      [
+        'base',
+        {
+          metadata: { flotillaKey: `${run}/worker/api`, flotillaRun: run, flotillaWorker: 'api' },
+          timeoutMs: 45 * 60_000,
+          allowInternetAccess: true,
+          network: { allowOut, denyOut: ['0.0.0.0/0'] },
+        },
+      ],
       ['base', { metadata: { flotillaKey: `${run}/integration`, flotillaRun: run }, timeoutMs: 45 * 60_000, allowInternetAccess: false }],
     ]);
   });

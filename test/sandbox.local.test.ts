@@ -7,6 +7,7 @@ import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -200,20 +201,30 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     }
   });
 
-  it('has no network unless asked for it', async () => {
-    const server = net.createServer((socket) => socket.end('hello-from-host\n'));
+  it('has no network unless asked for it, and then only through the proxy to what the worker allows', async () => {
+    const server = http.createServer((_req, res) => res.end('hello-from-host\n'));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as net.AddressInfo).port;
+    const direct = `cat < /dev/tcp/127.0.0.1/${port}`;
+    const proxied = `curl -sS -m 10 http://127.0.0.1:${port}/`;
     try {
-      const connect = `cat < /dev/tcp/127.0.0.1/${port}`;
-      const offline = await run(await provision('offline', false), connect);
-      expect(offline.exitCode).not.toBe(0);
-      expect(offline.output).not.toContain('hello-from-host');
+      const offline = await provision('offline', false);
+      for (const command of [direct, proxied]) {
+        const r = await run(offline, command);
+        expect(r.exitCode).not.toBe(0);
+        expect(r.output).not.toContain('hello-from-host');
+      }
 
-      // The same command reaches the server when network is allowed, so the failure above is the sandbox's doing.
-      const online = await run(await provision('online', true), connect);
-      expect(online).toMatchObject({ exitCode: 0, output: 'hello-from-host\n' });
+      // With network on, the sandbox still has its own namespace: only the proxy leads out, and
+      // it refuses loopback unless the worker's configuration names that exact endpoint.
+      const online = await provision('online', true);
+      expect((await run(online, direct)).output).toContain('Connection refused');
+      const refused = await run(online, proxied);
+      expect(refused.output).toContain(`the sandbox's network refused 1 connection(s):\n  GET http://127.0.0.1:${port}/: 127.0.0.1:${port} is not on the sandbox's allowlist`);
+      vi.stubEnv('FLOTILLA_EGRESS_ALLOW', `127.0.0.1:${port}`);
+      expect(await run(online, proxied)).toMatchObject({ exitCode: 0, output: 'hello-from-host\n' });
     } finally {
+      vi.unstubAllEnvs();
       server.close();
     }
   });

@@ -53,6 +53,8 @@ describe('parseLeaderRequest', () => {
     ['a .. path', (r) => (r.subTasks[0].ownedPaths = ['src/../../x']), 'subTasks[0].ownedPaths[0]: path must not contain ".."'],
     ['a .git path', (r) => (r.subTasks[0].ownedPaths = ['.git/hooks']), 'subTasks[0].ownedPaths[0]: path must not reach into .git/'],
     ['a shared path that is owned', (r) => (r.sharedPaths = ['src']), 'sharedPaths[0]: "src" overlaps "src/a" owned by sub-task "a"'],
+    ['a URL as an allowed host', (r) => (r.sandbox = { network: true, allowHosts: ['https://x.org/'] }), 'sandbox.allowHosts[0]: must be a host name, host:port or *.domain'],
+    ['allowed hosts without network', (r) => (r.sandbox = { allowHosts: ['x.org'] }), 'sandbox.allowHosts: applies only with network: true'],
     ['an ext:: remote', (r) => (r.repo.url = 'ext::ssh -oProxyCommand=x'), 'repo.url: repository uses the transport helper "ext::"'],
     ['an fd:: remote', (r) => (r.repo.url = 'fd::3'), 'repo.url: repository uses the transport helper "fd::"'],
     ['plain http', (r) => (r.repo.url = 'http://example.com/x.git'), 'repo.url: repository uses plain http'],

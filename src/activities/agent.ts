@@ -6,6 +6,7 @@ import { tail } from '../artifacts';
 import { permanent } from '../failures';
 import { BUNDLE_REF, runRef } from '../gitstore';
 import { type AgentSpec, CommitPolicy } from '../spec';
+import { modelApiRules } from '../sandbox/egress';
 import { type VerifiedWork, verifyWork } from '../verify';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
@@ -86,6 +87,7 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
     parser,
     budgetUsd: input.budgetUsd === undefined ? undefined : input.budgetUsd + before,
     readOnly: input.readOnly,
+    egress: modelApiRules(harness.modelApi),
   });
   const outcome = parser.finish(report.exitCode);
   return { ...report, agent: { ...outcome, costUsd: Math.max(0, outcome.costUsd - before) }, sessionCostUsd: outcome.costUsd };

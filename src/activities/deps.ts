@@ -6,13 +6,15 @@ import { makePrivateDir } from '../config';
 import { StagingRepo } from '../gitstore';
 import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
 import { LocalSandboxProvider } from '../sandbox/local';
-import type { Sandbox, SandboxProvider } from '../sandbox/types';
+import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
 
 /** How a workflow names a sandbox: a stable key plus the options it was made with. */
 export interface SandboxRef {
   key: string;
   provider: 'local' | 'e2b';
   network: boolean;
+  /** The request's additions to the network allowlist. */
+  allowHosts?: string[];
   /** The E2B template, for provider e2b. */
   template?: string;
 }
@@ -48,9 +50,11 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
   };
 }
 
+export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({ network: ref.network, allowHosts: ref.allowHosts });
+
 /** The existing sandbox for `ref`; a missing one is a hard failure, since retrying cannot bring it back. */
 export async function openSandbox(deps: ActivityDeps, ref: SandboxRef): Promise<Sandbox> {
-  const sb = await deps.provider(ref).find(ref.key, { network: ref.network });
+  const sb = await deps.provider(ref).find(ref.key, sandboxOptions(ref));
   if (!sb) throw ApplicationFailure.nonRetryable(`sandbox ${ref.key} does not exist (was it destroyed?)`, 'SandboxMissing');
   return sb;
 }

@@ -2,6 +2,7 @@
 import { Context } from '@temporalio/activity';
 import { tail } from '../artifacts';
 import type { OutputParser } from '../agents/types';
+import type { EgressRules } from '../sandbox/egress';
 import type { Sandbox } from '../sandbox/types';
 import { StreamRedactor, redact } from '../secrets';
 import type { ActivityDeps } from './deps';
@@ -30,7 +31,7 @@ export async function execTracked(
   deps: ActivityDeps,
   sb: Sandbox,
   command: string,
-  opts: { env?: Record<string, string>; timeoutMs: number; label: string; parser?: OutputParser; budgetUsd?: number; readOnly?: boolean },
+  opts: { env?: Record<string, string>; timeoutMs: number; label: string; parser?: OutputParser; budgetUsd?: number; readOnly?: boolean; egress?: EgressRules },
 ): Promise<CommandReport & { budgetExceeded: boolean }> {
   const ctx = Context.current();
   const started = Date.now();
@@ -66,6 +67,7 @@ export async function execTracked(
       env: opts.env,
       timeoutMs: opts.timeoutMs,
       readOnlyWorkspace: opts.readOnly,
+      egress: opts.egress,
       signal: ctx.cancellationSignal.aborted ? ctx.cancellationSignal : stop.signal,
       onOutput: (chunk) => {
         bytes += chunk.length;

@@ -1,7 +1,7 @@
 /** Sandbox lifecycle and workspace seeding. */
 import { runRef } from '../gitstore';
 import type { Isolation } from '../spec';
-import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+import { type ActivityDeps, type SandboxRef, openSandbox, sandboxOptions } from './deps';
 import { type CommandReport, execTracked, script, sh } from './exec';
 
 /** Written into .git when seeding completed; its presence means the workspace may hold progress. */
@@ -11,7 +11,7 @@ export function sandboxActivities(deps: ActivityDeps) {
   return {
     /** Keyed: a retry, or a later attempt after a crash, gets the same sandbox back. */
     async provisionSandbox(ref: SandboxRef): Promise<{ isolation: Isolation }> {
-      const sb = await deps.provider(ref).provision(ref.key, { network: ref.network });
+      const sb = await deps.provider(ref).provision(ref.key, sandboxOptions(ref));
       return { isolation: sb.isolation };
     },
 

@@ -15,6 +15,8 @@ import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
+/** Anthropic's API, or wherever ANTHROPIC_BASE_URL points it. */
+export const CLAUDE_MODEL_API = { hosts: ['api.anthropic.com'], baseUrlEnv: 'ANTHROPIC_BASE_URL' } as const;
 
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
 
@@ -131,6 +133,7 @@ export interface ClaudeCodeOptions {
 export class ClaudeCodeHarness implements Harness {
   readonly kind = 'claude-code';
   readonly passEnv: readonly string[] = ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_AUTH_TOKEN'];
+  readonly modelApi = CLAUDE_MODEL_API;
   readonly costIsSessionTotal = true;
   private readonly binary: string;
 

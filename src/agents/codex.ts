@@ -23,6 +23,9 @@ import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from 
 import { priceTokens } from './prices';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
+/** OpenAI's API, or wherever OPENAI_BASE_URL points it. */
+export const CODEX_MODEL_API = { hosts: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' } as const;
+
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
 
 /** Items that are the agent acting on the world rather than talking. */
@@ -145,6 +148,7 @@ export class CodexHarness implements Harness {
    * $HOME/.codex keeps the sessions a resume needs.
    */
   readonly passEnv: readonly string[] = ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'CODEX_API_KEY'];
+  readonly modelApi = CODEX_MODEL_API;
   readonly costIsSessionTotal = true;
   private readonly binary: string;
 

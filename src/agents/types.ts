@@ -59,6 +59,11 @@ export interface Harness {
   /** Host environment variables this agent needs inside the sandbox (its API key, base URL). */
   readonly passEnv: readonly string[];
   /**
+   * The model API the agent calls from its sandbox: the hosts it uses by default, and the
+   * variable that points it elsewhere (whose host:port the worker's configuration thus names).
+   */
+  readonly modelApi?: { readonly hosts: readonly string[]; readonly baseUrlEnv: string };
+  /**
    * Whether a resumed session reports the cost of the whole session (earlier runs included)
    * rather than of this run alone.
    */

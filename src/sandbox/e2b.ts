@@ -13,6 +13,7 @@
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import {
+  ALL_TRAFFIC,
   AuthenticationError,
   CommandExitError,
   type CommandResult,
@@ -31,7 +32,9 @@ import {
   TemplateError,
   TimeoutError,
 } from 'e2b';
+import { MODEL_APIS } from '../agents';
 import type { Isolation } from '../spec';
+import { cloudAllowList, modelApiRules, sandboxRules } from './egress';
 import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from './types';
 
 /** The part of the `e2b` SDK this provider uses: `e2bSdk()` is the real one, tests pass a double. */
@@ -47,7 +50,18 @@ export interface E2BApi {
   pause(sandboxId: string): Promise<boolean>;
 }
 
-export type E2BCreateOpts = Required<Pick<SandboxOpts, 'metadata' | 'timeoutMs' | 'allowInternetAccess'>>;
+export type E2BCreateOpts = Required<Pick<SandboxOpts, 'metadata' | 'timeoutMs' | 'allowInternetAccess'>> & Pick<SandboxOpts, 'network'>;
+
+/**
+ * The same allowlist as a local sandbox's, as E2B's firewall takes it: all traffic denied but
+ * the registries, the request's and operator's hosts, and every agent kind's model API (E2B
+ * fixes the rules at creation, not per command).
+ */
+function e2bNetwork(options: SandboxOptions): NonNullable<SandboxOpts['network']> {
+  const models = MODEL_APIS.map((api) => modelApiRules(api));
+  const rules = sandboxRules(options.allowHosts, { hosts: models.flatMap((m) => m.hosts), trusted: models.flatMap((m) => m.trusted) });
+  return { allowOut: cloudAllowList(rules), denyOut: [ALL_TRAFFIC] };
+}
 
 export interface E2BPaginator {
   readonly hasNext: boolean;
@@ -396,6 +410,7 @@ export class E2BSandboxProvider implements SandboxProvider {
           metadata: metadataFor(key),
           timeoutMs: this.idleTimeoutMs,
           allowInternetAccess: options.network,
+          ...(options.network && { network: e2bNetwork(options) }),
         }),
       ));
     // Also for a sandbox that existed: the attempt that created it may have died before this.

@@ -1,8 +1,8 @@
 /**
  * Local sandboxes: one directory per sandbox under the data directory. Commands run under
  * bubblewrap when it works here (read-only system, writable workspace, private /tmp, own pid
- * namespace, no network unless asked, dies with its parent). Without it they run as plain
- * processes, and every report says so.
+ * and network namespaces — the network only through the allowlisting proxy of egress.ts, when
+ * asked —, dies with its parent). Without it they run as plain processes, and every report says so.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -12,6 +12,7 @@ import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import type { Isolation } from '../spec';
+import { sandboxRules, withSandboxNet } from './egress';
 import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from './types';
 
 /** Output kept in ExecResult.output; more is only streamed through onOutput. */
@@ -189,9 +190,10 @@ class LocalSandbox implements Sandbox {
       '--cap-drop', 'ALL',
       '--chdir', cwd,
     );
-    if (!this.options.network) argv.push('--unshare-net');
-    argv.push('--', 'bash', '-c', command);
-    return runProcessGroup(argv, this.root, { ...options, env });
+    const rules = this.options.network ? sandboxRules(this.options.allowHosts, options.egress) : undefined;
+    return withSandboxNet(rules, options.onOutput, (net) =>
+      runProcessGroup([...argv, ...net.bwrapArgs, '--', ...net.command(['bash', '-c', command])], this.root, { ...options, env: { ...env, ...net.env } }),
+    );
   }
 
   /**

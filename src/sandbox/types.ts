@@ -3,6 +3,7 @@
  * provider (local, E2B) passes the same contract suite in test/sandbox.contract.ts.
  */
 import type { Isolation } from '../spec';
+import type { EgressRules } from './egress';
 
 export interface ExecOptions {
   /** Working directory inside the sandbox; defaults to the workspace. */
@@ -20,6 +21,8 @@ export interface ExecOptions {
    * bubblewrap); elsewhere it is a request the command is trusted to honour.
    */
   readOnlyWorkspace?: boolean;
+  /** Hosts this command may reach besides the sandbox's own (an agent's model API), when networked. */
+  egress?: EgressRules;
 }
 
 export interface ExecResult {
@@ -45,8 +48,10 @@ export interface Sandbox {
 }
 
 export interface SandboxOptions {
-  /** Whether commands may reach the network. */
+  /** Whether commands may reach the network: only through the allowlisting proxy (see egress.ts). */
   network: boolean;
+  /** Hosts the request adds to the allowlist; public addresses only. */
+  allowHosts?: string[];
 }
 
 export interface SandboxProvider {
