@@ -66,8 +66,15 @@ describe('gates', () => {
     const s = await waitForStatus(handle.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
     expect(s.gate?.plan?.map((p) => p.id)).toEqual(['one', 'two']);
     expect(s.gate?.plan?.[0]).toMatchObject({ ownedPaths: ['one'], agent: 'shell', prompt: 'do one' });
-    await new Promise((r) => setTimeout(r, 1000));
-    expect(s.workers.map((w) => w.state)).toEqual(['queued', 'queued']);
+    // Once the leader is idle at the gate (no workflow task pending), only a signal can move it:
+    // what it has done by then is all it does before approve.
+    const history = await waitFor('the leader to be idle at the gate', async () => {
+      const events = (await handle.fetchHistory()).events ?? [];
+      const completed = events.map((e) => Boolean(e.workflowTaskCompletedEventAttributes)).lastIndexOf(true);
+      return completed >= 0 && !events.slice(completed).some((e) => e.workflowTaskScheduledEventAttributes) ? events : undefined;
+    });
+    expect(history.filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)).toEqual([]);
+    expect((await statusOf(handle.workflowId)).workers.map((w) => w.state)).toEqual(['queued', 'queued']);
     expect(await childExists(`${handle.workflowId}/one`)).toBe(false);
 
     const shown = await flotilla(env.taskQueue, ['status', handle.workflowId]);

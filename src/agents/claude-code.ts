@@ -8,9 +8,9 @@
  *
  * The prompt is read from a file on stdin. Cost: while the agent runs, each streamed reply's
  * usage is priced (prices.ts), so a budget can stop it mid-run; at the end Claude Code's own
- * total_cost_usd replaces that estimate. It covers the whole session (a resumed run includes
- * what the session cost before, which the parser subtracts). --max-budget-usd makes Claude Code
- * stop itself at the budget too.
+ * figure for the run replaces that estimate (see runCost). --max-budget-usd makes Claude Code
+ * stop itself at the budget too; it is given the session's allowance (sessionBudgetUsd), which
+ * is lenient if Claude Code counts this process alone: the host's check is what is exact.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -22,6 +22,21 @@ import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, 
 
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
 
+/**
+ * What this run cost by Claude Code's own count: the models' cost since the last result (this
+ * process's, even when the session was restored or its previous process was killed), else the
+ * session's total_cost_usd less what the session cost before.
+ */
+function runCost(result: any, sessionCostUsd: number): number | undefined {
+  const byModel = result.model_usage_since_last_result;
+  if (byModel && typeof byModel === 'object') {
+    const costs = Object.values(byModel).map((m: any) => num(m?.costUSD));
+    if (costs.length && costs.every((c) => c !== undefined)) return costs.reduce((a, b) => a! + b!, 0);
+  }
+  const total = num(result.total_cost_usd);
+  return total === undefined ? undefined : Math.max(0, total - sessionCostUsd);
+}
+
 class ClaudeCodeParser extends JsonEventReader implements OutputParser {
   /** Distinct model replies: Claude Code emits one line per content block, all with the reply's id. */
   private readonly replies = new Set<string>();
@@ -30,7 +45,7 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
   private readonly replyCosts = new Map<string, number>();
   private anonymousCostUsd = 0;
   private toolCalls = 0;
-  /** Claude Code's own total for the session, once its run has ended. */
+  /** Claude Code's own figure for this run, once it has ended. */
   private reportedCostUsd?: number;
   private sessionId?: string;
   private cwd?: string;
@@ -60,7 +75,7 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
       case 'result': {
         const errors = Array.isArray(event.errors) ? event.errors.filter((e: unknown) => typeof e === 'string') : [];
         this.result = { text: str(event.result) ?? (errors.length ? errors.join('\n') : undefined), subtype: str(event.subtype), numTurns: num(event.num_turns) };
-        this.reportedCostUsd = num(event.total_cost_usd) ?? this.reportedCostUsd;
+        this.reportedCostUsd = runCost(event, this.sessionCostUsd) ?? this.reportedCostUsd;
         this.lastEvent = `finished (${this.result.subtype ?? 'unknown'})`;
         break;
       }
@@ -115,7 +130,7 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
 
   /** This run's cost: Claude Code's own figure once it has one, else the streamed replies priced. */
   private costUsd(): number {
-    if (this.reportedCostUsd !== undefined) return Math.max(0, this.reportedCostUsd - this.sessionCostUsd);
+    if (this.reportedCostUsd !== undefined) return this.reportedCostUsd;
     let streamed = this.anonymousCostUsd;
     for (const cost of this.replyCosts.values()) streamed += cost;
     return streamed;
