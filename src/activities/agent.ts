@@ -63,7 +63,9 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
   const carried = readCarryOver(info.heartbeatDetails);
   const sessionId = carried.sessionId ?? input.sessionId;
   // What the resumed session had cost before this run, as the agent will count it: a session
-  // the interrupted attempt started never finished cleanly, so it starts from nothing.
+  // the interrupted attempt started never finished cleanly, so it starts from nothing. (An agent
+  // that counts the interrupted attempt anyway, as Codex's thread totals may, overstates the
+  // cost: the safe side for a budget.)
   const sessionCostUsd = sessionId && sessionId === input.sessionId ? (input.sessionCostUsd ?? 0) : 0;
   const remainingUsd = input.budgetUsd === undefined ? undefined : Math.max(0, input.budgetUsd - carried.costUsd);
   const harness = harnessFor(input.agent);
