@@ -93,7 +93,7 @@ const subTaskId = z
 export const ShellAgent = z
   .object({
     kind: z.literal('shell'),
-    /** Run with bash in the workspace; the prompt is in $FLOTILLA_PROMPT and the file $FLOTILLA_PROMPT_FILE. */
+    /** Run with bash in the workspace; the prompt is in the file $FLOTILLA_PROMPT_FILE (and $FLOTILLA_PROMPT up to 32 KiB). */
     command: z.string().min(1, 'must not be empty'),
   })
   .strict();

@@ -3,6 +3,8 @@
  * sandbox, talking to the scripted model server on loopback; a planner agent that splits the
  * objective; budgets that stop a run. Real dev server, real git, real sandboxes.
  */
+import { readFile, readdir } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, formatStatus } from '../src/client';
 import { type RunStatus, resumeSignal, statusQuery } from '../src/workflows/messages';
@@ -98,6 +100,68 @@ describe('real Claude Code workers', () => {
   });
 });
 
+describe('budgets and large text in whole runs', () => {
+  it('a Claude Code worker past its budget is stopped mid-run and suspends saying so; more budget lets it finish', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const tick = { name: 'Bash', input: { command: 'mkdir -p budget && echo tick >> budget/ticks.txt', description: 'Tick' } };
+    server.script('E2E-budget', [
+      ...Array.from({ length: 12 }, () => ({ tools: [tick] })),
+      { tools: [{ name: 'Write', input: { file_path: '/workspace/budget/greeting.txt', content: 'hello within budget\n' } }] },
+      { text: 'Done.' },
+    ]);
+    const handle = await env.start({ ...claudeRequest(remote.url, ['budget']), limits: { workerBudgetUsd: 0.02 } });
+    const suspended = await waitFor('the budget to stop the agent', async () => {
+      const s: RunStatus = await handle.query(statusQuery);
+      return s.workers[0].state === 'suspended' ? s.workers[0] : undefined;
+    }, 60_000);
+    expect(suspended.reason).toMatch(/^the agent used its budget \(\$0\.0\d of \$0\.02\)$/);
+    // Stopped mid-run: a dozen replies were scripted before the end, it got through a few.
+    expect(suspended.turns).toBeGreaterThan(1);
+    expect(suspended.turns).toBeLessThan(8);
+    expect(suspended.costUsd).toBeGreaterThan(0.02);
+
+    await handle.signal(resumeSignal, { workerId: 'budget', addBudgetUsd: 1 });
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'budget/greeting.txt')).toBe('hello within budget\n');
+    expect(end.result?.workers[0].runs).toBe(2);
+    expect(end.result?.workers[0].costUsd).toBeGreaterThan(suspended.costUsd);
+    remote.cleanup();
+  });
+
+  // Over Linux's 128 KiB limit for one argument or variable, which failed such runs with E2BIG.
+  // (1 MB goes through each adapter in agents.test.ts; in a whole run the prompt rides in several
+  // history events, and a 1 MB one makes a history page too big for a default client to fetch.)
+  it('a shell worker gets a 200 KB prompt and a 200 KB answer, in files', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const prompt = 'p'.repeat(200_000);
+    const answer = 'a'.repeat(200_000);
+    const agent = {
+      kind: 'shell' as const,
+      command: [
+        'if [ -z "${FLOTILLA_RESUME_MESSAGE_FILE:-}" ]; then echo \'::flotilla {"question": "and then?"}\'; exit 0; fi',
+        'mkdir -p big',
+        'wc -c < "$FLOTILLA_PROMPT_FILE" > big/sizes.txt',
+        'wc -c < "$FLOTILLA_RESUME_MESSAGE_FILE" >> big/sizes.txt',
+        'echo "variables: ${FLOTILLA_PROMPT+prompt}${FLOTILLA_RESUME_MESSAGE+message}" >> big/sizes.txt',
+      ].join('\n'),
+    };
+    const handle = await env.start({
+      objective: 'big text',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'true',
+      subTasks: [{ id: 'big', prompt, ownedPaths: ['big'], agent }],
+    });
+    await waitFor('the question', async () => ((await handle.query(statusQuery)).workers[0].state === 'suspended' ? true : undefined));
+    await handle.signal(resumeSignal, { workerId: 'big', message: answer });
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'big/sizes.txt')).toBe('200000\n200000\nvariables: \n');
+    remote.cleanup();
+  });
+});
+
 describe('a real Codex worker', () => {
   it('runs in a full run through a configured provider and its priced cost shows', async () => {
     const saved = { key: process.env.OPENAI_API_KEY, url: process.env.OPENAI_BASE_URL };
@@ -164,6 +228,9 @@ describe('planner', () => {
     const end = await env.run({ objective: 'o', repo: { url: remote.url, baseRef: 'main' }, testCmd: 'true', agent: worker, planner: sneaky });
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'README.md')).toBe('x\n');
+    // The planner really tried, and its log says the write was refused.
+    const logs = await Promise.all((await readdir(path.join(env.dataDir, 'artifacts'))).map((f) => readFile(path.join(env.dataDir, 'artifacts', f), 'utf8')));
+    expect(logs.filter((log) => log.includes('README.md: Read-only file system'))).toHaveLength(1);
     remote.cleanup();
   });
 

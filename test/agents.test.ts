@@ -8,8 +8,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClaudeCodeHarness } from '../src/agents/claude-code';
 import { CodexHarness } from '../src/agents/codex';
-import { priceTokens } from '../src/agents/prices';
-import type { AgentOutcome, AgentTask, Harness } from '../src/agents/types';
+import { readCarryOver } from '../src/agents/carry-over';
+import { priceClaudeReply, priceTokens } from '../src/agents/prices';
+import { ShellHarness, TEXT_VARIABLE_CAP } from '../src/agents/shell';
+import type { AgentOutcome, AgentTask, Harness, OutputParser } from '../src/agents/types';
 import { modelApiRules } from '../src/sandbox/egress';
 import { LocalSandboxProvider } from '../src/sandbox/local';
 import type { Sandbox } from '../src/sandbox/types';
@@ -54,22 +56,29 @@ interface Run {
 }
 
 /** Runs one agent invocation the way the agent activity does: passEnv copied from the "host", whose base URL the proxy lets through. */
-async function runAgent(sandbox: Sandbox, harness: Harness, task: Partial<AgentTask> & { prompt: string }, hostEnv: Record<string, string>): Promise<Run> {
-  const promptFile = path.posix.join(sandbox.scratch, 'prompt.md');
-  await sandbox.writeFile(promptFile, task.prompt);
-  const invocation = harness.invocation({ workerId: 'w1', objective: 'test the adapters', promptFile, ...task });
+async function runAgent(
+  sandbox: Sandbox,
+  harness: Harness,
+  task: Partial<AgentTask> & { prompt: string },
+  hostEnv: Record<string, string>,
+  opts: { sessionCostUsd?: number; watch?: (parser: OutputParser, chunk: string) => void } = {},
+): Promise<Run> {
+  const invocation = harness.invocation({ workerId: 'w1', objective: 'test the adapters', inputDir: sandbox.scratch, ...task });
+  for (const [file, content] of Object.entries(invocation.files)) await sandbox.writeFile(file, content);
   const env = { ...invocation.env };
   for (const name of harness.passEnv) if (hostEnv[name] !== undefined) env[name] = hostEnv[name];
-  const parser = harness.parser();
+  const parser = harness.parser(opts.sessionCostUsd);
   const firstRequest = server.requests.length;
-  const result = await sandbox.exec(invocation.command, {
-    env,
-    timeoutMs: 45_000,
-    onOutput: (chunk) => parser.push(chunk),
-    egress: modelApiRules(harness.modelApi, hostEnv),
-  });
+  const onOutput = (chunk: string) => {
+    parser.push(chunk);
+    opts.watch?.(parser, chunk);
+  };
+  const result = await sandbox.exec(invocation.command, { env, timeoutMs: 45_000, onOutput, egress: modelApiRules(harness.modelApi, hostEnv) });
   return { outcome: parser.finish(result.exitCode), exitCode: result.exitCode, output: result.output, requests: server.requests.slice(firstRequest) };
 }
+
+/** A megabyte of text that starts with `key`, so the model server knows the conversation. */
+const megabyte = (key: string) => `${key} `.padEnd(1_000_000, '0123456789abcdef');
 
 /** All the text of a request's conversation, whatever the API. */
 const conversationText = (request: RecordedRequest) => JSON.stringify(request.body?.messages ?? request.body?.input ?? []);
@@ -163,6 +172,48 @@ describe('Claude Code adapter', () => {
     const prompt = userTexts(run.requests.find((r) => r.conversation === 'CLAUDE-LIMIT')!.body).join('\n');
     expect(prompt).toMatch(/Task CLAUDE-LIMIT: tick\.\s+A previous attempt at this task was interrupted midway\..*git status/s);
   });
+
+  it('a 1 MB prompt and a 1 MB resume message reach the model whole, through files', async () => {
+    const sandbox = await seededSandbox('claude-big');
+    server.script('CLAUDE-BIG', [{ text: 'Read it all.\nNEEDS_ANSWER: and the rest?' }, { text: 'Read the rest too.' }]);
+    const prompt = megabyte('Task CLAUDE-BIG:');
+    const message = megabyte('The rest:');
+    const harness = new ClaudeCodeHarness();
+    const asked = await runAgent(sandbox, harness, { prompt }, claudeEnv());
+    expect(asked.exitCode, asked.output).toBe(0);
+    expect(asked.outcome.question).toBe('and the rest?');
+    const resumed = await runAgent(sandbox, harness, { prompt, sessionId: asked.outcome.sessionId, message }, claudeEnv());
+    expect(resumed.exitCode, resumed.output).toBe(0);
+    expect(resumed.outcome.finalMessage).toBe('Read the rest too.');
+
+    const [first] = asked.requests.filter((r) => r.conversation === 'CLAUDE-BIG');
+    expect(userTexts(first.body).join('\n')).toContain(prompt);
+    const [second] = resumed.requests.filter((r) => r.conversation === 'CLAUDE-BIG');
+    expect(userTexts(second.body).at(-1)).toContain(message);
+  });
+
+  it('prices streamed replies while it runs, and stops itself at its budget (--max-budget-usd)', async () => {
+    const sandbox = await seededSandbox('claude-budget');
+    const tick = { name: 'Bash', input: { command: 'echo tick >> ticks.txt', description: 'Tick' } };
+    server.script('CLAUDE-BUDGET', [...Array.from({ length: 12 }, () => ({ tools: [tick] })), { text: 'Ticked twelve times.' }]);
+    // Priced as Claude Code's default model would be by the parser: a reply's input and its first output token.
+    const perReply = priceClaudeReply('claude-opus-5-5', { input: INPUT_TOKENS, output: 1 });
+    const costsBeforeTheEnd: number[] = [];
+    const run = await runAgent(sandbox, new ClaudeCodeHarness(), { prompt: 'Task CLAUDE-BUDGET: tick.', sessionBudgetUsd: 0.02 }, claudeEnv(), {
+      watch: (parser, chunk) => {
+        if (!chunk.includes('"type":"result"')) costsBeforeTheEnd.push(parser.progress().costUsd);
+      },
+    });
+
+    // Cost showed, reply by reply, before Claude Code's own total at the end.
+    expect(costsBeforeTheEnd.at(-1)).toBeGreaterThanOrEqual(2 * perReply);
+    expect(run.outcome).toMatchObject({ hitBudget: true, lastEvent: 'finished (error_max_budget_usd)' });
+    expect(run.outcome.costUsd).toBeGreaterThan(0.02);
+    const ticks = (await text(sandbox, 'ticks.txt')).split('\n').filter(Boolean).length;
+    expect(ticks).toBeGreaterThan(0);
+    expect(ticks).toBeLessThan(12);
+    expect(run.requests.filter((r) => r.conversation === 'CLAUDE-BUDGET').length).toBeLessThan(13);
+  });
 });
 
 describe('Codex adapter', () => {
@@ -204,12 +255,13 @@ describe('Codex adapter', () => {
       harness,
       { prompt: 'Task CODEX-EDIT: record the speed.', sessionId: asked.outcome.sessionId, message: 'Yes, commit it.' },
       codexEnv(),
+      { sessionCostUsd: asked.outcome.costUsd },
     );
     expect(resumed.exitCode, resumed.output).toBe(0);
     expect(resumed.outcome).toMatchObject({ sessionId: asked.outcome.sessionId, finalMessage: 'Committed.', toolCalls: 1 });
     expect(resumed.outcome.question).toBeUndefined();
-    // Codex prices the whole thread: four replies by now.
-    expect(resumed.outcome.costUsd).toBeCloseTo(priceTokens('gpt-5.5', { inputTokens: 4 * INPUT_TOKENS, outputTokens: 4 * OUTPUT_TOKENS }), 10);
+    // Codex prices the whole thread (four replies by now); this run's cost is the last two.
+    expect(resumed.outcome.costUsd).toBeCloseTo(priceTokens('gpt-5.5', { inputTokens: 2 * INPUT_TOKENS, outputTokens: 2 * OUTPUT_TOKENS }), 10);
     const log = await sandbox.exec('git log --format=%s', { timeoutMs: 10_000 });
     expect(log.output.trim().split('\n')).toEqual(['Add speed', 'init']);
 
@@ -221,9 +273,61 @@ describe('Codex adapter', () => {
     expect(history).toContain('printf');
     expect(userTexts(first.body).at(-1)).toContain('Yes, commit it.');
 
-    const parser = codexHarness().parser();
+    const parser = codexHarness().parser(asked.outcome.costUsd);
     const noisy = resumed.output.split('\n').join('\n}{ garbage\n{"type":"item.completed","item":null}\n');
     for (let i = 0; i < noisy.length; i += 5) parser.push(noisy.slice(i, i + 5));
     expect(parser.finish(0)).toEqual(resumed.outcome);
+  });
+
+  it('a 1 MB prompt and a 1 MB resume message reach the model whole, through files', async () => {
+    const sandbox = await seededSandbox('codex-big');
+    server.script('CODEX-BIG', [{ text: 'Read it.\nNEEDS_ANSWER: and the rest?' }, { text: 'Read the rest.' }]);
+    const prompt = megabyte('Task CODEX-BIG:');
+    const message = megabyte('The rest:');
+    const harness = codexHarness();
+    const asked = await runAgent(sandbox, harness, { prompt }, codexEnv());
+    expect(asked.exitCode, asked.output).toBe(0);
+    expect(asked.outcome.question).toBe('and the rest?');
+    const resumed = await runAgent(sandbox, harness, { prompt, sessionId: asked.outcome.sessionId, message }, codexEnv());
+    expect(resumed.exitCode, resumed.output).toBe(0);
+    expect(resumed.outcome.finalMessage).toBe('Read the rest.');
+    expect(userTexts(asked.requests.find((r) => r.conversation === 'CODEX-BIG')!.body).join('\n')).toContain(prompt);
+    expect(userTexts(resumed.requests.find((r) => r.conversation === 'CODEX-BIG')!.body).at(-1)).toContain(message);
+  });
+});
+
+describe('shell adapter', () => {
+  it('passes a 1 MB prompt, objective and resume message in files, and small ones in variables too', async () => {
+    const sandbox = await seededSandbox('shell-big');
+    const report = [
+      'for v in FLOTILLA_PROMPT FLOTILLA_OBJECTIVE FLOTILLA_RESUME_MESSAGE; do',
+      '  f="${v}_FILE"; echo "$v file=$(wc -c < "${!f}") var=${!v+set}"',
+      'done',
+    ].join('\n');
+    const small = await runAgent(sandbox, new ShellHarness(report), { prompt: 'small', objective: 'also small', message: 'short answer' }, {});
+    expect(small.output.trim().split('\n')).toEqual(['FLOTILLA_PROMPT file=5 var=set', 'FLOTILLA_OBJECTIVE file=10 var=set', 'FLOTILLA_RESUME_MESSAGE file=12 var=set']);
+
+    const big = megabyte('big');
+    const large = await runAgent(sandbox, new ShellHarness(report), { prompt: big, objective: big, message: big }, {});
+    expect(large.exitCode, large.output).toBe(0);
+    const bytes = Buffer.byteLength(big);
+    expect(bytes).toBeGreaterThan(TEXT_VARIABLE_CAP);
+    expect(large.output.trim().split('\n')).toEqual([`FLOTILLA_PROMPT file=${bytes} var=`, `FLOTILLA_OBJECTIVE file=${bytes} var=`, `FLOTILLA_RESUME_MESSAGE file=${bytes} var=`]);
+  });
+});
+
+describe('carry-over between attempts', () => {
+  it('reads the session and totals an interrupted attempt left in its heartbeat, and nothing else', () => {
+    expect(readCarryOver({ label: 'agent w1', agent: { sessionId: 'a1b2-c3', costUsd: 0.5, turns: 2, toolCalls: 3 } })).toEqual({
+      sessionId: 'a1b2-c3',
+      costUsd: 0.5,
+      turns: 2,
+      toolCalls: 3,
+    });
+    const nothing = { sessionId: undefined, costUsd: 0, turns: 0, toolCalls: 0 };
+    for (const hostile of [undefined, null, 'x', 7, { agent: 'x' }, { agent: { sessionId: '--help', costUsd: -1, turns: Number.NaN, toolCalls: '3' } }]) {
+      expect({ sessionId: undefined, ...readCarryOver(hostile) }).toEqual(nothing);
+    }
+    expect(readCarryOver({ agent: { sessionId: "x'; rm -rf /" } }).sessionId).toBeUndefined();
   });
 });

@@ -2,6 +2,8 @@
  * People in the loop: gates, suspend and resume, pause, cancel — through our CLI, the client
  * API and the real `temporal` binary, against the suite's dev server.
  */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
@@ -66,8 +68,15 @@ describe('gates', () => {
     const s = await waitForStatus(handle.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
     expect(s.gate?.plan?.map((p) => p.id)).toEqual(['one', 'two']);
     expect(s.gate?.plan?.[0]).toMatchObject({ ownedPaths: ['one'], agent: 'shell', prompt: 'do one' });
-    await new Promise((r) => setTimeout(r, 1000));
-    expect(s.workers.map((w) => w.state)).toEqual(['queued', 'queued']);
+    // Once the leader is idle at the gate (no workflow task pending), only a signal can move it:
+    // what it has done by then is all it does before approve.
+    const history = await waitFor('the leader to be idle at the gate', async () => {
+      const events = (await handle.fetchHistory()).events ?? [];
+      const completed = events.map((e) => Boolean(e.workflowTaskCompletedEventAttributes)).lastIndexOf(true);
+      return completed >= 0 && !events.slice(completed).some((e) => e.workflowTaskScheduledEventAttributes) ? events : undefined;
+    });
+    expect(history.filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)).toEqual([]);
+    expect((await statusOf(handle.workflowId)).workers.map((w) => w.state)).toEqual(['queued', 'queued']);
     expect(await childExists(`${handle.workflowId}/one`)).toBe(false);
 
     const shown = await flotilla(env.taskQueue, ['status', handle.workflowId]);
@@ -267,14 +276,19 @@ describe('the Temporal CLI', () => {
   it('watch shows the open gate with the exact approve command and exits with the result', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const handle = await env.start(request(remote.url, [greet('one')], { gates: { push: manual } }));
-    const watching = flotilla(env.taskQueue, ['watch', handle.workflowId]);
+    const watcher = spawn(process.execPath, [path.join(__dirname, '../bin/flotilla'), 'watch', handle.workflowId], {
+      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: env.taskQueue },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    watcher.stdout!.on('data', (b) => (out += b));
+    const exited = new Promise<number | null>((resolve) => watcher.once('exit', (code) => resolve(code)));
     const s = await waitForStatus(handle.workflowId, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
-    await new Promise((r) => setTimeout(r, 1500));
+    const approve = `approve: flotilla approve ${handle.workflowId} --gate push --sha ${s.gate!.sha}`;
+    await waitFor('watch to show the gate', async () => (out.includes(approve) ? true : undefined));
     await handle.signal(approveSignal, { gate: 'push', sha: s.gate!.sha, by: 'ana' });
-    const w = await watching;
-    expect(w.code).toBe(0);
-    expect(w.out).toContain(`approve: flotilla approve ${handle.workflowId} --gate push --sha ${s.gate!.sha}`);
-    expect(w.out).toContain(`Run ${handle.workflowId}: pushed`);
+    expect(await exited).toBe(0);
+    expect(out).toContain(`Run ${handle.workflowId}: pushed`);
     remote.cleanup();
   });
 });

@@ -1,4 +1,6 @@
 /** Request validation: every refusal names the field and the reason. */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadRequestFile } from '../src/client';
@@ -96,6 +98,19 @@ describe('request files', () => {
   });
 
   it('names the file and the parse error of broken YAML', () => {
-    expect(() => loadRequestFile(path.join(__dirname, 'spec.test.ts'))).toThrow(/is not valid JSON/);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-spec-'));
+    try {
+      const file = path.join(dir, 'broken.yaml');
+      // A flow map that never closes.
+      writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
+      expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
+      expect(() => loadRequestFile(file)).toThrow(/must be sufficiently indented and end with a \} at line 4, column 1/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names the file and the parse error of broken JSON', () => {
+    expect(() => loadRequestFile(path.join(__dirname, 'spec.test.ts'))).toThrow(/spec\.test\.ts is not valid JSON: /);
   });
 });

@@ -1,6 +1,7 @@
 /** Running a sub-task's agent and collecting what it did. */
 import { Context } from '@temporalio/activity';
 import { harnessFor } from '../agents';
+import { CarryingParser, readCarryOver } from '../agents/carry-over';
 import type { AgentOutcome } from '../agents/types';
 import { tail } from '../artifacts';
 import { permanent } from '../failures';
@@ -17,7 +18,7 @@ type CommitPolicyInput = Partial<CommitPolicy>;
 
 export interface AgentRunReport extends CommandReport {
   budgetExceeded: boolean;
-  /** The run's outcome; its costUsd is what this run alone cost. */
+  /** The run's outcome; its costUsd is what this run alone cost, interrupted attempts included. */
   agent: AgentOutcome;
   /** What the agent's session has cost so far, for the next resumed run. */
   sessionCostUsd: number;
@@ -42,7 +43,7 @@ export interface AgentRunInput {
   sessionId?: string;
   message?: string;
   maxTurns?: number;
-  /** Dollars this run may spend; the agent is stopped when its reported cost passes it. */
+  /** Dollars this run may spend; the agent is stopped when its cost so far passes it. */
   budgetUsd?: number;
   /** What the resumed session had cost before this run. */
   sessionCostUsd?: number;
@@ -53,44 +54,59 @@ export interface AgentRunInput {
 }
 
 /**
- * Runs any agent in a sandbox: the harness builds the command, its output is parsed into
- * progress and an outcome, only the variables the harness names are passed from the host. A
- * retry after a crash (attempt > 1) runs in the same workspace and tells the agent so, so it
- * inspects what is there before redoing it.
+ * Runs any agent in a sandbox: the harness builds the command and the files that carry its
+ * input, its output is parsed into progress and an outcome, only the variables the harness names
+ * are passed from the host.
+ *
+ * A retry after a crash (attempt > 1) runs in the same workspace and tells the agent so, so it
+ * inspects what is there before redoing it; and it resumes the session the interrupted attempt
+ * reported in its heartbeats, whose cost counts too (see carry-over.ts).
  */
 export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRunInput): Promise<AgentRunReport> {
-  const promptFile = `${sb.scratch}/prompt.md`;
-  await sb.writeFile(promptFile, input.prompt);
+  const info = Context.current().info;
+  const carried = readCarryOver(info.heartbeatDetails);
+  const sessionId = carried.sessionId ?? input.sessionId;
+  // What the resumed session had cost before this run, as the agent will count it: a session
+  // the interrupted attempt started never finished cleanly, so it starts from nothing. (An agent
+  // that counts the interrupted attempt anyway, as Codex's thread totals may, overstates the
+  // cost: the safe side for a budget.)
+  const sessionCostUsd = sessionId && sessionId === input.sessionId ? (input.sessionCostUsd ?? 0) : 0;
+  const remainingUsd = input.budgetUsd === undefined ? undefined : Math.max(0, input.budgetUsd - carried.costUsd);
   const harness = harnessFor(input.agent);
   const run = harness.invocation({
     workerId: input.workerId,
     objective: input.objective,
     prompt: input.prompt,
-    promptFile,
-    sessionId: input.sessionId,
+    inputDir: sb.scratch,
+    sessionId,
     message: input.message,
     maxTurns: input.maxTurns,
-    interrupted: Context.current().info.attempt > 1,
+    interrupted: info.attempt > 1,
+    sessionBudgetUsd: remainingUsd === undefined ? undefined : sessionCostUsd + remainingUsd,
   });
+  for (const [file, content] of Object.entries(run.files)) await sb.writeFile(file, content);
   const env = { ...run.env, ...input.extraEnv };
   for (const name of harness.passEnv) {
     const value = process.env[name];
     if (value !== undefined) env[name] = value;
   }
-  // Harnesses that report session totals count earlier runs again; measure this run alone.
-  const before = harness.costIsSessionTotal && input.sessionId ? (input.sessionCostUsd ?? 0) : 0;
-  const parser = harness.parser();
+  const parser = new CarryingParser(harness.parser(sessionCostUsd), carried);
   const report = await execTracked(deps, sb, run.command, {
     env,
     timeoutMs: input.timeoutMs,
     label: `agent ${input.workerId}`,
     parser,
-    budgetUsd: input.budgetUsd === undefined ? undefined : input.budgetUsd + before,
+    budgetUsd: input.budgetUsd,
     readOnly: input.readOnly,
     egress: modelApiRules(harness.modelApi),
   });
   const outcome = parser.finish(report.exitCode);
-  return { ...report, agent: { ...outcome, costUsd: Math.max(0, outcome.costUsd - before) }, sessionCostUsd: outcome.costUsd };
+  return {
+    ...report,
+    budgetExceeded: report.budgetExceeded || outcome.hitBudget,
+    agent: outcome,
+    sessionCostUsd: sessionCostUsd + outcome.costUsd - carried.costUsd,
+  };
 }
 
 /** A bundle is read into memory whole, so one over MAX_IMPORT_BYTES is refused before (and after) reading it. */

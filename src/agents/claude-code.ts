@@ -6,13 +6,17 @@
  * Sessions live under $HOME/.claude, the sandbox's scratch directory, so a task resumed in the
  * same sandbox continues the same conversation (`--resume <session id>`).
  *
- * costUsd is Claude Code's own total_cost_usd, which covers the whole session: a resumed run
- * reports what the session cost so far, earlier runs included.
+ * The prompt is read from a file on stdin. Cost: while the agent runs, each streamed reply's
+ * usage is priced (prices.ts), so a budget can stop it mid-run; at the end Claude Code's own
+ * figure for the run replaces that estimate (see runCost). --max-budget-usd makes Claude Code
+ * stop itself at the budget too; it is given the session's allowance (sessionBudgetUsd), which
+ * is lenient if Claude Code counts this process alone: the host's check is what is exact.
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { JsonEventReader, firstLine, str, truncate } from './lines';
-import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
+import { priceClaudeReply } from './prices';
+import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn, shellQuote } from './protocol';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
 /** Anthropic's API, or wherever ANTHROPIC_BASE_URL points it. */
@@ -20,17 +24,40 @@ export const CLAUDE_MODEL_API = { hosts: ['api.anthropic.com'], baseUrlEnv: 'ANT
 
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
 
+/**
+ * What this run cost by Claude Code's own count: the models' cost since the last result (this
+ * process's, even when the session was restored or its previous process was killed), else the
+ * session's total_cost_usd less what the session cost before.
+ */
+function runCost(result: any, sessionCostUsd: number): number | undefined {
+  const byModel = result.model_usage_since_last_result;
+  if (byModel && typeof byModel === 'object') {
+    const costs = Object.values(byModel).map((m: any) => num(m?.costUSD));
+    if (costs.length && costs.every((c) => c !== undefined)) return costs.reduce((a, b) => a! + b!, 0);
+  }
+  const total = num(result.total_cost_usd);
+  return total === undefined ? undefined : Math.max(0, total - sessionCostUsd);
+}
+
 class ClaudeCodeParser extends JsonEventReader implements OutputParser {
   /** Distinct model replies: Claude Code emits one line per content block, all with the reply's id. */
   private readonly replies = new Set<string>();
   private anonymousReplies = 0;
+  /** The priced usage of each reply so far, by reply id (its lines repeat the reply's usage). */
+  private readonly replyCosts = new Map<string, number>();
+  private anonymousCostUsd = 0;
   private toolCalls = 0;
-  private costUsd = 0;
+  /** Claude Code's own figure for this run, once it has ended. */
+  private reportedCostUsd?: number;
   private sessionId?: string;
   private cwd?: string;
   private lastEvent?: string;
   private lastText?: string;
   private result?: { text?: string; subtype?: string; numTurns?: number };
+
+  constructor(private readonly sessionCostUsd: number) {
+    super();
+  }
 
   protected onEvent(event: any): void {
     this.sessionId = str(event.session_id) ?? this.sessionId;
@@ -50,7 +77,7 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
       case 'result': {
         const errors = Array.isArray(event.errors) ? event.errors.filter((e: unknown) => typeof e === 'string') : [];
         this.result = { text: str(event.result) ?? (errors.length ? errors.join('\n') : undefined), subtype: str(event.subtype), numTurns: num(event.num_turns) };
-        this.costUsd = num(event.total_cost_usd) ?? this.costUsd;
+        this.reportedCostUsd = runCost(event, this.sessionCostUsd) ?? this.reportedCostUsd;
         this.lastEvent = `finished (${this.result.subtype ?? 'unknown'})`;
         break;
       }
@@ -60,8 +87,20 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
   /** A subagent's replies are work done too, but only the main agent's words are its answer. */
   private readReply(message: any, fromSubagent: boolean): void {
     if (!message || typeof message !== 'object') return;
-    if (str(message.id)) this.replies.add(message.id);
-    else this.anonymousReplies++;
+    const usage = message.usage ?? {};
+    const cost = priceClaudeReply(str(message.model), {
+      input: num(usage.input_tokens),
+      cacheRead: num(usage.cache_read_input_tokens),
+      cacheWrite: num(usage.cache_creation_input_tokens),
+      output: num(usage.output_tokens),
+    });
+    if (str(message.id)) {
+      this.replies.add(message.id);
+      this.replyCosts.set(message.id, Math.max(cost, this.replyCosts.get(message.id) ?? 0));
+    } else {
+      this.anonymousReplies++;
+      this.anonymousCostUsd += cost;
+    }
     for (const block of Array.isArray(message.content) ? message.content : []) {
       if (block?.type === 'tool_use') {
         this.toolCalls++;
@@ -85,10 +124,18 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
     return {
       turns: this.replies.size + this.anonymousReplies || (this.result?.numTurns ?? 0),
       toolCalls: this.toolCalls,
-      costUsd: this.costUsd,
+      costUsd: this.costUsd(),
       sessionId: this.sessionId,
       lastEvent: this.lastEvent,
     };
+  }
+
+  /** This run's cost: Claude Code's own figure once it has one, else the streamed replies priced. */
+  private costUsd(): number {
+    if (this.reportedCostUsd !== undefined) return this.reportedCostUsd;
+    let streamed = this.anonymousCostUsd;
+    for (const cost of this.replyCosts.values()) streamed += cost;
+    return streamed;
   }
 
   finish(_exitCode: number): AgentOutcome {
@@ -99,6 +146,7 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
       finalMessage: finalMessage ? truncate(finalMessage, 4000) : undefined,
       question: questionIn(this.result?.text ?? this.lastText),
       hitTurnLimit: this.result?.subtype === 'error_max_turns',
+      hitBudget: this.result?.subtype === 'error_max_budget_usd',
     };
   }
 }
@@ -134,7 +182,6 @@ export class ClaudeCodeHarness implements Harness {
   readonly kind = 'claude-code';
   readonly passEnv: readonly string[] = ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL', 'ANTHROPIC_AUTH_TOKEN'];
   readonly modelApi = CLAUDE_MODEL_API;
-  readonly costIsSessionTotal = true;
   private readonly binary: string;
 
   constructor(private readonly options: ClaudeCodeOptions = {}) {
@@ -142,17 +189,23 @@ export class ClaudeCodeHarness implements Harness {
   }
 
   invocation(task: AgentTask): AgentInvocation {
-    const systemPrompt = [UNATTENDED_INSTRUCTIONS, this.options.appendSystemPrompt].filter(Boolean).join('\n\n');
+    const input = inputPath(task, 'agent-input.md');
+    const systemPrompt = inputPath(task, 'system-prompt.md');
+    const files = {
+      [input]: agentInput(task),
+      [systemPrompt]: [UNATTENDED_INSTRUCTIONS, this.options.appendSystemPrompt].filter(Boolean).join('\n\n'),
+    };
     const words = [
       shellQuote(this.binary),
       '-p',
       '--output-format', 'stream-json',
       '--verbose',
       '--permission-mode', 'bypassPermissions',
-      '--append-system-prompt', shellQuote(systemPrompt),
+      '--append-system-prompt-file', shellQuote(systemPrompt),
     ];
     const maxTurns = task.maxTurns ?? this.options.maxTurns;
     if (maxTurns !== undefined) words.push('--max-turns', String(maxTurns));
+    if (task.sessionBudgetUsd !== undefined && task.sessionBudgetUsd > 0) words.push('--max-budget-usd', task.sessionBudgetUsd.toFixed(6));
     if (this.options.model) words.push('--model', shellQuote(this.options.model));
     const env: Record<string, string> = {
       // Claude Code refuses bypassPermissions as root unless told it is sandboxed, which it is.
@@ -167,14 +220,13 @@ export class ClaudeCodeHarness implements Harness {
       words.push('--resume', '"$FLOTILLA_SESSION_ID"');
       env.FLOTILLA_SESSION_ID = task.sessionId;
     }
-    const prompt = promptArgument(task);
-    // `--` keeps a prompt that starts with a dash from being read as an option. One pipe for
-    // both streams keeps a warning from landing in the middle of a JSON line.
-    words.push('--', prompt.word, '2>&1');
-    return { command: `exec ${words.join(' ')}`, env: { ...env, ...prompt.env } };
+    // With no prompt argument, claude -p reads the prompt from stdin. One pipe for both streams
+    // keeps a warning from landing in the middle of a JSON line.
+    words.push('<', shellQuote(input), '2>&1');
+    return { command: `exec ${words.join(' ')}`, env, files };
   }
 
-  parser(): OutputParser {
-    return new ClaudeCodeParser();
+  parser(sessionCostUsd = 0): OutputParser {
+    return new ClaudeCodeParser(sessionCostUsd);
   }
 }

@@ -6,9 +6,10 @@
  * Sessions (threads) live under $HOME/.codex, the sandbox's scratch directory, so a task resumed
  * in the same sandbox continues the same thread (`codex exec resume <thread id>`).
  *
- * Codex reports tokens, not dollars: the cost is priced from the usage of turn.completed, which
- * Codex reports for the whole thread, so a resumed run's cost covers the session so far, earlier
- * runs included. Codex has no turn limit; `turns` counts its turns (one per run).
+ * The prompt is read from a file on stdin. Codex reports tokens, not dollars, and only when its
+ * turn completes (one turn per run): the cost is priced from the usage of turn.completed, which
+ * covers the whole thread, so the parser subtracts what a resumed session had cost before. Codex
+ * has neither a budget nor a turn limit of its own; `turns` counts its turns.
  *
  * Reaching a provider: Codex 0.171 reads neither OPENAI_API_KEY nor OPENAI_BASE_URL for its
  * built-in OpenAI provider (it takes CODEX_API_KEY and the `openai_base_url` setting), so the
@@ -19,7 +20,7 @@
  */
 import path from 'node:path';
 import { JsonEventReader, firstLine, str, truncate } from './lines';
-import { UNATTENDED_INSTRUCTIONS, promptArgument, questionIn, shellQuote } from './protocol';
+import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn, shellQuote } from './protocol';
 import { priceTokens } from './prices';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
@@ -40,7 +41,10 @@ class CodexParser extends JsonEventReader implements OutputParser {
   private lastMessage?: string;
   private lastError?: string;
 
-  constructor(private readonly model: string | undefined) {
+  constructor(
+    private readonly model: string | undefined,
+    private readonly sessionCostUsd: number,
+  ) {
     super();
   }
 
@@ -53,11 +57,12 @@ class CodexParser extends JsonEventReader implements OutputParser {
       case 'turn.completed': {
         this.turns++;
         const usage = event.usage ?? {};
-        this.costUsd = priceTokens(this.model, {
+        const threadCost = priceTokens(this.model, {
           inputTokens: count(usage.input_tokens),
           cachedInputTokens: count(usage.cached_input_tokens),
           outputTokens: count(usage.output_tokens),
         });
+        this.costUsd = Math.max(0, threadCost - this.sessionCostUsd);
         this.lastEvent = 'turn completed';
         break;
       }
@@ -105,6 +110,7 @@ class CodexParser extends JsonEventReader implements OutputParser {
       finalMessage: finalMessage ? truncate(finalMessage, 4000) : undefined,
       question: questionIn(this.lastMessage),
       hitTurnLimit: false,
+      hitBudget: false,
     };
   }
 }
@@ -149,7 +155,6 @@ export class CodexHarness implements Harness {
    */
   readonly passEnv: readonly string[] = ['OPENAI_API_KEY', 'OPENAI_BASE_URL', 'CODEX_API_KEY'];
   readonly modelApi = CODEX_MODEL_API;
-  readonly costIsSessionTotal = true;
   private readonly binary: string;
 
   constructor(private readonly options: CodexOptions = {}) {
@@ -178,21 +183,20 @@ export class CodexHarness implements Harness {
       words.push('"$FLOTILLA_SESSION_ID"');
       env.FLOTILLA_SESSION_ID = task.sessionId;
     }
-    const prompt = promptArgument(task);
-    // `--` keeps a prompt that starts with a dash from being read as an option; with stdin left
-    // open, codex would wait to append it to the prompt. One pipe for both streams keeps a
-    // warning from landing in the middle of a JSON line.
-    words.push('--', prompt.word, '</dev/null', '2>&1');
+    const input = inputPath(task, 'agent-input.md');
+    // `-` reads the prompt from stdin. One pipe for both streams keeps a warning from landing in
+    // the middle of a JSON line.
+    words.push('-', '<', shellQuote(input), '2>&1');
     const command = [
       'if [ -z "${CODEX_API_KEY:-}" ] && [ -n "${OPENAI_API_KEY:-}" ]; then export CODEX_API_KEY="$OPENAI_API_KEY"; fi',
       'set --',
       'if [ -n "${OPENAI_BASE_URL:-}" ]; then set -- -c "openai_base_url=\\"$OPENAI_BASE_URL\\""; fi',
       `exec ${words.join(' ')}`,
     ].join('\n');
-    return { command, env: { ...env, ...prompt.env } };
+    return { command, env, files: { [input]: agentInput(task) } };
   }
 
-  parser(): OutputParser {
-    return new CodexParser(this.options.model);
+  parser(sessionCostUsd = 0): OutputParser {
+    return new CodexParser(this.options.model, sessionCostUsd);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The unattended-agent protocol shared by the CLI adapters: how an agent asks a question, what a
- * resumed or interrupted agent is told, and how the prompt reaches it without the shell ever
- * parsing user text.
+ * resumed or interrupted agent is told, and what it reads as its input (from a file on stdin, so
+ * neither the shell nor the kernel's argument limits ever see user text).
  */
 import { truncate } from './lines';
 import type { AgentTask } from './types';
@@ -39,16 +39,18 @@ export function followUp(task: AgentTask): string | undefined {
 }
 
 /**
- * The prompt argument, as bash words, plus the variables it reads. The task prompt is read from
- * its file and anything else travels in a variable, so no user text is ever parsed by the shell.
+ * What a CLI agent reads on standard input: the task prompt and then the follow-up, or for a
+ * resumed session the follow-up alone (the task is in its history).
  */
-export function promptArgument(task: AgentTask): { word: string; env: Record<string, string> } {
+export function agentInput(task: AgentTask): string {
   const extra = followUp(task);
-  if (task.sessionId) return { word: '"$FLOTILLA_AGENT_MESSAGE"', env: { FLOTILLA_AGENT_MESSAGE: extra! } };
-  const env: Record<string, string> = { FLOTILLA_PROMPT_FILE: task.promptFile };
-  if (!extra) return { word: '"$(cat "$FLOTILLA_PROMPT_FILE")"', env };
-  env.FLOTILLA_AGENT_MESSAGE = `\n\n${extra}`;
-  return { word: '"$(cat "$FLOTILLA_PROMPT_FILE")$FLOTILLA_AGENT_MESSAGE"', env };
+  if (task.sessionId) return extra!;
+  return extra ? `${task.prompt}\n\n${extra}` : task.prompt;
+}
+
+/** An input file of the task's, as its in-sandbox path. */
+export function inputPath(task: AgentTask, name: string): string {
+  return `${task.inputDir.replace(/\/+$/, '')}/${name}`;
 }
 
 const QUESTION_LINE = /^[\s>*_`]*NEEDS_ANSWER[*_`]*:[*_`]*[ \t]*(.*?)[\s*_`]*$/gm;

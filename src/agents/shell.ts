@@ -1,18 +1,24 @@
 /**
- * Any shell command as an agent. The prompt arrives in $FLOTILLA_PROMPT and
- * $FLOTILLA_PROMPT_FILE. A command that wants to report progress prints lines of the form
+ * Any shell command as an agent. The prompt is in the file $FLOTILLA_PROMPT_FILE, and also in
+ * $FLOTILLA_PROMPT while it is at most TEXT_VARIABLE_CAP bytes (Linux refuses to start a program
+ * with a longer string in its environment); the same goes for $FLOTILLA_OBJECTIVE(_FILE) and
+ * $FLOTILLA_RESUME_MESSAGE(_FILE). A command that wants to report progress prints lines of the form
  *
  *   ::flotilla {"turns": 3, "costUsd": 0.42, "question": "Which database?", "sessionId": "s1"}
  *
  * where every field is optional and each line states totals so far. A `question` means the agent
- * stopped because it needs an answer. On resume, $FLOTILLA_RESUME_MESSAGE carries the answer and
+ * stopped because it needs an answer. On resume, $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and
  * $FLOTILLA_SESSION_ID the session it reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt
  * died midway; $FLOTILLA_MAX_TURNS is its turn limit, if any.
  */
 import { LineSplitter, truncate } from './lines';
+import { inputPath } from './protocol';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
 const MARKER = '::flotilla ';
+
+/** The largest text (UTF-8 bytes) also passed in a variable; beyond it only the _FILE variant is set. */
+export const TEXT_VARIABLE_CAP = 32 * 1024;
 
 class ShellParser implements OutputParser {
   private readonly lines = new LineSplitter();
@@ -52,29 +58,37 @@ class ShellParser implements OutputParser {
 
   finish(_exitCode: number): AgentOutcome {
     for (const line of this.lines.flush()) this.read(line);
-    return { ...this.progress(), finalMessage: this.lastLine ? truncate(this.lastLine, 500) : undefined, question: this.question, hitTurnLimit: false };
+    return {
+      ...this.progress(),
+      finalMessage: this.lastLine ? truncate(this.lastLine, 500) : undefined,
+      question: this.question,
+      hitTurnLimit: false,
+      hitBudget: false,
+    };
   }
 }
 
 export class ShellHarness implements Harness {
   readonly kind = 'shell';
   readonly passEnv: readonly string[] = [];
-  readonly costIsSessionTotal = false;
 
   constructor(private readonly command: string) {}
 
   invocation(task: AgentTask): AgentInvocation {
-    const env: Record<string, string> = {
-      FLOTILLA_PROMPT: task.prompt,
-      FLOTILLA_PROMPT_FILE: task.promptFile,
-      FLOTILLA_WORKER_ID: task.workerId,
-      FLOTILLA_OBJECTIVE: task.objective,
+    const env: Record<string, string> = { FLOTILLA_WORKER_ID: task.workerId };
+    const files: Record<string, string> = {};
+    const text = (name: string, value: string, file: string) => {
+      files[inputPath(task, file)] = value;
+      env[`${name}_FILE`] = inputPath(task, file);
+      if (Buffer.byteLength(value) <= TEXT_VARIABLE_CAP) env[name] = value;
     };
-    if (task.message) env.FLOTILLA_RESUME_MESSAGE = task.message;
+    text('FLOTILLA_PROMPT', task.prompt, 'prompt.md');
+    text('FLOTILLA_OBJECTIVE', task.objective, 'objective.md');
+    if (task.message) text('FLOTILLA_RESUME_MESSAGE', task.message, 'resume-message.md');
     if (task.sessionId) env.FLOTILLA_SESSION_ID = task.sessionId;
     if (task.interrupted) env.FLOTILLA_INTERRUPTED = '1';
     if (task.maxTurns !== undefined) env.FLOTILLA_MAX_TURNS = String(task.maxTurns);
-    return { command: this.command, env };
+    return { command: this.command, env, files };
   }
 
   parser(): OutputParser {

@@ -6,8 +6,12 @@ export interface AgentTask {
   workerId: string;
   objective: string;
   prompt: string;
-  /** In-sandbox path of a file holding the prompt, for agents that prefer reading a file. */
-  promptFile: string;
+  /**
+   * An in-sandbox directory (the sandbox's scratch dir) for the files that carry the agent's
+   * input: text of any size travels in files, never in argv or the environment, which Linux caps
+   * at 128 KiB a string.
+   */
+  inputDir: string;
   /** Continue this earlier session of the same agent, where the harness supports it. */
   sessionId?: string;
   /** A message for a resumed agent: an operator's answer or instruction. */
@@ -16,6 +20,11 @@ export interface AgentTask {
   maxTurns?: number;
   /** The previous attempt was interrupted (the worker process died): inspect before redoing. */
   interrupted?: boolean;
+  /**
+   * What the agent's session may have cost in all by the end of this run, for an agent that
+   * enforces a budget itself. Flotilla stops the agent from the host as well.
+   */
+  sessionBudgetUsd?: number;
 }
 
 export interface AgentInvocation {
@@ -23,13 +32,15 @@ export interface AgentInvocation {
   command: string;
   /** Variables the agent needs, and nothing else: the sandbox adds only PATH, HOME and LANG. */
   env: Record<string, string>;
+  /** Files to write (in-sandbox path to content) before the command runs: its input. */
+  files: Record<string, string>;
 }
 
 /** What the agent has done so far, read from its output; small enough for a heartbeat. */
 export interface AgentProgress {
   turns: number;
   toolCalls: number;
-  /** Dollars, as reported by the agent or priced from its token counts (see Harness.costIsSessionTotal). */
+  /** Dollars this run has cost, as reported by the agent or priced from its token counts. */
   costUsd: number;
   sessionId?: string;
   /** A one-line description of the latest event ("tool Write src/a.ts"). */
@@ -43,6 +54,8 @@ export interface AgentOutcome extends AgentProgress {
   question?: string;
   /** The agent stopped because it reached its turn limit. */
   hitTurnLimit: boolean;
+  /** The agent stopped itself because it reached its budget (sessionBudgetUsd). */
+  hitBudget: boolean;
 }
 
 /** Reads an agent's output stream incrementally. */
@@ -55,7 +68,12 @@ export interface OutputParser {
 export interface Harness {
   readonly kind: string;
   invocation(task: AgentTask): AgentInvocation;
-  parser(): OutputParser;
+  /**
+   * A parser whose progress().costUsd is what this run alone has cost. `sessionCostUsd` is what
+   * the resumed session had cost before this run: an agent that reports session totals has it
+   * subtracted.
+   */
+  parser(sessionCostUsd?: number): OutputParser;
   /** Host environment variables this agent needs inside the sandbox (its API key, base URL). */
   readonly passEnv: readonly string[];
   /**
@@ -63,9 +81,4 @@ export interface Harness {
    * variable that points it elsewhere (whose host:port the worker's configuration thus names).
    */
   readonly modelApi?: { readonly hosts: readonly string[]; readonly baseUrlEnv: string };
-  /**
-   * Whether a resumed session reports the cost of the whole session (earlier runs included)
-   * rather than of this run alone.
-   */
-  readonly costIsSessionTotal: boolean;
 }

@@ -69,10 +69,18 @@ function isModelItem(item: any): boolean {
   return ['function_call', 'custom_tool_call', 'local_shell_call', 'reasoning', 'web_search_call'].includes(item?.type);
 }
 
+/**
+ * What Claude Code puts in a resumed session's history after a tool call its killed process never
+ * finished: a filler reply no model wrote, which must not count as a step.
+ */
+const SYNTHETIC_REPLY = 'No response requested.';
+
 /** How many model replies a request's history already holds: each is one run of model items. */
 function repliesSoFar(body: any): number {
   const items: any[] = Array.isArray(body?.messages)
-    ? (body.messages as Message[]).map((m) => ({ role: m.role, type: 'message' }))
+    ? (body.messages as Message[])
+        .filter((m) => !(m.role === 'assistant' && textOf(m.content).trim() === SYNTHETIC_REPLY))
+        .map((m) => ({ role: m.role, type: 'message' }))
     : Array.isArray(body?.input)
       ? body.input
       : [];
