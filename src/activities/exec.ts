@@ -29,10 +29,20 @@ export async function execTracked(
   deps: ActivityDeps,
   sb: Sandbox,
   command: string,
-  opts: { env?: Record<string, string>; timeoutMs: number; label: string; parser?: OutputParser; budgetUsd?: number; readOnly?: boolean },
+  opts: {
+    env?: Record<string, string>;
+    timeoutMs: number;
+    label: string;
+    parser?: OutputParser;
+    budgetUsd?: number;
+    readOnly?: boolean;
+    /** Applied to the output before it is heartbeated, stored or returned (hidden test text). */
+    redact?: (text: string) => string;
+  },
 ): Promise<CommandReport & { budgetExceeded: boolean }> {
   const ctx = Context.current();
   const started = Date.now();
+  const redact = opts.redact ?? ((text: string) => text);
   let log = '';
   let bytes = 0;
   let budgetExceeded = false;
@@ -40,7 +50,7 @@ export async function execTracked(
   const onCancel = () => stop.abort();
   ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
   const beat = () => {
-    const lastLine = log.trimEnd().split('\n').pop()?.slice(0, 200) ?? '';
+    const lastLine = redact(log.trimEnd().split('\n').pop() ?? '').slice(0, 200);
     ctx.heartbeat({ label: opts.label, outputBytes: bytes, lastLine, agent: opts.parser?.progress() });
   };
   beat();
@@ -70,6 +80,7 @@ export async function execTracked(
     ctx.cancellationSignal.removeEventListener('abort', onCancel);
   }
   if (result.aborted && !budgetExceeded) await ctx.cancelled;
+  log = redact(log);
   const logRef = await deps.artifacts.put(log);
   return {
     exitCode: result.exitCode,
