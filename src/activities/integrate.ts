@@ -158,15 +158,24 @@ git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(c.from)}`,
   }
 }
 
-/** Problems with `tree` as a change of `from`: conflict markers, .rej files, paths it may not change. */
-async function editProblems(dir: string, from: string, tree: string, allowed: (path: string) => boolean): Promise<{ changed: string[]; problems: string[] }> {
-  const changed = await changedPaths(dir, from, tree);
+/**
+ * Problems with `tree` as a change of `from`: conflict markers, .rej files, paths it may not
+ * change. Hidden test paths are counted, never named: the reason goes into history.
+ */
+async function editProblems(
+  dir: string,
+  c: { from: string; tree: string; allowed: (path: string) => boolean; oraclePaths: string[] },
+): Promise<{ changed: string[]; problems: string[] }> {
+  const changed = await changedPaths(dir, c.from, c.tree);
   const problems: string[] = [];
-  const markers = await addedMarkers(dir, from, tree);
+  const markers = await addedMarkers(dir, c.from, c.tree);
   if (markers.length) problems.push(`conflict markers left at ${listed(markers)}`);
-  const rejects = changed.filter((p) => /\.(rej|orig)$/.test(p));
+  const hidden = changed.filter((p) => clashesWithOracle(p, c.oraclePaths));
+  if (hidden.length) problems.push(`changed ${hidden.length} path(s) reserved for the hidden tests`);
+  const rest = changed.filter((p) => !hidden.includes(p));
+  const rejects = rest.filter((p) => /\.(rej|orig)$/.test(p));
   if (rejects.length) problems.push(`.rej or .orig files left: ${listed(rejects)}`);
-  const outside = changed.filter((p) => !allowed(p) && !rejects.includes(p));
+  const outside = rest.filter((p) => !c.allowed(p) && !rejects.includes(p));
   if (outside.length) problems.push(`changed paths it may not change: ${listed(outside)}`);
   return { changed, problems };
 }
@@ -219,7 +228,7 @@ async function alteredOracles(sb: Sandbox, files: OracleFile[]): Promise<number>
 
 /** What a test run committed or changed in its checkout, in words; undefined when nothing. */
 async function testRunChanges(sb: Sandbox, sha: string, oraclePaths: string[], redact: (t: string) => string): Promise<string | undefined> {
-  const r = await sb.exec('git rev-parse HEAD; git -c core.quotepath=off status --porcelain --untracked-files=all -z', { timeoutMs: 60_000 });
+  const r = await sb.exec('git rev-parse HEAD; git -c core.quotepath=off status --porcelain --no-renames --untracked-files=all -z', { timeoutMs: 60_000 });
   const [headLine, ...rest] = r.output.split('\n');
   const head = headLine.trim();
   const changed = rest
@@ -389,7 +398,7 @@ export function integrateActivities(deps: ActivityDeps) {
       const back = await bringBack(deps, sb, { runKey: input.runKey, from: input.intoSha });
       if ('problem' in back) return rejected(back.problem, input.intoSha, run);
       const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
-      const { problems } = await editProblems(dir, input.intoSha, back.tree, (p) => touched.has(p) && !clashesWithOracle(p, oraclePaths));
+      const { problems } = await editProblems(dir, { from: input.intoSha, tree: back.tree, allowed: (p) => touched.has(p), oraclePaths });
       if (problems.length) return rejected(problems.join('; '), input.intoSha, run);
       const sha = await commitTree(dir, { tree: back.tree, parents: [input.intoSha, input.headSha], message, at: input.at });
       return { ok: true, sha, diffstat: await diffstat(dir, input.intoSha, sha, merged.files), costUsd: run.costUsd, logRef: run.logRef };
@@ -450,12 +459,12 @@ export function integrateActivities(deps: ActivityDeps) {
       const back = await bringBack(deps, sb, { runKey: input.runKey, from: input.fromSha });
       if ('problem' in back) return rejected(back.problem, input.fromSha, run);
       const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
-      const { changed, problems } = await editProblems(
-        dir,
-        input.fromSha,
-        back.tree,
-        (p) => input.allowedPaths.some((a) => pathIsUnder(p, a)) && !clashesWithOracle(p, oraclePaths),
-      );
+      const { changed, problems } = await editProblems(dir, {
+        from: input.fromSha,
+        tree: back.tree,
+        allowed: (p) => input.allowedPaths.some((a) => pathIsUnder(p, a)),
+        oraclePaths,
+      });
       if (problems.length) return rejected(problems.join('; '), input.fromSha, run);
       if (changed.length === 0) return rejected('the repair agent changed nothing', input.fromSha, run);
       const message = `Repair round ${input.round}: make the tests pass\n\nFlotilla-Repair-Round: ${input.round}\nFlotilla-Run: ${input.runKey}`;

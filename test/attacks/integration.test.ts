@@ -174,3 +174,34 @@ echo "visible tests ok"`;
     hidden.cleanup();
   });
 });
+
+describe('a repair agent', () => {
+  it('that writes at a hidden test path is refused without naming it; one that commits gives only its tree, which the host commits', async () => {
+    const { repo, hidden } = await remotes();
+    const base = (await repo.head())!;
+    // The path is built at run time, so the request does not carry it.
+    const at = `$(echo ${Buffer.from(`${ORACLE_DIR}/${ORACLE_NAME}`).toString('base64')} | base64 -d)`;
+    const repair = shell(
+      `echo 'hello, world' > alpha/greeting.txt
+if grep -q 'This is round 1 of' "$FLOTILLA_PROMPT_FILE"; then mkdir -p ${ORACLE_DIR.slice(0, 2)}$(echo ${ORACLE_DIR.slice(2)}) && printf 'exit 0\n' > "${at}"
+else git add -A && git -c user.name=Mallory -c user.email=mallory@evil.example commit -qm 'my own history'; fi`,
+    );
+    const end = await env.run(request(repo.url, 'echo "visible tests ok"', { oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }));
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result!.integration!.attempts.map((a) => [a.round, a.state, a.reason])).toEqual([
+      [1, 'failed', 'changed 1 path(s) reserved for the hidden tests'],
+      [2, 'succeeded', undefined],
+    ]);
+    expect(await repo.show('main', 'alpha/greeting.txt')).toBe('hello, world\n');
+    const log = await simpleGit(repo.url).raw(['log', '--format=%an|%s', `${base}..main`]);
+    expect(log.trim().split('\n')).toEqual([
+      'Flotilla integration|Repair round 2: make the tests pass',
+      'Flotilla integration|Integrate alpha: write alpha/greeting.txt and its test',
+      'Flotilla worker alpha|alpha and its test',
+    ]);
+    const leader = await env.client.workflow.getHandle(end.workflowId).fetchHistory();
+    for (const needle of NEEDLES) expect(historyHits(leader, needle)).toEqual([]);
+    repo.cleanup();
+    hidden.cleanup();
+  });
+});
