@@ -362,12 +362,26 @@ echo "oracle ok"
   });
 });
 
+describe('oracle source', () => {
+  it('hidden tests that cannot be fetched end the run before any worker starts, saying which setting', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run(request(remote.url, [task('alpha')], { oracle: { repo: remote.url, ref: 'no-such-branch' } }));
+    expect(end.failureType).toBe('failed');
+    expect(end.failureMessage).toMatch(/^cannot fetch the hidden tests \(oracle\.ref no-such-branch of oracle\.repo\): /);
+    const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
+    expect(status.workers.map((w) => w.state)).toEqual(['queued']);
+    expect(await remote.head()).toBe(base);
+    remote.cleanup();
+  });
+});
+
 describe('determinism', () => {
   it('the histories of these runs and of their workers, redone ones included, replay', async () => {
     const { replayed, errors } = await env.replayFinishedRuns();
     expect(errors).toEqual([]);
-    // 9 leaders; 18 workers, of which 3 redone (and one not started).
-    expect(replayed).toBe(27);
+    // 10 leaders; 18 workers, of which 3 redone (and one not started).
+    expect(replayed).toBe(28);
   });
 });
 

@@ -35,6 +35,8 @@ export interface IntegrationInput {
   req: PlannedRequest;
   runKey: string;
   baseSha: string;
+  /** The hidden tests' commit in the staging repository (fetchOracle), when there are any. */
+  oracleSha?: string;
   /** Updated as integration proceeds (phase, attempts). */
   status: RunStatus;
   /** Filled with the conflict, the test outcome and the attempts. */
@@ -59,8 +61,8 @@ function how(run: TestRun): string {
 }
 
 export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
-  const { req, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
-  const { provisionSandbox, seedWorkspace, destroySandbox, fetchOracle, mergeWorkers, recordIntegrated } = proxyActivities<Activities>(
+  const { req, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
+  const { provisionSandbox, seedWorkspace, destroySandbox, mergeWorkers, recordIntegrated } = proxyActivities<Activities>(
     activityOptions(heartbeatTimeoutMs),
   );
   // Setup and tests run one after the other within one activity.
@@ -106,7 +108,6 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
   };
   /** The integration head, as the last merge, resolution or repair left it: a host commit. */
   let head = baseSha;
-  let oracleSha: string | undefined;
   const fixer = () => ({ sandbox: fixerSandbox, runKey, baseSha, objective: req.objective, verifyCmd, timeoutMs: agentTimeoutMs, oracleSha, at });
 
   /** Resolver rounds, then one redo of the sub-task on the integrated tree; the run's end when neither works. */
@@ -195,7 +196,6 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
 
   status.phase = 'integrating';
   try {
-    if (req.oracle) oracleSha = (await fetchOracle({ runKey, url: req.oracle.repo, ref: req.oracle.ref })).sha;
     const titleOf = (task: SubTask) => `Integrate ${task.id}: ${firstLine(task.prompt)}`;
     let pending = result.workers.filter((w) => w.ref && w.headSha);
     while (pending.length) {
