@@ -374,14 +374,28 @@ describe('oracle source', () => {
     expect(await remote.head()).toBe(base);
     remote.cleanup();
   });
+
+  it('a tree with a file of its own at a hidden test path fails the run, counting it without naming it', async () => {
+    const remote = await sampleRemote();
+    const hidden = await makeRemote({ 'qa/accept.check.sh': 'exit 0\n' });
+    const base = await remote.head();
+    const squatter = { id: 'qa', prompt: 'write qa/accept.check.sh', ownedPaths: ['qa'], agent: shell(writeAgent('qa/accept.check.sh', 'exit 0')) };
+    const end = await env.run(request(remote.url, [squatter], { oracle: { repo: hidden.url, ref: 'main' } }));
+    expect(end.failureType).toBe('failed');
+    expect(end.failureMessage).toBe('the integrated tree has 1 file(s) of its own at hidden test paths; nothing is pushed');
+    expect(await remote.head()).toBe(base);
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+    hidden.cleanup();
+  });
 });
 
 describe('determinism', () => {
   it('the histories of these runs and of their workers, redone ones included, replay', async () => {
     const { replayed, errors } = await env.replayFinishedRuns();
     expect(errors).toEqual([]);
-    // 10 leaders; 18 workers, of which 3 redone (and one not started).
-    expect(replayed).toBe(28);
+    // 11 leaders; 19 workers, of which 3 redone (and one not started).
+    expect(replayed).toBe(30);
   });
 });
 
