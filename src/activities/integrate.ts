@@ -110,25 +110,34 @@ async function oraclePathsOf(deps: ActivityDeps, sha: string | undefined): Promi
 }
 
 /**
- * Puts the workspace at `sha` (a staging commit) with nothing else in it: every untracked and
- * ignored file is removed. With `indexAt`, HEAD and the index move back to that commit, so the
- * working tree shows `sha`'s changes as edits.
+ * Makes the workspace a fresh checkout of `sha` (a staging commit): everything in it, .git
+ * included, is replaced, so nothing an earlier command left (ignored files, a planted hook,
+ * replace refs that would make git check out another tree) survives. With `indexAt`, HEAD and
+ * the index are at that commit, so the working tree shows `sha`'s changes as edits.
  */
 async function checkout(deps: ActivityDeps, sb: Sandbox, c: { runKey: string; baseSha: string; sha: string; indexAt?: string }): Promise<void> {
-  let fetch = '';
+  const staging = await deps.staging();
+  const baseRef = runRef(c.runKey, 'base');
+  const bundles: [string, string][] = [[`${sb.scratch}/base.bundle`, baseRef]];
+  await sb.writeFile(bundles[0][0], await staging.createBundle(baseRef));
   if (c.sha !== c.baseSha) {
-    const staging = await deps.staging();
     const ref = runRef(c.runKey, 'checkout');
     await staging.setRef(ref, c.sha);
-    const bundle = `${sb.scratch}/checkout.bundle`;
-    await sb.writeFile(bundle, await staging.createBundle(ref, c.baseSha));
-    fetch = `git fetch -q ${sh(bundle)} ${sh(`+${ref}:refs/flotilla/checkout`)}\nrm -f ${sh(bundle)}\n`;
+    bundles.push([`${sb.scratch}/checkout.bundle`, ref]);
+    await sb.writeFile(bundles[1][0], await staging.createBundle(ref, c.baseSha));
   }
   await script(
     sb,
-    `${fetch}git merge --abort >/dev/null 2>&1 || true
-git reset -q --hard ${sh(c.sha)}
-git clean -ffdxq${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,
+    `# Configuration a command may have planted in $HOME does not apply either.
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_NO_REPLACE_OBJECTS=1
+chmod -R u+w . 2>/dev/null || true
+find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+git init -q .
+git config user.name 'Flotilla integration'
+git config user.email flotilla@localhost
+git config commit.gpgsign false
+${bundles.map(([file, ref]) => `git fetch -q ${sh(file)} ${sh(`+${ref}:${ref}`)}\nrm -f ${sh(file)}`).join('\n')}
+git checkout -q --detach ${sh(c.sha)}${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,
     'checking out the tree to work on',
   );
 }

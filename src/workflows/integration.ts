@@ -62,7 +62,7 @@ function how(run: TestRun): string {
 
 export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
   const { req, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
-  const { provisionSandbox, seedWorkspace, destroySandbox, mergeWorkers, recordIntegrated } = proxyActivities<Activities>(
+  const { provisionSandbox, destroySandbox, mergeWorkers, recordIntegrated } = proxyActivities<Activities>(
     activityOptions(heartbeatTimeoutMs),
   );
   // Setup and tests run one after the other within one activity.
@@ -78,11 +78,11 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
   const testSandbox: SandboxRef = { key: `${runKey}/integration`, ...req.sandbox };
   /** Where resolver and repair agents work: it never holds the hidden tests. */
   const fixerSandbox: SandboxRef = { key: `${runKey}/integration-fixer`, ...req.sandbox };
+  // Provisioned when first needed; every activity then makes its own fresh checkout in it.
   const ready = new Set<string>();
   const prepare = async (sandbox: SandboxRef) => {
     if (ready.has(sandbox.key)) return;
     await provisionSandbox(sandbox);
-    await seedWorkspace({ sandbox, runKey, baseSha, branch: `flotilla/${runKey}/integration`, author: 'Flotilla integration' });
     ready.add(sandbox.key);
   };
   /** The date of every commit the integration makes: a retried activity makes the same ones. */

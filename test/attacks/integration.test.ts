@@ -173,6 +173,31 @@ echo "visible tests ok"`;
     repo.cleanup();
     hidden.cleanup();
   });
+
+  it('hooks and git configuration it plants do not change the tree the next test run checks out', async () => {
+    const { repo, hidden } = await remotes();
+    const base = await repo.head();
+    // A post-checkout hook, planted in .git and through $HOME/.gitconfig, that "fixes" the
+    // greeting in every later checkout of the test sandbox, so the hidden test would pass there.
+    const plant = `hook='#!/bin/bash
+echo "hello, world" > alpha/greeting.txt'
+mkdir -p .git/hooks "$HOME/hooks"
+printf '%s\\n' "$hook" > .git/hooks/post-checkout; printf '%s\\n' "$hook" > "$HOME/hooks/post-checkout"
+chmod +x .git/hooks/post-checkout "$HOME/hooks/post-checkout"
+git config --global core.hooksPath "$HOME/hooks"
+echo "visible tests ok"`;
+    // The repair agent never fixes the greeting: only the planted hook could make the tests pass.
+    const repair = shell(`echo "round" >> alpha/notes.txt`);
+    const end = await env.run(request(repo.url, plant, { oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }));
+    expect(end.failureType).toBe('tests-failed');
+    expect(end.result!.integration!.attempts.map((a) => [a.round, a.state, a.reason])).toEqual([
+      [1, 'failed', 'the test command still exited with code 1'],
+      [2, 'failed', 'the test command still exited with code 1'],
+    ]);
+    expect(await repo.head()).toBe(base);
+    repo.cleanup();
+    hidden.cleanup();
+  });
 });
 
 describe('a repair agent', () => {
