@@ -78,17 +78,16 @@ export function resolverPrompt(p: {
     'You resolve a merge conflict for a team of coding agents that work on one repository in parallel.',
     `The team's objective: ${p.objective}`,
     '',
-    `A merge of worker "${p.incoming.workerId}" into the integrated tree is in progress in this repository and stopped with conflicts.`,
+    `The changes of worker "${p.incoming.workerId}" were merged into the integrated tree (the HEAD of this checkout) and conflict with it: the working tree holds the merge, with conflict markers in the conflicted files. \`git diff\` shows what the merge brings.`,
     `Worker "${p.incoming.workerId}" was asked to:\n${indent(p.incoming.prompt)}`,
     ...p.integrated.map((o) => `Already integrated, worker "${o.workerId}" was asked to:\n${indent(o.prompt)}`),
     '',
     `Conflicted files:\n${p.files.map((f) => `- ${f}`).join('\n')}`,
     '',
-    'Edit the conflicted files so that the result does what both sides intended, remove every conflict marker, and stage the files with `git add`.',
+    'Edit the conflicted files so that the result does what both sides intended and remove every conflict marker. Flotilla takes the working tree as you leave it.',
     `This is round ${p.round} of ${p.maxRounds}.${p.previousFailure ? ` The previous round was rejected: ${p.previousFailure}. The merge was restarted from scratch.` : ''}`,
     '',
-    hardRules(`git diff --cached --check, then ${p.verifyCmd}`, [
-      '- Keep the merge in progress: do not run git merge --abort or git commit.',
+    hardRules(`git diff --check, then ${p.verifyCmd}`, [
       '- Leave no conflict markers (<<<<<<<, =======, >>>>>>>) and no .rej or .orig files.',
       '- Change only files this merge touches.',
     ]),
@@ -108,6 +107,11 @@ export function repairPrompt(p: {
   round: number;
   maxRounds: number;
   allowedPaths: string[];
+  /** Whether hidden tests gate the result too. */
+  hidden: boolean;
+  /** The visible tests pass: only the hidden ones fail. */
+  hiddenOnly: boolean;
+  /** The output of the failing command, run without the hidden tests. */
   output: string;
   nonce: string;
 }): string {
@@ -117,13 +121,14 @@ export function repairPrompt(p: {
     `The team's objective: ${p.objective}`,
     `Its sub-tasks, all merged into this working tree:\n${p.tasks.map((t) => `- ${t.workerId}: ${t.prompt}`).join('\n')}`,
     '',
-    `The command \`${p.failedCmd}\` fails on the merged tree (exit ${p.exitCode}). Fix the code so that it passes while keeping what every sub-task intended.`,
-    'Hidden tests gate the result as well; they are not in this checkout.',
+    p.hiddenOnly
+      ? `The command \`${p.failedCmd}\` passes on the merged tree, but hidden tests that gate the result fail on it. Nothing about them can be shown (not their names, titles or assertions): review the code against what every sub-task intended and fix what is wrong or missing.`
+      : `The command \`${p.failedCmd}\` fails on the merged tree (exit ${p.exitCode}). Fix the code so that it passes while keeping what every sub-task intended.`,
+    ...(p.hidden && !p.hiddenOnly ? ['Hidden tests gate the result as well; they are not in this checkout.'] : []),
     `This is round ${p.round} of ${p.maxRounds}; the tests run again after it.`,
     '',
     hardRules(p.verifyCmd, [`- Change only these paths: ${allowed.join(', ')}.`]),
-    '',
-    untrustedBlock(`the output of the failing command (exit ${p.exitCode})`, p.output, p.nonce),
+    ...(p.hiddenOnly ? [] : ['', untrustedBlock(`the output of the failing command (exit ${p.exitCode})`, p.output, p.nonce)]),
   ].join('\n');
 }
 

@@ -229,44 +229,42 @@ export const FixerSpec = z
   .strict();
 export type FixerSpec = z.infer<typeof FixerSpec>;
 
-/** Oracle files are small: they travel in the request, and so in workflow history. */
-const ORACLE_MAX_FILES = 32;
-const ORACLE_MAX_CHARS = 64_000;
+/**
+ * Hidden tests live in a repository of their own: the worker fetches them host-side, so the
+ * request (and workflow history) names only where they are, never their paths or contents.
+ * Every file of `ref` is placed at the same path of the integrated tree for the test runs.
+ */
+const repoUrl = z.string().superRefine((v, ctx) => {
+  const problem = repoUrlProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: `repository ${problem}` });
+});
 
 export const OracleSpec = z
   .object({
-    /** Repository path → content. */
-    files: z.record(z.string(), z.string()).superRefine((files, ctx) => {
-      const paths = Object.keys(files);
-      if (paths.length === 0) ctx.addIssue({ code: 'custom', message: 'must name at least one file' });
-      if (paths.length > ORACLE_MAX_FILES) ctx.addIssue({ code: 'custom', message: `at most ${ORACLE_MAX_FILES} files` });
-      const size = Object.values(files).reduce((sum, c) => sum + c.length, 0);
-      if (size > ORACLE_MAX_CHARS) ctx.addIssue({ code: 'custom', message: `${size} characters in all; at most ${ORACLE_MAX_CHARS}` });
-      const seen = new Map<string, string>();
-      for (const raw of paths) {
-        const problem = repoPathProblem(raw) ?? (normalizeRepoPath(raw) === '' ? 'must name a file' : undefined);
-        if (problem) {
-          ctx.addIssue({ code: 'custom', path: [raw], message: `path ${problem}` });
-          continue;
-        }
-        const p = normalizeRepoPath(raw);
-        const clash = [...seen].find(([q]) => pathIsUnder(p, q) || pathIsUnder(q, p));
-        if (clash) ctx.addIssue({ code: 'custom', path: [raw], message: `path "${p}" collides with "${clash[1]}"` });
-        seen.set(p, raw);
-      }
-    }),
+    // Optional here so that the old form gets its own message rather than "repo is required".
+    repo: repoUrl.optional(),
+    ref: refName.default('main'),
+    /** The old inline form, refused: its contents would sit in workflow history. */
+    files: z.unknown().optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.files !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['files'],
+        message: 'is no longer accepted (oracle contents would be stored in workflow history); put the hidden tests in a repository and name it with oracle: { repo: <url>, ref: <branch> }',
+      });
+    } else if (o.repo === undefined) ctx.addIssue({ code: 'custom', path: ['repo'], message: 'is required' });
+  })
+  .transform(({ repo, ref }) => ({ repo: repo!, ref }));
 
 export const LeaderRequest = z
   .object({
     objective: z.string().min(1, 'must not be empty'),
     repo: z
       .object({
-        url: z.string().superRefine((v, ctx) => {
-          const problem = repoUrlProblem(v);
-          if (problem) ctx.addIssue({ code: 'custom', message: `repository ${problem}` });
-        }),
+        url: repoUrl,
         baseRef: refName.default('main'),
         /** Where the result is pushed. Defaults to baseRef. */
         targetRef: refName.optional(),
@@ -289,8 +287,8 @@ export const LeaderRequest = z
     /** Fixes the integrated tree when the tests fail on it. Without it failing tests end the run. */
     repair: FixerSpec.optional(),
     /**
-     * Hidden tests: written only into the integration sandbox while the tests run; never shown
-     * to an agent, committed or pushed.
+     * Hidden tests: fetched host-side and written, read-only, only into the test sandbox while
+     * the tests run; never shown to an agent, committed, pushed or put in workflow history.
      */
     oracle: OracleSpec.optional(),
     /** The agent each sub-task runs unless it names its own. */
@@ -458,6 +456,7 @@ export interface RunResult {
   integratedSha?: string;
   pushedSha?: string;
   conflict?: ConflictReport;
+  /** The last test run; with hidden tests, their names and contents are redacted from its output. */
   test?: { exitCode: number; tail: string; logRef: string };
   /** Dollars spent by every agent of the run. */
   costUsd: number;
@@ -521,4 +520,6 @@ export interface IntegrationReport {
   attempts: IntegrationAttempt[];
   /** Dollars spent by resolver and repair agents. A redone sub-task counts with the workers (its attempt shows its cost too). */
   costUsd: number;
+  /** What test runs committed or changed in their checkout: discarded, never pushed. */
+  discarded?: string[];
 }

@@ -65,12 +65,12 @@ const conflicting = (url: string, extra: object) =>
 const LAZY_RESOLVER = shell('cat "$FLOTILLA_PROMPT_FILE"; git add -A');
 
 describe('the request', () => {
-  it('checks oracle paths like ownedPaths, and the fixers\' bounds', () => {
+  it('refuses inline oracle files, saying what to use instead, and checks the fixers\' bounds', () => {
     const bad = {
       ...request('/remote.git', [task('alpha')]),
       resolver: { agent: shell('true'), maxRounds: 0 },
       repair: { maxRounds: 2 },
-      oracle: { files: { '../x': '', '.git/hooks/post-commit': '', '.': '', 'h/t.sh': '', 'h/t.sh/x': '' } },
+      oracle: { files: { 'h/t.sh': 'exit 0' } },
     };
     const problems = (() => {
       try {
@@ -83,10 +83,8 @@ describe('the request', () => {
     expect(problems).toEqual([
       'resolver.maxRounds: Too small: expected number to be >=1',
       'repair.agent: is required',
-      'oracle.files.../x: path must not contain ".."',
-      'oracle.files..git/hooks/post-commit: path must not reach into .git/',
-      'oracle.files..: path must name a file',
-      'oracle.files.h/t.sh/x: path "h/t.sh/x" collides with "h/t.sh"',
+      'oracle.files: is no longer accepted (oracle contents would be stored in workflow history); ' +
+        'put the hidden tests in a repository and name it with oracle: { repo: <url>, ref: <branch> }',
     ]);
   });
 });
@@ -111,10 +109,10 @@ describe('conflicts', () => {
     // The resolver saw the hunks, fenced as data, and the rules.
     const prompt = agentLog(attempt);
     expect(prompt).toMatch(/BEGIN UNTRUSTED DATA [0-9a-f]{16}: the conflicting hunks/);
-    expect(prompt).toMatch(/<<<<<<< HEAD\n.*left\n.*=======\n.*right\n.*>>>>>>> refs\/flotilla\//);
+    expect(prompt).toMatch(/<<<<<<< [0-9a-f]{40}\n.*left\n.*=======\n.*right\n.*>>>>>>> [0-9a-f]{40}/);
     expect(prompt).toMatch(/END UNTRUSTED DATA [0-9a-f]{16}/);
     expect(prompt).toContain('Do not commit');
-    expect(prompt).toContain('Verify your work by running: git diff --cached --check, then ./check.sh');
+    expect(prompt).toContain('Verify your work by running: git diff --check, then ./check.sh');
     expect(await remote.log('main', end.result!.baseSha)).toContain('Integrate right: write right/greeting.txt');
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
@@ -198,19 +196,20 @@ describe('conflicts', () => {
     const end = await env.run(
       request(remote.url, [renamer('left'), renamer('right', 'echo "cannot redo this" >&2; exit 3')], {
         sharedPaths: ['shared'],
-        resolver: { agent: shell(`if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then git commit -qam resolved; else git add -A; fi`), maxRounds: 2 },
+        // Round 2 commits the markers itself: the host takes only the tree, and checks it the same.
+        resolver: { agent: shell(`if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then git commit -qam resolved; else echo >> README.md; fi`), maxRounds: 2 },
       }),
     );
     expect(end.failureType).toBe('conflict');
     expect(end.result?.conflict).toEqual({ workerId: 'right', conflictsWith: ['left'], files: ['shared/names.txt'] });
-    const committed = 'the merge was no longer in progress: the resolver committed, aborted or restarted it';
+    const markers = 'conflict markers left at shared/names.txt:2, shared/names.txt:4, shared/names.txt:6';
     expect(end.failureMessage).toBe(
-      `worker right conflicts with left in shared/names.txt; tried 2 resolver round(s) (last: ${committed}), ` +
+      `worker right conflicts with left in shared/names.txt; tried 2 resolver round(s) (last: ${markers}), ` +
         'then redoing right on the integrated tree (the agent exited with code 3)',
     );
     expect(end.result!.integration!.attempts.map((a) => [a.kind, a.round, a.state, a.reason])).toEqual([
-      ['resolve', 1, 'failed', 'conflict markers left at shared/names.txt:2, shared/names.txt:4, shared/names.txt:6'],
-      ['resolve', 2, 'failed', committed],
+      ['resolve', 1, 'failed', `${markers}; changed paths it may not change: README.md`],
+      ['resolve', 2, 'failed', markers],
       ['redispatch', 1, 'failed', 'the agent exited with code 3'],
     ]);
     expect(await remote.head()).toBe(base);
@@ -300,60 +299,94 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
 
 describe('oracle tests', () => {
   const SECRET = 'ORACLE-SECRET-7f3a91';
+  /** Where the hidden test sits; no request, command or report may name it. */
+  const ORACLE_PATH = 'qa7f3a/acceptance-7f3a.check.sh';
   const ORACLE = `#!/bin/bash
 # ${SECRET}
 grep -qx 'hello, world' alpha/greeting.txt || { echo "ORACLE FAIL: alpha must say exactly: hello, world"; exit 1; }
 echo "oracle ok"
 `;
+  /** Runs every *.check.sh it finds: the hidden tests are picked up without being named. */
+  const RUN_ALL = `./check.sh && for t in $(find . -name '*.check.sh' -not -path './.git/*'); do bash "$t" || exit 1; done`;
 
   it('are hidden from workers and the repair agent, gate the push, and are never committed', async () => {
     const remote = await sampleRemote();
+    const hidden = await makeRemote({ [ORACLE_PATH]: ORACLE });
     // Split, so that the agents' own commands do not carry the secret into history.
     const secret = `"${SECRET.slice(0, 6)}""${SECRET.slice(6)}"`;
-    const probe = `{ cat hidden/oracle.sh; ls -a hidden; grep -rl ${secret} .; cat .git/info/exclude; git log --all -p | grep -c ${secret}; }`;
+    const probe = `{ find . -name '*.check.sh' -not -path './.git/*'; grep -rl ${secret} . /tmp; git log --all -p | grep -c ${secret}; }`;
     const worker = task('alpha', `${probe} 2>&1; ${writeAgent('alpha/greeting.txt', 'hello')}`);
-    const repair = shell(`${probe} > alpha/probe.txt 2>&1; echo 'hello, world' > alpha/greeting.txt`);
+    const repair = shell(`cat "$FLOTILLA_PROMPT_FILE"; ${probe} > alpha/probe.txt 2>&1; echo 'hello, world' > alpha/greeting.txt`);
     const handle = await env.start(
-      request(remote.url, [worker], {
-        testCmd: './check.sh && bash hidden/oracle.sh',
-        oracle: { files: { 'hidden/oracle.sh': ORACLE } },
-        repair: { agent: repair, maxRounds: 2 },
-      }),
+      request(remote.url, [worker], { testCmd: RUN_ALL, oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }),
     );
-    const end = await handle.result().then(
-      (result) => ({ result, failure: undefined }),
-      (err) => ({ result: undefined, failure: err }),
-    );
-    expect(end.failure).toBeUndefined();
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
     const result = end.result!;
     expect(result.outcome).toBe('pushed');
-    // The oracle failed the first test run although the visible tests passed, and passed the last.
+    // The oracle failed the first test run although the visible tests passed, and passed the last;
+    // what it printed is withheld from the report.
     const [round, ...more] = result.integration!.attempts;
     expect(more).toEqual([]);
     expect(round).toMatchObject({ kind: 'repair', round: 1, state: 'succeeded' });
     expect(round.failed).toContain('all greetings ok');
-    expect(round.failed).toContain('ORACLE FAIL: alpha must say exactly: hello, world');
+    expect(round.failed).toContain('[hidden test output withheld]');
+    expect(round.failed).not.toContain('ORACLE FAIL');
     expect(result.test?.tail).toContain('oracle ok');
+    // The repair agent was told only that hidden tests fail.
+    const prompt = agentLog(round);
+    expect(prompt).toContain('hidden tests that gate the result fail on it');
+    expect(prompt).not.toContain('ORACLE FAIL');
+    expect(prompt).not.toContain('hello, world');
     // Neither the worker nor the repair agent found the file, its contents or even its name.
-    expect(result.workers[0].tail).toContain('hidden/oracle.sh: No such file or directory');
+    expect(result.workers[0].tail).not.toContain('check.sh');
     const seen = (await remote.show('main', 'alpha/probe.txt'))!;
-    expect(seen).toContain('hidden/oracle.sh: No such file or directory');
-    expect(seen).toContain("ls: cannot access 'hidden'");
     expect(seen).not.toContain(SECRET);
-    expect(seen).not.toContain('oracle.sh\n');
+    expect(seen).not.toContain('acceptance');
     expect(seen.trim().endsWith('0')).toBe(true);
     // Pushed without it, in the tree and in every commit.
     expect(await remote.show('main', 'alpha/greeting.txt')).toBe('hello, world\n');
-    expect((await remote.files()).filter((f) => f.startsWith('hidden'))).toEqual([]);
-    expect(await simpleGit(remote.url).raw(['log', '--all', '--full-history', '--format=%H', '--', 'hidden'])).toBe('');
-    // Its contents are in history only as the request and the one activity that keeps them host-side.
+    expect((await remote.files()).filter((f) => f.startsWith('qa7f3a'))).toEqual([]);
+    expect(await simpleGit(remote.url).raw(['log', '--all', '--full-history', '--format=%H', '--', 'qa7f3a'])).toBe('');
+    // Neither its contents nor its name are anywhere in the status, the result or history.
     const status = await handle.query(statusQuery);
-    expect(JSON.stringify(status)).not.toContain(SECRET);
-    expect(JSON.stringify(result)).not.toContain(SECRET);
-    expect(historyHits(await handle.fetchHistory(), SECRET)).toEqual(['workflowExecutionStartedEventAttributes', 'activityTaskScheduledEventAttributes']);
-    expect(historyHits(await env.client.workflow.getHandle(`${handle.workflowId}/alpha`).fetchHistory(), SECRET)).toEqual([]);
+    for (const needle of [SECRET, 'acceptance-7f3a', 'qa7f3a', 'ORACLE FAIL']) {
+      expect(JSON.stringify(status)).not.toContain(needle);
+      expect(JSON.stringify(result)).not.toContain(needle);
+      expect(historyHits(await handle.fetchHistory(), needle)).toEqual([]);
+      expect(historyHits(await env.client.workflow.getHandle(`${handle.workflowId}/alpha`).fetchHistory(), needle)).toEqual([]);
+    }
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
+    hidden.cleanup();
+  });
+});
+
+describe('oracle source', () => {
+  it('hidden tests that cannot be fetched end the run before any worker starts, saying which setting', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run(request(remote.url, [task('alpha')], { oracle: { repo: remote.url, ref: 'no-such-branch' } }));
+    expect(end.failureType).toBe('failed');
+    expect(end.failureMessage).toMatch(/^cannot fetch the hidden tests \(oracle\.ref no-such-branch of oracle\.repo\): /);
+    const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
+    expect(status.workers.map((w) => w.state)).toEqual(['queued']);
+    expect(await remote.head()).toBe(base);
+    remote.cleanup();
+  });
+
+  it('a tree with a file of its own at a hidden test path fails the run, counting it without naming it', async () => {
+    const remote = await sampleRemote();
+    const hidden = await makeRemote({ 'qa/accept.check.sh': 'exit 0\n' });
+    const base = await remote.head();
+    const squatter = { id: 'qa', prompt: 'write qa/accept.check.sh', ownedPaths: ['qa'], agent: shell(writeAgent('qa/accept.check.sh', 'exit 0')) };
+    const end = await env.run(request(remote.url, [squatter], { oracle: { repo: hidden.url, ref: 'main' } }));
+    expect(end.failureType).toBe('failed');
+    expect(end.failureMessage).toBe('the integrated tree has 1 file(s) of its own at hidden test paths; nothing is pushed');
+    expect(await remote.head()).toBe(base);
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+    hidden.cleanup();
   });
 });
 
@@ -361,8 +394,8 @@ describe('determinism', () => {
   it('the histories of these runs and of their workers, redone ones included, replay', async () => {
     const { replayed, errors } = await env.replayFinishedRuns();
     expect(errors).toEqual([]);
-    // 9 leaders; 18 workers, of which 3 redone (and one not started).
-    expect(replayed).toBe(27);
+    // 11 leaders; 19 workers, of which 3 redone (and one not started).
+    expect(replayed).toBe(30);
   });
 });
 

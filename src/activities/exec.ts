@@ -31,12 +31,23 @@ export async function execTracked(
   deps: ActivityDeps,
   sb: Sandbox,
   command: string,
-  opts: { env?: Record<string, string>; timeoutMs: number; label: string; parser?: OutputParser; budgetUsd?: number; readOnly?: boolean; egress?: EgressRules },
+  opts: {
+    env?: Record<string, string>;
+    timeoutMs: number;
+    label: string;
+    parser?: OutputParser;
+    budgetUsd?: number;
+    readOnly?: boolean;
+    egress?: EgressRules;
+    /** Applied to every whole line of output before it is heartbeated, stored or returned (hidden test text). */
+    redact?: (text: string) => string;
+  },
 ): Promise<CommandReport & { budgetExceeded: boolean }> {
   const ctx = Context.current();
   const started = Date.now();
   const log = await deps.artifacts.writer();
   const redactor = new StreamRedactor();
+  const byLine = opts.redact ? new LineFilter(opts.redact) : undefined;
   let bytes = 0;
   let budgetExceeded = false;
   const stop = new AbortController();
@@ -71,10 +82,12 @@ export async function execTracked(
       signal: ctx.cancellationSignal.aborted ? ctx.cancellationSignal : stop.signal,
       onOutput: (chunk) => {
         bytes += chunk.length;
-        take(redactor.push(chunk));
+        const clean = redactor.push(chunk);
+        take(byLine ? byLine.push(clean) : clean);
       },
     });
-    take(redactor.end());
+    const rest = redactor.end();
+    take(byLine ? byLine.push(rest) + byLine.end() : rest);
   } catch (err) {
     await log.discard();
     throw err;
@@ -92,6 +105,30 @@ export async function execTracked(
     logRef,
     budgetExceeded,
   };
+}
+
+/**
+ * Passes text through `filter` a whole line at a time, holding back an unfinished line (up to
+ * LINE_CAP: output that never ends a line must not grow without bound).
+ */
+const LINE_CAP = 64 * 1024;
+class LineFilter {
+  private pending = '';
+
+  constructor(private readonly filter: (text: string) => string) {}
+
+  push(text: string): string {
+    const all = this.pending + text;
+    const cut = all.length > LINE_CAP ? all.length : all.lastIndexOf('\n') + 1;
+    this.pending = all.slice(cut);
+    return cut ? this.filter(all.slice(0, cut)) : '';
+  }
+
+  end(): string {
+    const rest = this.pending;
+    this.pending = '';
+    return rest ? this.filter(rest) : '';
+  }
 }
 
 /**

@@ -1,32 +1,44 @@
 /**
- * Integration: merging each worker's commits onto the base in a sandbox of its own, and the
- * agents that fix what the merge breaks (a conflict resolver, a repair agent), with the hidden
- * oracle tests kept out of their reach.
+ * Integration: merging the workers' commits on the host (src/merge.ts), testing the result in a
+ * sandbox, and the agents that fix what the merge breaks (a conflict resolver, a repair agent).
  *
- * Between activities the integration workspace is always at a commit with a clean tree (apart
- * from ignored files and placed oracles): an activity that leaves a merge or an agent's edits
- * behind on failure restores that state itself.
+ * Every commit of the integration is made here, on the host, from trees computed or checked
+ * here: what a sandbox sends back is only ever a tree, accepted after checks (paths, conflict
+ * markers, hidden test paths). Two sandboxes keep the hidden tests apart from the fixers: the
+ * test sandbox, the only place they are ever written, and the fixer sandbox, which never sees
+ * them, so nothing a test process leaves behind (a copy in an ignored file, in .git, in /tmp)
+ * can reach a fixer.
  */
 import { randomBytes } from 'node:crypto';
-import { ApplicationFailure } from '@temporalio/activity';
-import { BUNDLE_REF, runRef } from '../gitstore';
+import { BUNDLE_REF, runRef, scrubSecrets } from '../gitstore';
+import { permanent } from '../failures';
+import {
+  addedMarkers,
+  changedPaths,
+  commitTree,
+  diffstat,
+  listTree,
+  mergeBase,
+  mergeMessage,
+  mergeTrees,
+  mergeWorkers,
+  readBlob,
+  treeOf,
+  type MergeRun,
+  type WorkerHead,
+} from '../merge';
+import { type OracleFile, clashesWithOracle, oracleFiles, oracleRedactor } from '../oracle';
 import { type Intent, conflictHunks, repairPrompt, resolverPrompt } from '../prompts';
 import type { Sandbox } from '../sandbox/types';
 import { type AgentSpec, pathIsUnder } from '../spec';
 import { runHarness } from './agent';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
-import { script, sh } from './exec';
+import { execTracked, script, sh } from './exec';
 
-const WORKER_TRAILER = 'Flotilla-Worker';
 /** A report names at most this many offending paths. */
 const MAX_LISTED_PATHS = 20;
-const EXCLUDE_FILE = '.git/info/exclude';
-const EXCLUDE_BEGIN = '# >>> flotilla oracle files (never committed)';
-const EXCLUDE_END = '# <<< flotilla oracle files';
 
-export type MergeOutcome =
-  | { status: 'merged'; sha: string }
-  | { status: 'conflict'; files: string[]; conflictsWith: string[] };
+export type { MergeRun, WorkerHead };
 
 /** Where a redone worker starts instead of the base: a commit of the staging repository. */
 export interface WorkerSeed {
@@ -47,9 +59,28 @@ export interface FixerRound {
   logRef?: string;
 }
 
+/** One run of the setup and test commands on a commit, with the hidden tests in place. */
+export interface TestRun {
+  passed: boolean;
+  /** "the setup command" or "the test command": the first that failed, or the test command. */
+  what: string;
+  command: string;
+  exitCode: number;
+  timedOut: boolean;
+  /** Redacted of hidden test names and text. */
+  tail: string;
+  logRef: string;
+  /** What the run committed or changed in its checkout, all of it discarded. */
+  discarded?: string;
+  /** Why the run does not count: the hidden tests could not be placed or were altered. */
+  problem?: string;
+}
+
 interface FixerInput {
+  /** The fixer sandbox: never holds the hidden tests. */
   sandbox: SandboxRef;
   runKey: string;
+  baseSha: string;
   agent: AgentSpec;
   objective: string;
   round: number;
@@ -59,35 +90,10 @@ interface FixerInput {
   timeoutMs: number;
   /** Dollars this round may spend; the agent is stopped when it passes them. */
   budgetUsd?: number;
-  /** Hidden from the agent for the whole round. */
-  oraclePaths: string[];
-}
-
-function mergeMessage(title: string, workerId: string, runKey: string, extra = ''): string {
-  return `${title}\n\n${WORKER_TRAILER}: ${workerId}\nFlotilla-Run: ${runKey}${extra}`;
-}
-
-/** Starts the merge of `ref`; prints MERGED, or FILE lines naming the conflicts and leaves the merge in progress. */
-function mergeScript(ref: string, message: string): string {
-  return `if git merge -q --no-ff --no-verify -m ${sh(message)} ${sh(ref)} >/dev/null 2>&1; then
-  echo MERGED
-else
-  git -c core.quotepath=off diff --name-only --diff-filter=U | sed 's/^/FILE /'
-fi`;
-}
-
-/** Back to `sha` with a clean tree: any merge in progress and any edit an agent left are dropped. */
-function restoreScript(sha: string): string {
-  return `git merge --abort >/dev/null 2>&1 || true
-git reset -q --hard ${sh(sha)}
-git clean -fdq`;
-}
-
-function linesWith(out: string, prefix: string): string[] {
-  return out
-    .split('\n')
-    .filter((l) => l.startsWith(prefix))
-    .map((l) => l.slice(prefix.length));
+  /** The hidden tests' commit in the staging repository: their paths are off limits. */
+  oracleSha?: string;
+  /** Seconds since the epoch for the commits this round makes, so a retry makes the same ones. */
+  at: number;
 }
 
 function listed(paths: string[]): string {
@@ -95,75 +101,95 @@ function listed(paths: string[]): string {
   return paths.slice(0, MAX_LISTED_PATHS).join(', ') + more;
 }
 
-/** `git diff --stat` of from..to, at most 40 lines; the summary line survives a cut. */
-async function diffstat(sb: Sandbox, from: string, to: string, paths: string[] = []): Promise<string> {
-  const limit = paths.length ? ` -- ${paths.map(sh).join(' ')}` : '';
-  const out = await script(sb, `git diff --stat=100 ${sh(from)} ${sh(to)}${limit} | { head -n 39; tail -n 1; } | awk '!seen[$0]++'`, 'summarizing changes');
-  const stat = out.trimEnd().split('\n').filter(Boolean);
-  return (stat.length > 40 ? [...stat.slice(0, 38), '...', stat[stat.length - 1]] : stat).join('\n');
+async function stagingDir(deps: ActivityDeps): Promise<string> {
+  return (await deps.staging()).dir;
 }
 
-/** A pattern for .git/info/exclude that matches exactly this path. */
-function excludePattern(path: string): string {
-  return '/' + path.replace(/[\\*?[\]!# ]/g, (c) => `\\${c}`);
+async function oraclePathsOf(deps: ActivityDeps, sha: string | undefined): Promise<string[]> {
+  return sha ? (await listTree(await stagingDir(deps), sha)).map((e) => e.path) : [];
 }
 
-/** Removes the oracle files (and their exclusion) and proves they are gone; fails the activity otherwise. */
-async function hideOracles(sb: Sandbox, paths: string[]): Promise<void> {
-  if (paths.length === 0) return;
-  const out = await script(
+/**
+ * Makes the workspace a fresh checkout of `sha` (a staging commit): everything in it, .git
+ * included, is replaced, so nothing an earlier command left (ignored files, a planted hook,
+ * replace refs that would make git check out another tree) survives. With `indexAt`, HEAD and
+ * the index are at that commit, so the working tree shows `sha`'s changes as edits.
+ */
+async function checkout(deps: ActivityDeps, sb: Sandbox, c: { runKey: string; baseSha: string; sha: string; indexAt?: string }): Promise<void> {
+  const staging = await deps.staging();
+  const baseRef = runRef(c.runKey, 'base');
+  const bundles: [string, string][] = [[`${sb.scratch}/base.bundle`, baseRef]];
+  await sb.writeFile(bundles[0][0], await staging.createBundle(baseRef));
+  if (c.sha !== c.baseSha) {
+    const ref = runRef(c.runKey, 'checkout');
+    await staging.setRef(ref, c.sha);
+    bundles.push([`${sb.scratch}/checkout.bundle`, ref]);
+    await sb.writeFile(bundles[1][0], await staging.createBundle(ref, c.baseSha));
+  }
+  await script(
     sb,
-    `for p in ${paths.map(sh).join(' ')}; do
-  rm -rf -- "$p"
-  d=$(dirname -- "$p"); [ "$d" = . ] || rmdir -p --ignore-fail-on-non-empty -- "$d" 2>/dev/null || true
-done
-if [ -f ${EXCLUDE_FILE} ]; then sed -i ${sh(`\\|^${EXCLUDE_BEGIN}$|,\\|^${EXCLUDE_END}$|d`)} ${EXCLUDE_FILE}; fi
-for p in ${paths.map(sh).join(' ')}; do if [ -e "$p" ] || [ -L "$p" ]; then echo "LEFT $p"; fi; done
-if grep -qF ${sh(EXCLUDE_BEGIN)} ${EXCLUDE_FILE} 2>/dev/null; then echo "LEFT ${EXCLUDE_FILE}"; fi`,
-    'hiding the oracle files',
+    `# Configuration a command may have planted in $HOME does not apply either.
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_NO_REPLACE_OBJECTS=1
+chmod -R u+w . 2>/dev/null || true
+find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+git init -q .
+git config user.name 'Flotilla integration'
+git config user.email flotilla@localhost
+git config commit.gpgsign false
+${bundles.map(([file, ref]) => `git fetch -q ${sh(file)} ${sh(`+${ref}:${ref}`)}\nrm -f ${sh(file)}`).join('\n')}
+git checkout -q --detach ${sh(c.sha)}${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,
+    'checking out the tree to work on',
   );
-  const left = linesWith(out, 'LEFT ');
-  if (left.length) throw ApplicationFailure.nonRetryable(`could not hide the oracle files from the agent: ${left.join(', ')} remain`, 'OracleExposed');
 }
 
-/** Why the oracle files cannot be used on this tree, or undefined: they must be in no commit and not tracked. */
-async function oracleProblem(sb: Sandbox, baseSha: string, paths: string[]): Promise<string | undefined> {
-  if (paths.length === 0) return undefined;
-  const list = paths.map(sh).join(' ');
-  const out = await script(
-    sb,
-    `git -c core.quotepath=off ls-files -- ${list} | sed 's/^/TRACKED /'
-git -c core.quotepath=off log --full-history --format='COMMIT %h %s' ${sh(baseSha)}..HEAD -- ${list} | head -n 5`,
-    'checking that no commit holds an oracle file',
-  );
-  const tracked = linesWith(out, 'TRACKED ');
-  if (tracked.length) return `the integrated tree has files of its own at oracle paths: ${listed(tracked)}`;
-  const commits = linesWith(out, 'COMMIT ');
-  if (commits.length) return `commits of this run touch oracle paths: ${commits.join('; ')}`;
-  return undefined;
+/**
+ * Brings the fixer's working tree back to the host as a commit of the staging repository and
+ * returns its tree. The commit is only the transport (whatever the agent did to HEAD, its
+ * history and metadata are dropped); the tree is checked before the host commits it.
+ */
+async function bringBack(deps: ActivityDeps, sb: Sandbox, c: { runKey: string; from: string }): Promise<{ tree: string } | { problem: string }> {
+  const bundle = `${sb.scratch}/edits.bundle`;
+  try {
+    await script(
+      sb,
+      `git add -A
+git -c user.name=fixer -c user.email=fixer@localhost -c commit.gpgsign=false commit -q --no-verify --allow-empty -m 'fixer edits'
+git update-ref ${BUNDLE_REF} HEAD
+git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(c.from)}`,
+      'collecting the edits',
+    );
+    const staging = await deps.staging();
+    const sha = await staging.importBundle(await sb.readFile(bundle), runRef(c.runKey, 'edits'));
+    return { tree: await treeOf(staging.dir, sha) };
+  } catch (err) {
+    // The agent controls the workspace's .git: a failure here is its doing, and fails its round.
+    return { problem: `its edits could not be collected: ${scrubSecrets(err instanceof Error ? err.message : String(err)).slice(0, 300)}` };
+  }
 }
 
-/** Problems with what the staged changes since `from` would commit: markers, .rej files, paths it may not change. */
-async function changeProblems(sb: Sandbox, from: string, allowed: (path: string) => boolean): Promise<{ changed: string[]; problems: string[] }> {
-  const out = await script(
-    sb,
-    `git -c core.quotepath=off diff --cached --name-only --no-renames ${sh(from)} | sed 's/^/CHANGED /'
-git -c core.quotepath=off diff --cached --check ${sh(from)} | grep -F 'leftover conflict marker' | sed 's/^/MARKER /' || true
-find . -path ./.git -prune -o -name '*.rej' -print | sed 's/^/REJ /'`,
-    'checking the changes',
-  );
-  const changed = linesWith(out, 'CHANGED ');
+/**
+ * Problems with `tree` as a change of `from`: conflict markers, .rej files, paths it may not
+ * change. Hidden test paths are counted, never named: the reason goes into history.
+ */
+async function editProblems(
+  dir: string,
+  c: { from: string; tree: string; allowed: (path: string) => boolean; oraclePaths: string[] },
+): Promise<{ changed: string[]; problems: string[] }> {
+  const changed = await changedPaths(dir, c.from, c.tree);
   const problems: string[] = [];
-  const markers = linesWith(out, 'MARKER ').map((l) => l.replace(/: leftover conflict marker$/, ''));
+  const markers = await addedMarkers(dir, c.from, c.tree);
   if (markers.length) problems.push(`conflict markers left at ${listed(markers)}`);
-  const rejects = linesWith(out, 'REJ ').map((l) => l.replace(/^\.\//, ''));
-  if (rejects.length) problems.push(`.rej files left: ${listed(rejects)}`);
-  const outside = changed.filter((p) => !allowed(p));
+  const hidden = changed.filter((p) => clashesWithOracle(p, c.oraclePaths));
+  if (hidden.length) problems.push(`changed ${hidden.length} path(s) reserved for the hidden tests`);
+  const rest = changed.filter((p) => !hidden.includes(p));
+  const rejects = rest.filter((p) => /\.(rej|orig)$/.test(p));
+  if (rejects.length) problems.push(`.rej or .orig files left: ${listed(rejects)}`);
+  const outside = rest.filter((p) => !c.allowed(p) && !rejects.includes(p));
   if (outside.length) problems.push(`changed paths it may not change: ${listed(outside)}`);
   return { changed, problems };
 }
 
-/** Runs a fixer agent on `prompt` in the integration sandbox; the caller has hidden the oracle files. */
+/** Runs a fixer agent on `prompt` in the fixer sandbox. */
 async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role: 'resolver' | 'repair', prompt: string) {
   const run = await runHarness(deps, sb, {
     agent: input.agent,
@@ -186,75 +212,159 @@ async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role
   return { failure, costUsd: run.agent.costUsd, logRef: run.logRef };
 }
 
-/** A failed round: the workspace goes back to `sha`, and the round's cost is still counted. */
-async function rejectRound(
-  sb: Sandbox,
-  sha: string,
-  reason: string,
-  run: { costUsd: number; logRef: string },
-  what: string,
-): Promise<FixerRound> {
-  await script(sb, restoreScript(sha), what);
+/**
+ * The hidden tests go in read-only. The owner of a file can still make it writable again, so
+ * this is a tripwire; the hash check after the run is the guarantee.
+ */
+async function placeReadOnly(sb: Sandbox, files: OracleFile[]): Promise<void> {
+  for (const f of files) await sb.writeFile(`${sb.workspace}/${f.path}`, f.content);
+  await script(
+    sb,
+    files.map((f) => `chmod ${f.executable ? '0555' : '0444'} -- ${sh(f.path)}`).join('\n'),
+    'making the hidden tests read-only',
+  );
+}
+
+/** How many hidden test files are no longer exactly what was placed (changed, replaced or gone). */
+async function alteredOracles(sb: Sandbox, files: OracleFile[]): Promise<number> {
+  let altered = 0;
+  for (const f of files) {
+    const now = await sb.readFile(`${sb.workspace}/${f.path}`).catch(() => undefined);
+    if (!now || !Buffer.from(now).equals(f.content)) altered++;
+  }
+  return altered;
+}
+
+/** What a test run committed or changed in its checkout, in words; undefined when nothing. */
+async function testRunChanges(sb: Sandbox, sha: string, oraclePaths: string[], redact: (t: string) => string): Promise<string | undefined> {
+  const r = await sb.exec('git rev-parse HEAD; git -c core.quotepath=off status --porcelain --no-renames --untracked-files=all -z', { timeoutMs: 60_000 });
+  const [headLine, ...rest] = r.output.split('\n');
+  const head = headLine.trim();
+  const changed = rest
+    .join('\n')
+    .split('\0')
+    .filter(Boolean)
+    .map((e) => e.slice(3))
+    .filter((p) => p && !clashesWithOracle(p, oraclePaths));
+  const said: string[] = [];
+  if (r.exitCode !== 0) said.push('the test run left the checkout unreadable by git');
+  else if (head !== sha) said.push(`the test run moved HEAD to ${head.slice(0, 12)}: its commits were discarded`);
+  if (changed.length) said.push(`the test run changed ${changed.length} file(s), discarded: ${listed(changed)}`);
+  return said.length ? redact(said.join('; ')) : undefined;
+}
+
+async function rejected(reason: string, sha: string, run: { costUsd: number; logRef: string }): Promise<FixerRound> {
   return { ok: false, reason, sha, costUsd: run.costUsd, logRef: run.logRef };
 }
 
 export function integrateActivities(deps: ActivityDeps) {
   return {
     /**
-     * Merges one worker's commits into the integration branch with a 3-way merge. A worker that
-     * is already merged is left alone, so a retry never merges twice. On conflict the merge is
-     * aborted and the report names the files and the earlier workers that changed them.
+     * Fetches the hidden tests into the staging repository. History learns only the commit and
+     * how many files it has; their names and contents stay on the host.
      */
-    async mergeWorker(input: {
-      sandbox: SandboxRef;
-      runKey: string;
-      /** The sub-task, as the merge commit's trailer names it. */
-      workerId: string;
-      ref: string;
-      headSha: string;
-      /** The commit the worker started from: the base, or the seed of a redone sub-task. */
-      startSha: string;
-      baseSha: string;
-      title: string;
-    }): Promise<MergeOutcome> {
-      const sb = await openSandbox(deps, input.sandbox);
-      const already = await sb.exec(`git merge-base --is-ancestor ${sh(input.headSha)} HEAD && git rev-parse HEAD`, { timeoutMs: 60_000 });
-      if (already.exitCode === 0) return { status: 'merged', sha: already.output.trim() };
+    async fetchOracle(input: { runKey: string; url: string; ref: string }): Promise<{ sha: string; count: number }> {
       const staging = await deps.staging();
-      const bundle = `${sb.scratch}/merge.bundle`;
-      await sb.writeFile(bundle, await staging.createBundle(input.ref, input.startSha));
-      const out = await script(
-        sb,
-        `git fetch -q ${sh(bundle)} ${sh(`+${input.ref}:${input.ref}`)}
-rm -f ${sh(bundle)}
-${mergeScript(input.ref, mergeMessage(input.title, input.workerId, input.runKey))}
-if git rev-parse -q --verify MERGE_HEAD >/dev/null; then git merge --abort; fi
-echo "HEAD $(git rev-parse HEAD)"`,
-        `merging worker ${input.workerId}`,
-      );
-      if (out.includes('MERGED')) return { status: 'merged', sha: linesWith(out, 'HEAD ')[0] };
-      const files = linesWith(out, 'FILE ');
-      const owners = await script(
-        sb,
-        `git log --first-parent --format='%(trailers:key=${WORKER_TRAILER},valueonly)' ${sh(input.baseSha)}..HEAD -- ${files.map(sh).join(' ')}`,
-        'finding the workers that touched the conflicting files',
-      );
-      const conflictsWith = [...new Set(owners.split('\n').map((l) => l.trim()).filter(Boolean))];
-      return { status: 'conflict', files, conflictsWith };
+      let sha: string;
+      try {
+        sha = await staging.fetchBranch(input.url, input.ref, runRef(input.runKey, 'oracle'));
+      } catch (err) {
+        const why = scrubSecrets(err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 300);
+        throw permanent('RemoteRefused', `cannot fetch the hidden tests (oracle.ref ${input.ref} of oracle.repo): ${why}`);
+      }
+      const read = await oracleFiles(staging.dir, sha);
+      if ('problem' in read) throw permanent('InvalidRequest', `oracle: ${read.problem}`);
+      return { sha, count: read.files.length };
     },
 
     /**
-     * One resolver round: the worker's merge is started again from `intoSha` and left in
-     * progress with its conflicts; the agent edits the tree. The round succeeds when the merge
-     * is still in progress (not committed, aborted or restarted), no conflict marker or .rej file
-     * is left and only files the merge touches changed; then the merge is committed here (what
-     * the agent left unstaged is staged, as a worker's leftovers are committed). Otherwise the
-     * merge is aborted and the workspace is back at `intoSha`.
+     * Merges the workers in order onto `into`, in the staging repository (see mergeWorkers in
+     * src/merge.ts); stops at the first conflict. A retry recomputes the same commits.
+     */
+    async mergeWorkers(input: { runKey: string; baseSha: string; into: string; workers: WorkerHead[]; at: number }): Promise<MergeRun> {
+      return mergeWorkers(await stagingDir(deps), input);
+    },
+
+    /**
+     * Names an integration commit `refs/flotilla/<run>/<name>` for a redone worker or the push;
+     * returns a diffstat against the base for the people who approve it. A tree with a file at a
+     * hidden test path is never recorded.
+     */
+    async recordIntegrated(input: { runKey: string; baseSha: string; sha: string; name: string; oracleSha?: string }): Promise<{
+      sha: string;
+      ref: string;
+      diffstat: string;
+    }> {
+      const staging = await deps.staging();
+      const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
+      if (oraclePaths.length) {
+        const clash = (await listTree(staging.dir, input.sha)).filter((e) => clashesWithOracle(e.path, oraclePaths));
+        if (clash.length) throw permanent('OracleExposed', `refusing to record the integrated tree: ${clash.length} of its files are at hidden test paths`);
+      }
+      const ref = runRef(input.runKey, input.name);
+      await staging.setRef(ref, input.sha);
+      return { sha: input.sha, ref, diffstat: await diffstat(staging.dir, input.baseSha, input.sha) };
+    },
+
+    /**
+     * Runs the setup and test commands on `sha` in the test sandbox, with the hidden tests placed
+     * read-only. Afterwards: a hidden test changed or gone fails the run; whatever the commands
+     * committed or changed is reported and discarded (the host never takes anything from this
+     * sandbox); the checkout is cleaned, hidden tests included.
+     */
+    async runTests(input: {
+      sandbox: SandboxRef;
+      runKey: string;
+      baseSha: string;
+      sha: string;
+      setupCmd?: string;
+      testCmd: string;
+      timeoutMs: number;
+      oracleSha?: string;
+    }): Promise<TestRun> {
+      const sb = await openSandbox(deps, input.sandbox);
+      const dir = await stagingDir(deps);
+      await checkout(deps, sb, input);
+      let oracles: OracleFile[] = [];
+      if (input.oracleSha) {
+        const read = await oracleFiles(dir, input.oracleSha);
+        if ('problem' in read) throw permanent('InvalidRequest', `oracle: ${read.problem}`);
+        oracles = read.files;
+      }
+      const oraclePaths = oracles.map((f) => f.path);
+      const redact = oracleRedactor(oracles);
+      const notRun = { passed: false, what: 'the hidden tests', command: '', exitCode: -1, timedOut: false, tail: '', logRef: '' };
+      if (oracles.length) {
+        const clash = (await listTree(dir, input.sha)).filter((e) => clashesWithOracle(e.path, oraclePaths));
+        if (clash.length) return { ...notRun, problem: `the integrated tree has ${clash.length} file(s) of its own at hidden test paths` };
+        await placeReadOnly(sb, oracles);
+      }
+      const steps: [string, string][] = [];
+      if (input.setupCmd) steps.push(['the setup command', input.setupCmd]);
+      steps.push(['the test command', input.testCmd]);
+      let last: TestRun | undefined;
+      for (const [what, command] of steps) {
+        const run = await execTracked(deps, sb, command, { timeoutMs: input.timeoutMs, label: what === 'the setup command' ? 'setup' : 'tests', redact });
+        const passed = run.exitCode === 0 && !run.timedOut;
+        last = { passed, what, command, exitCode: run.exitCode, timedOut: run.timedOut, tail: run.tail, logRef: run.logRef };
+        if (!passed) break;
+      }
+      const altered = await alteredOracles(sb, oracles);
+      const discarded = await testRunChanges(sb, input.sha, oraclePaths, redact);
+      await script(sb, `git reset -q --hard ${sh(input.sha)} 2>/dev/null || true\ngit clean -ffdxq 2>/dev/null || true`, 'cleaning up after the tests');
+      const problem = altered ? `the test run changed or removed ${altered} hidden test file(s); its result does not count` : undefined;
+      return { ...last!, passed: last!.passed && !problem, discarded, problem };
+    },
+
+    /**
+     * One resolver round on the host's conflicted merge of `headSha` into `intoSha`: the fixer
+     * sandbox gets a checkout at `intoSha` whose working tree holds the merge with its conflict
+     * markers. The round succeeds when the tree it leaves has no conflict marker or .rej file and
+     * changes only files the merge touches; the host then commits the merge with that tree.
      */
     async resolveConflict(
       input: FixerInput & {
         workerId: string;
-        ref: string;
         headSha: string;
         intoSha: string;
         title: string;
@@ -264,32 +374,27 @@ echo "HEAD $(git rev-parse HEAD)"`,
       },
     ): Promise<FixerRound> {
       const sb = await openSandbox(deps, input.sandbox);
-      await hideOracles(sb, input.oraclePaths);
+      const dir = await stagingDir(deps);
       const message = mergeMessage(input.title, input.workerId, input.runKey, `\nFlotilla-Resolved-By: resolver round ${input.round}`);
-      const started = await script(
-        sb,
-        `${restoreScript(input.intoSha)}
-${mergeScript(input.ref, message)}
-git -c core.quotepath=off diff --name-only --no-renames "$(git merge-base HEAD ${sh(input.headSha)})" ${sh(input.headSha)} | sed 's/^/TOUCHED /'
-echo "HEAD $(git rev-parse HEAD)"`,
-        'starting the conflicting merge',
-      );
-      if (started.includes('MERGED')) return { ok: true, sha: linesWith(started, 'HEAD ')[0], costUsd: 0 };
-      const files = linesWith(started, 'FILE ');
-      const touched = new Set(linesWith(started, 'TOUCHED '));
+      const merged = await mergeTrees(dir, input.intoSha, input.headSha);
+      if (merged.clean) {
+        const sha = await commitTree(dir, { tree: merged.tree, parents: [input.intoSha, input.headSha], message, at: input.at });
+        return { ok: true, sha, costUsd: 0 };
+      }
+      const conflicted = await commitTree(dir, { tree: merged.tree, parents: [input.intoSha], message: 'conflicted merge (never pushed)', at: input.at });
+      await checkout(deps, sb, { runKey: input.runKey, baseSha: input.baseSha, sha: conflicted, indexAt: input.intoSha });
+      const touched = new Set(await changedPaths(dir, await mergeBase(dir, input.intoSha, input.headSha), input.headSha));
+      const entries = new Map((await listTree(dir, merged.tree)).map((e) => [e.path, e.oid]));
       const hunks: string[] = [];
-      for (const file of files) {
-        const text = await sb
-          .readFile(`${sb.workspace}/${file}`)
-          .then((b) => Buffer.from(b).toString('utf8'))
-          .catch(() => undefined);
-        hunks.push(text === undefined ? `--- ${file}\n(deleted on one side)` : conflictHunks(file, text));
+      for (const file of merged.files) {
+        const oid = entries.get(file);
+        hunks.push(oid ? conflictHunks(file, (await readBlob(dir, oid)).toString('utf8')) : `--- ${file}\n(deleted on one side)`);
       }
       const prompt = resolverPrompt({
         objective: input.objective,
         incoming: input.incoming,
         integrated: input.integrated,
-        files,
+        files: merged.files,
         round: input.round,
         maxRounds: input.maxRounds,
         previousFailure: input.previousFailure,
@@ -298,137 +403,82 @@ echo "HEAD $(git rev-parse HEAD)"`,
         nonce: randomBytes(8).toString('hex'),
       });
       const run = await runFixer(deps, sb, input, 'resolver', prompt);
-      const reject = (reason: string) => rejectRound(sb, input.intoSha, reason, run, 'aborting the merge');
-      if (run.failure) return reject(run.failure);
-      const state = await script(
-        sb,
-        `echo "HEAD $(git rev-parse HEAD)"
-echo "MERGE_HEAD $(git rev-parse -q --verify MERGE_HEAD || true)"`,
-        'reading the merge state',
-      );
-      if (linesWith(state, 'HEAD ')[0] !== input.intoSha || linesWith(state, 'MERGE_HEAD ')[0] !== input.headSha) {
-        return reject('the merge was no longer in progress: the resolver committed, aborted or restarted it');
-      }
-      await script(sb, 'git add -A', 'staging the resolution');
-      const { problems } = await changeProblems(sb, input.intoSha, (p) => touched.has(p) && !input.oraclePaths.some((o) => pathIsUnder(p, o)));
-      if (problems.length) return reject(problems.join('; '));
-      const committed = await script(sb, `git commit -q --no-verify -m ${sh(message)}\ngit rev-parse HEAD`, 'committing the resolved merge');
-      return {
-        ok: true,
-        sha: committed.trim(),
-        diffstat: await diffstat(sb, input.intoSha, 'HEAD', files),
-        costUsd: run.costUsd,
-        logRef: run.logRef,
-      };
+      if (run.failure) return rejected(run.failure, input.intoSha, run);
+      const back = await bringBack(deps, sb, { runKey: input.runKey, from: input.intoSha });
+      if ('problem' in back) return rejected(back.problem, input.intoSha, run);
+      const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
+      const { problems } = await editProblems(dir, { from: input.intoSha, tree: back.tree, allowed: (p) => touched.has(p), oraclePaths });
+      if (problems.length) return rejected(problems.join('; '), input.intoSha, run);
+      const sha = await commitTree(dir, { tree: back.tree, parents: [input.intoSha, input.headSha], message, at: input.at });
+      return { ok: true, sha, diffstat: await diffstat(dir, input.intoSha, sha, merged.files), costUsd: run.costUsd, logRef: run.logRef };
     },
 
     /**
-     * One repair round on `fromSha`, whose tests failed with the output in `logRef`. The agent's
-     * edits (even ones it committed against the rules) become one commit, unless they change a
-     * path outside `allowedPaths` or an oracle path, leave conflict markers or .rej files, or
-     * change nothing: then they are dropped and the workspace is back at `fromSha`.
+     * One repair round on `fromSha`, whose tests failed. The agent sees output of a run without
+     * the hidden tests: the gate's own output when there are none, else a run of the visible
+     * tests in the fixer sandbox (and, when those pass, only that hidden tests fail). Its working
+     * tree becomes one host commit on `fromSha`, unless it changes a path outside `allowedPaths`
+     * or a hidden test path, leaves conflict markers or .rej files, or changes nothing.
      */
     async repairTests(
       input: FixerInput & {
         fromSha: string;
         tasks: Intent[];
-        /** The command that failed, its exit code and full output. */
+        /** The command that failed on the gate and its exit code. */
         failedCmd: string;
         exitCode: number;
-        logRef: string;
+        /** The gate's output, when no hidden tests took part in it. */
+        logRef?: string;
+        /** Per command, for the visible run. */
+        commandTimeoutMs: number;
         /** Normalized: the sub-tasks' ownedPaths and sharedPaths. */
         allowedPaths: string[];
       },
     ): Promise<FixerRound> {
       const sb = await openSandbox(deps, input.sandbox);
-      await hideOracles(sb, input.oraclePaths);
-      await script(sb, restoreScript(input.fromSha), 'cleaning the workspace');
-      const output = (await deps.artifacts.get(input.logRef)).toString('utf8');
+      const dir = await stagingDir(deps);
+      await checkout(deps, sb, { runKey: input.runKey, baseSha: input.baseSha, sha: input.fromSha });
+      let output: string;
+      let exitCode = input.exitCode;
+      let hiddenOnly = false;
+      if (input.logRef) output = (await deps.artifacts.get(input.logRef)).toString('utf8');
+      else {
+        const visible = await execTracked(deps, sb, input.verifyCmd, { timeoutMs: input.commandTimeoutMs, label: 'visible tests' });
+        output = (await deps.artifacts.get(visible.logRef)).toString('utf8');
+        exitCode = visible.exitCode;
+        hiddenOnly = visible.exitCode === 0 && !visible.timedOut;
+        await script(sb, `git reset -q --hard ${sh(input.fromSha)}`, 'resetting after the visible tests');
+      }
       const prompt = repairPrompt({
         objective: input.objective,
         tasks: input.tasks,
-        failedCmd: input.failedCmd,
+        failedCmd: input.logRef ? input.failedCmd : input.verifyCmd,
         verifyCmd: input.verifyCmd,
-        exitCode: input.exitCode,
+        exitCode,
         round: input.round,
         maxRounds: input.maxRounds,
         allowedPaths: input.allowedPaths,
+        hidden: !input.logRef,
+        hiddenOnly,
         output,
         nonce: randomBytes(8).toString('hex'),
       });
       const run = await runFixer(deps, sb, input, 'repair', prompt);
-      const reject = (reason: string) => rejectRound(sb, input.fromSha, reason, run, 'dropping the repair');
-      if (run.failure) return reject(run.failure);
-      await script(sb, `git reset -q --soft ${sh(input.fromSha)}\ngit add -A`, 'staging the repair');
-      const { changed, problems } = await changeProblems(
-        sb,
-        input.fromSha,
-        (p) => input.allowedPaths.some((a) => pathIsUnder(p, a)) && !input.oraclePaths.some((o) => pathIsUnder(p, o)),
-      );
-      if (problems.length) return reject(problems.join('; '));
-      if (changed.length === 0) return reject('the repair agent changed nothing');
+      if (run.failure) return rejected(run.failure, input.fromSha, run);
+      const back = await bringBack(deps, sb, { runKey: input.runKey, from: input.fromSha });
+      if ('problem' in back) return rejected(back.problem, input.fromSha, run);
+      const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
+      const { changed, problems } = await editProblems(dir, {
+        from: input.fromSha,
+        tree: back.tree,
+        allowed: (p) => input.allowedPaths.some((a) => pathIsUnder(p, a)),
+        oraclePaths,
+      });
+      if (problems.length) return rejected(problems.join('; '), input.fromSha, run);
+      if (changed.length === 0) return rejected('the repair agent changed nothing', input.fromSha, run);
       const message = `Repair round ${input.round}: make the tests pass\n\nFlotilla-Repair-Round: ${input.round}\nFlotilla-Run: ${input.runKey}`;
-      const committed = await script(sb, `git commit -q --no-verify -m ${sh(message)}\ngit rev-parse HEAD`, 'committing the repair');
-      return {
-        ok: true,
-        sha: committed.trim(),
-        diffstat: await diffstat(sb, input.fromSha, 'HEAD'),
-        costUsd: run.costUsd,
-        logRef: run.logRef,
-      };
-    },
-
-    /**
-     * Keeps the oracle files host-side, in the artifact store, so that later activities (and
-     * workflow history) carry only their references. Their contents cross history once more
-     * here, as this activity's input.
-     */
-    async storeOracles(input: { files: Record<string, string> }): Promise<{ path: string; ref: string }[]> {
-      return Promise.all(Object.entries(input.files).map(async ([path, content]) => ({ path, ref: await deps.artifacts.put(content) })));
-    },
-
-    /**
-     * Writes the oracle files into the integration workspace for a test run, excluded from git.
-     * Refuses (returning why) when the tree has files of its own at those paths or a commit of
-     * the run touches them, since the tests would then not be the hidden ones.
-     */
-    async placeOracles(input: { sandbox: SandboxRef; baseSha: string; oracles: { path: string; ref: string }[] }): Promise<{ problem?: string }> {
-      const sb = await openSandbox(deps, input.sandbox);
-      const paths = input.oracles.map((o) => o.path);
-      const problem = await oracleProblem(sb, input.baseSha, paths);
-      if (problem) return { problem };
-      await hideOracles(sb, paths);
-      for (const o of input.oracles) await sb.writeFile(`${sb.workspace}/${o.path}`, await deps.artifacts.get(o.ref));
-      const block = [EXCLUDE_BEGIN, ...paths.map(excludePattern), EXCLUDE_END].join('\n');
-      await script(sb, `mkdir -p .git/info\nprintf '%s\\n' ${sh(block)} >> ${EXCLUDE_FILE}`, 'excluding the oracle files from git');
-      return {};
-    },
-
-    /**
-     * Copies the integration branch into the staging repository as `refs/flotilla/<run>/<name>`;
-     * returns its SHA and a diffstat against the base for the people who approve the push. A
-     * commit holding an oracle file is never exported.
-     */
-    async exportIntegrated(input: { sandbox: SandboxRef; runKey: string; baseSha: string; name: string; oraclePaths: string[] }): Promise<{
-      sha: string;
-      ref: string;
-      diffstat: string;
-    }> {
-      const sb = await openSandbox(deps, input.sandbox);
-      const problem = await oracleProblem(sb, input.baseSha, input.oraclePaths);
-      if (problem) throw ApplicationFailure.nonRetryable(`refusing to export the integrated tree: ${problem}`, 'OracleExposed');
-      const head = (await script(sb, 'git rev-parse HEAD', 'reading the integrated commit')).trim();
-      const stat = await diffstat(sb, input.baseSha, head);
-      const staging = await deps.staging();
-      const ref = runRef(input.runKey, input.name);
-      if (head === input.baseSha) {
-        await staging.setRef(ref, head);
-        return { sha: head, ref, diffstat: stat };
-      }
-      const bundle = `${sb.scratch}/integrated.bundle`;
-      await script(sb, `git update-ref ${BUNDLE_REF} HEAD\ngit bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(input.baseSha)}`, 'bundling the integrated commits');
-      const sha = await staging.importBundle(await sb.readFile(bundle), ref);
-      return { sha, ref, diffstat: stat };
+      const sha = await commitTree(dir, { tree: back.tree, parents: [input.fromSha], message, at: input.at });
+      return { ok: true, sha, diffstat: await diffstat(dir, input.fromSha, sha), costUsd: run.costUsd, logRef: run.logRef };
     },
 
     /**

@@ -1,15 +1,18 @@
 /**
- * Integration: in a sandbox of its own at the base commit, merge every worker's commits in plan
- * order (3-way), then run the setup and test commands on the result. Nothing untested leaves.
+ * Integration: on the host, merge every worker's commits in plan order (3-way, in the staging
+ * repository), then run the setup and test commands on the result in a test sandbox. The
+ * commit pushed is the one the host merged and tested; nothing a sandbox commits leaves it.
  *
  * With a resolver, a conflicting merge gets resolver rounds and then, if they fail, one redo of
  * its sub-task by a fresh worker starting from the integrated tree. With a repair agent, failing
- * tests get repair rounds, each followed by the tests again. Oracle files take part in every
- * test run and in nothing else. Every attempt shows in the status and the result as it happens;
- * history carries only SHAs, refs and short tails. The sandbox is destroyed however it ends.
+ * tests get repair rounds, each followed by the tests again. Hidden tests take part in every
+ * test run and in nothing else: fixers work in a sandbox of their own that never holds them.
+ * Every attempt shows in the status and the result as it happens; history carries only SHAs,
+ * refs and short (redacted) tails. The sandboxes are destroyed however it ends.
  */
 import { CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { Activities, CommandReport, SandboxRef } from '../activities';
+import type { Activities, SandboxRef } from '../activities';
+import type { TestRun } from '../activities/integrate';
 import { redoNote } from '../prompts';
 import {
   type ConflictReport,
@@ -32,6 +35,8 @@ export interface IntegrationInput {
   req: PlannedRequest;
   runKey: string;
   baseSha: string;
+  /** The hidden tests' commit in the staging repository (fetchOracle), when there are any. */
+  oracleSha?: string;
   /** Updated as integration proceeds (phase, attempts). */
   status: RunStatus;
   /** Filled with the conflict, the test outcome and the attempts. */
@@ -51,36 +56,37 @@ export type IntegrationOutcome = { ok: true; sha: string; diffstat: string; test
 /** Lines of failing output each repair round keeps in the report. */
 const FAILED_TAIL_LINES = 15;
 
-/** One run of the setup and test commands: the first that failed, or the passing tests. */
-interface GateRun {
-  passed: boolean;
-  /** "the setup command" or "the test command". */
-  what: string;
-  command: string;
-  run: CommandReport;
-}
-
-function failed(run: CommandReport): boolean {
-  return run.exitCode !== 0 || run.timedOut;
-}
-
-function how(run: CommandReport): string {
+function how(run: TestRun): string {
   return run.timedOut ? 'timed out' : `exited with code ${run.exitCode}`;
 }
 
 export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
-  const { req, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
-  const { provisionSandbox, seedWorkspace, mergeWorker, exportIntegrated, destroySandbox, storeOracles, placeOracles } =
-    proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
-  const { runCommand } = proxyActivities<Activities>(commandOptions(commandTimeoutMs, heartbeatTimeoutMs));
+  const { req, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
+  const { provisionSandbox, destroySandbox, mergeWorkers, recordIntegrated } = proxyActivities<Activities>(
+    activityOptions(heartbeatTimeoutMs),
+  );
+  // Setup and tests run one after the other within one activity.
+  const { runTests } = proxyActivities<Activities>(commandOptions(2 * commandTimeoutMs, heartbeatTimeoutMs));
   const agentTimeoutMs = req.limits.workerTimeoutMinutes * 60_000;
-  const { resolveConflict, repairTests } = proxyActivities<Activities>(commandOptions(agentTimeoutMs, heartbeatTimeoutMs));
+  const { resolveConflict } = proxyActivities<Activities>(commandOptions(agentTimeoutMs, heartbeatTimeoutMs));
+  // A repair round may first run the visible tests to show the agent their output.
+  const { repairTests } = proxyActivities<Activities>(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs));
 
   const tasks = new Map(req.subTasks.map((t) => [t.id, t]));
-  const oraclePaths = Object.keys(req.oracle?.files ?? {}).map(normalizeRepoPath);
   const verifyCmd = req.setupCmd ? `${req.setupCmd} && ${req.testCmd}` : req.testCmd;
-  const sandbox: SandboxRef = { key: `${runKey}/integration`, ...req.sandbox };
-  const fixer = { sandbox, runKey, objective: req.objective, verifyCmd, timeoutMs: agentTimeoutMs, oraclePaths };
+  /** The only sandbox the hidden tests are ever written to. */
+  const testSandbox: SandboxRef = { key: `${runKey}/integration`, ...req.sandbox };
+  /** Where resolver and repair agents work: it never holds the hidden tests. */
+  const fixerSandbox: SandboxRef = { key: `${runKey}/integration-fixer`, ...req.sandbox };
+  // Provisioned when first needed; every activity then makes its own fresh checkout in it.
+  const ready = new Set<string>();
+  const prepare = async (sandbox: SandboxRef) => {
+    if (ready.has(sandbox.key)) return;
+    await provisionSandbox(sandbox);
+    ready.add(sandbox.key);
+  };
+  /** The date of every commit the integration makes: a retried activity makes the same ones. */
+  const at = Math.floor(Date.now() / 1000);
   const report: IntegrationReport = { attempts: [], costUsd: 0 };
   status.integration = result.integration = report;
   const spent = { resolver: 0, repair: 0 };
@@ -100,11 +106,12 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       },
     };
   };
-  /** The integration branch's head, as the last merge, resolution or repair left it. */
+  /** The integration head, as the last merge, resolution or repair left it: a host commit. */
   let head = baseSha;
+  const fixer = () => ({ sandbox: fixerSandbox, runKey, baseSha, objective: req.objective, verifyCmd, timeoutMs: agentTimeoutMs, oracleSha, at });
 
   /** Resolver rounds, then one redo of the sub-task on the integrated tree; the run's end when neither works. */
-  const overcomeConflict = async (conflict: ConflictReport, task: SubTask, ref: string, headSha: string, title: string): Promise<Failure | undefined> => {
+  const overcomeConflict = async (conflict: ConflictReport, task: SubTask, headSha: string, title: string): Promise<Failure | undefined> => {
     const others = conflict.conflictsWith.length ? conflict.conflictsWith.join(', ') : 'earlier workers';
     const what = `worker ${conflict.workerId} conflicts with ${others} in ${conflict.files.join(', ')}`;
     const resolver = req.resolver;
@@ -122,15 +129,15 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         break;
       }
       rounds++;
+      await prepare(fixerSandbox);
       const { end } = track({ kind: 'resolve', workerId: conflict.workerId, round: rounds, files: conflict.files });
       const resolved = await resolveConflict({
-        ...fixer,
+        ...fixer(),
         agent: resolver.agent,
         round: rounds,
         maxRounds: resolver.maxRounds,
         budgetUsd,
         workerId: conflict.workerId,
-        ref,
         headSha,
         intoSha: head,
         title,
@@ -158,7 +165,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
 
     // ---- The sub-task redone by a fresh worker on top of the integrated tree ----
     const { attempt, end } = track({ kind: 'redispatch', workerId: conflict.workerId, round: 1, files: conflict.files });
-    const seed = await exportIntegrated({ sandbox, runKey, baseSha, name: `seeds/${task.id}`, oraclePaths });
+    const seed = await recordIntegrated({ runKey, baseSha, sha: head, name: `seeds/${task.id}`, oracleSha });
     const redoId = `${task.id}.redo`;
     attempt.workflowId = workerWorkflowId(workflowInfo().workflowId, redoId);
     const given = input.workerInput(task);
@@ -169,16 +176,13 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       seed: { ref: seed.ref, sha: seed.sha },
     });
     if (redo.status !== 'done') reason = redo.reason ?? `the worker ended ${redo.status}`;
-    else if (redo.ref && redo.headSha) {
-      const merged = await mergeWorker({
-        sandbox,
+    else if (redo.headSha) {
+      const merged = await mergeWorkers({
         runKey,
-        workerId: task.id,
-        ref: redo.ref,
-        headSha: redo.headSha,
-        startSha: seed.sha,
         baseSha,
-        title: `${title} (redone on the integrated tree)`,
+        into: head,
+        workers: [{ workerId: task.id, headSha: redo.headSha, title: `${title} (redone on the integrated tree)` }],
+        at,
       });
       if (merged.status === 'merged') head = merged.sha;
       else reason = `its redone commits conflict in ${merged.files.join(', ')}`;
@@ -192,50 +196,42 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
 
   status.phase = 'integrating';
   try {
-    await provisionSandbox(sandbox);
-    await seedWorkspace({ sandbox, runKey, baseSha, branch: `flotilla/${runKey}/integration`, author: 'Flotilla integration' });
-    for (const w of result.workers) {
-      if (!w.ref || !w.headSha) continue;
-      const task = tasks.get(w.workerId)!;
-      const title = `Integrate ${w.workerId}: ${firstLine(task.prompt)}`;
-      const merged = await mergeWorker({ sandbox, runKey, workerId: w.workerId, ref: w.ref, headSha: w.headSha, startSha: baseSha, baseSha, title });
-      if (merged.status === 'merged') {
-        head = merged.sha;
-        continue;
-      }
-      const conflict = { workerId: w.workerId, conflictsWith: merged.conflictsWith, files: merged.files };
-      const failure = await overcomeConflict(conflict, task, w.ref, w.headSha, title);
+    const titleOf = (task: SubTask) => `Integrate ${task.id}: ${firstLine(task.prompt)}`;
+    let pending = result.workers.filter((w) => w.ref && w.headSha);
+    while (pending.length) {
+      const merged = await mergeWorkers({
+        runKey,
+        baseSha,
+        into: head,
+        workers: pending.map((w) => ({ workerId: w.workerId, headSha: w.headSha!, title: titleOf(tasks.get(w.workerId)!) })),
+        at,
+      });
+      head = merged.sha;
+      if (merged.status === 'merged') break;
+      const index = pending.findIndex((w) => w.workerId === merged.workerId);
+      const task = tasks.get(merged.workerId)!;
+      const conflict = { workerId: merged.workerId, conflictsWith: merged.conflictsWith, files: merged.files };
+      const failure = await overcomeConflict(conflict, task, pending[index].headSha!, titleOf(task));
       if (failure) return failure;
+      pending = pending.slice(index + 1);
     }
 
     // ---- The test gate, and repair rounds while it fails ----
     status.phase = 'testing';
-    const oracles = req.oracle
-      ? await storeOracles({ files: Object.fromEntries(Object.entries(req.oracle.files).map(([p, content]) => [normalizeRepoPath(p), content])) })
-      : [];
-    const runGate = async (): Promise<GateRun | Failure> => {
-      if (oracles.length) {
-        const placed = await placeOracles({ sandbox, baseSha, oracles });
-        if (placed.problem) return { ok: false, outcome: 'failed', message: `the oracle tests cannot run: ${placed.problem}` };
-      }
-      let gate: GateRun | undefined;
-      if (req.setupCmd) {
-        const setup = await runCommand({ sandbox, command: req.setupCmd, timeoutMs: commandTimeoutMs, label: 'setup' });
-        if (failed(setup)) gate = { passed: false, what: 'the setup command', command: req.setupCmd, run: setup };
-      }
-      if (!gate) {
-        const test = await runCommand({ sandbox, command: req.testCmd, timeoutMs: commandTimeoutMs, label: 'tests' });
-        gate = { passed: !failed(test), what: 'the test command', command: req.testCmd, run: test };
-      }
-      result.test = { exitCode: gate.run.exitCode, tail: gate.run.tail, logRef: gate.run.logRef };
-      return gate;
+    await prepare(testSandbox);
+    const runGate = async (): Promise<TestRun | Failure> => {
+      const run = await runTests({ sandbox: testSandbox, runKey, baseSha, sha: head, setupCmd: req.setupCmd, testCmd: req.testCmd, timeoutMs: commandTimeoutMs, oracleSha });
+      if (run.discarded) (report.discarded ??= []).push(run.discarded);
+      if (run.logRef) result.test = { exitCode: run.exitCode, tail: run.tail, logRef: run.logRef };
+      if (run.problem) return { ok: false, outcome: 'failed', message: `${run.problem}; nothing is pushed` };
+      return run;
     };
 
     const allowedPaths = [...new Set([...req.subTasks.flatMap((t) => t.ownedPaths), ...req.sharedPaths].map(normalizeRepoPath))];
     let gate = await runGate();
     let rounds = 0;
     while (!('ok' in gate) && !gate.passed) {
-      const message = `${gate.what} ${how(gate.run)} on the integrated tree`;
+      const message = `${gate.what} ${how(gate)} on the integrated tree`;
       const repair = req.repair;
       if (!repair) return { ok: false, outcome: 'tests-failed', message };
       if (rounds >= repair.maxRounds) return { ok: false, outcome: 'tests-failed', message: `${message}; ${rounds} repair round(s) did not fix it` };
@@ -248,9 +244,10 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         };
       }
       rounds++;
-      const { end } = track({ kind: 'repair', round: rounds, failed: lastLines(gate.run.tail, FAILED_TAIL_LINES) });
+      await prepare(fixerSandbox);
+      const { end } = track({ kind: 'repair', round: rounds, failed: lastLines(gate.tail, FAILED_TAIL_LINES) });
       const repaired = await repairTests({
-        ...fixer,
+        ...fixer(),
         agent: repair.agent,
         round: rounds,
         maxRounds: repair.maxRounds,
@@ -258,8 +255,10 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         fromSha: head,
         tasks: req.subTasks.map((t) => ({ workerId: t.id, prompt: firstLine(t.prompt) })),
         failedCmd: gate.command,
-        exitCode: gate.run.exitCode,
-        logRef: gate.run.logRef,
+        exitCode: gate.exitCode,
+        // With hidden tests the gate's output is theirs too: the agent gets a visible run instead.
+        logRef: oracleSha ? undefined : gate.logRef,
+        commandTimeoutMs,
         allowedPaths,
       });
       spent.repair += repaired.costUsd;
@@ -271,13 +270,13 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       head = repaired.sha;
       gate = await runGate();
       if ('ok' in gate) end('failed', { ...spentRound, reason: gate.message });
-      else end(gate.passed ? 'succeeded' : 'failed', { ...spentRound, reason: gate.passed ? undefined : `${gate.what} still ${how(gate.run)}` });
+      else end(gate.passed ? 'succeeded' : 'failed', { ...spentRound, reason: gate.passed ? undefined : `${gate.what} still ${how(gate)}` });
     }
     if ('ok' in gate) return gate;
 
-    const exported = await exportIntegrated({ sandbox, runKey, baseSha, name: 'integrated', oraclePaths });
-    return { ok: true, sha: exported.sha, diffstat: exported.diffstat, testSummary: lastLines(gate.run.tail, 5) };
+    const recorded = await recordIntegrated({ runKey, baseSha, sha: head, name: 'integrated', oracleSha });
+    return { ok: true, sha: recorded.sha, diffstat: recorded.diffstat, testSummary: lastLines(gate.tail, 5) };
   } finally {
-    await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
+    await CancellationScope.nonCancellable(() => Promise.all([destroySandbox(testSandbox), destroySandbox(fixerSandbox)]));
   }
 }

@@ -5,6 +5,7 @@
  * failure, so the Web UI shows red and clients still get the report.
  */
 import {
+  ActivityFailure,
   ApplicationFailure,
   ChildWorkflowFailure,
   condition,
@@ -52,7 +53,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const targetRef = req.repo.targetRef ?? req.repo.baseRef;
   const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
   const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { resolveBase, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
+  const { resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
   const started = Date.now();
 
   const status: RunStatus = {
@@ -189,6 +190,11 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   try {
     const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
     status.baseSha = result.baseSha = baseSha;
+    // Before any agent spends anything: hidden tests that cannot be fetched or used end the run here.
+    const oracle = req.oracle && (await fetchOracle({ runKey, url: req.oracle.repo, ref: req.oracle.ref }).catch((err) => err as Error));
+    if (oracle instanceof ActivityFailure && oracle.cause instanceof ApplicationFailure) return finish('failed', oracle.cause.message);
+    if (oracle instanceof Error) throw oracle;
+    const oracleSha = oracle?.sha;
     const settled = await settlePlan(req, { runKey, baseSha, status, heartbeatTimeoutMs, timeoutMs: minutes(req.limits.workerTimeoutMinutes) });
     const plan = settled.request;
     result.planning = status.planning = settled.planning;
@@ -236,7 +242,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       status.workers.push(ws);
       return runWorker(given, ws);
     };
-    const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
+    const integrated = await integrate({ req: plan, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
     if (!integrated.ok) return finish(integrated.outcome, integrated.message);
     result.integratedSha = status.integratedSha = integrated.sha;
     if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
