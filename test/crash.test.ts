@@ -52,6 +52,8 @@ async function startWorker(): Promise<ChildProcess> {
       ANTHROPIC_BASE_URL: models.url,
       ANTHROPIC_API_KEY: 'test-key',
       OPENAI_API_KEY: 'test-key',
+      // The worker's own configuration names the model server, so the egress proxy lets Codex reach it.
+      OPENAI_BASE_URL: `${models.url}/v1`,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
