@@ -5,19 +5,24 @@
  * failure, so the Web UI shows red and clients still get the report.
  */
 import {
+  ActivityFailure,
+  setHandler,
   ApplicationFailure,
+  CancellationScope,
   ChildWorkflowFailure,
+  ParentClosePolicy,
+  TemporalFailure,
+  allHandlersFinished,
   condition,
-  executeChild,
-  getExternalWorkflowHandle,
   isCancellation,
   proxyActivities,
-  setHandler,
+  startChild,
+  uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { permanent } from '../failures';
 import {
-  type GateDecision,
   type GateName,
   type LeaderRequest,
   type LeaderRequestInput,
@@ -28,17 +33,8 @@ import {
   RequestError,
   parseLeaderRequest,
 } from '../spec';
-import {
-  type GateReview,
-  type RunStatus,
-  type WorkerStatus,
-  approveSignal,
-  pauseSignal,
-  rejectSignal,
-  resumeSignal,
-  statusQuery,
-  workerProgressSignal,
-} from './messages';
+import { type Crew, openInbox } from './inbox';
+import { type GateReview, type RunStatus, type WorkerStatus, statusQuery } from './messages';
 import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
@@ -53,7 +49,6 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
   const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
   const { resolveBase, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
-  const started = Date.now();
 
   const status: RunStatus = {
     phase: 'resolving',
@@ -62,56 +57,28 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     targetRef,
     workers: (req.subTasks ?? []).map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
     decisions: [],
-    totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0, elapsedMs: 0 },
+    refusals: [],
+    refusedCount: 0,
+    startedAt: Date.now(),
+    totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0 },
   };
-  const workerStatus = (id: string) => status.workers.find((w) => w.id === id);
   /** Dollars spent by every agent of the run: planner, workers, resolvers and repairers. */
   const spent = () =>
     (status.planning?.costUsd ?? 0) + status.workers.reduce((sum, w) => sum + w.costUsd, 0) + (status.integration?.costUsd ?? 0);
-  setHandler(statusQuery, () => {
-    const now = Date.now();
-    for (const w of status.workers) if (w.state === 'running' || w.state === 'suspended') w.durationMs = now - (w.startedAt ?? now);
-    status.totals = {
+  // Pure: a query must not change the state it reports. Durations are the client's to compute.
+  setHandler(statusQuery, () => ({
+    ...status,
+    totals: {
       costUsd: spent(),
       turns: status.workers.reduce((sum, w) => sum + w.turns, 0),
       workersDone: status.workers.filter((w) => w.state === 'done').length,
       workersFailed: status.workers.filter((w) => w.state === 'failed').length,
-      elapsedMs: now - started,
-    };
-    return status;
-  });
+    },
+  }));
 
-  // ---- People: gates, pause and resume ----
-  let decision: GateDecision | undefined;
-  setHandler(approveSignal, (a) => {
-    const gate = status.gate;
-    const by = a.by ?? 'unknown';
-    if (!gate || gate.gate !== a.gate) {
-      gate?.refused.push({ by, reason: `the ${a.gate} gate is not open` });
-      return;
-    }
-    if (gate.gate === 'push' && a.sha !== gate.sha) {
-      gate.refused.push({ by, reason: `approval names ${a.sha ?? 'no commit'}, but the commit to push is ${gate.sha}` });
-      return;
-    }
-    decision = { gate: a.gate, approved: true, by, comment: a.comment, sha: gate.sha };
-  });
-  setHandler(rejectSignal, (r) => {
-    if (status.gate?.gate === r.gate) decision = { gate: r.gate, approved: false, by: r.by ?? 'unknown', comment: r.reason };
-    else status.gate?.refused.push({ by: r.by ?? 'unknown', reason: `the ${r.gate} gate is not open` });
-  });
-  const forward = async (workerId: string, send: (childId: string) => Promise<void>) => {
-    const state = workerStatus(workerId)?.state;
-    if (state === 'running' || state === 'suspended') await send(workerWorkflowId(info.workflowId, workerId));
-  };
-  setHandler(pauseSignal, (p) => forward(p.workerId, (id) => getExternalWorkflowHandle(id).signal(pauseSignal, p)));
-  setHandler(resumeSignal, (r) => forward(r.workerId, (id) => getExternalWorkflowHandle(id).signal(resumeSignal, r)));
-  setHandler(workerProgressSignal, (p) => {
-    const ws = workerStatus(p.id);
-    if (ws && (ws.state === 'running' || ws.state === 'suspended')) {
-      Object.assign(ws, { state: p.state, reason: p.reason, question: p.question, costUsd: p.costUsd, turns: p.turns });
-    }
-  });
+  // ---- People and workers: every message goes through the inbox ----
+  const crew: Crew = { status, children: new Map(), tokens: new Map(), over: false };
+  openInbox(crew);
 
   /** Waits at a gate; returns normally when it is passed, ends the run when it is not. */
   const passGate = async (name: GateName, review: Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>) => {
@@ -120,14 +87,15 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     const timeoutMs = minutes(gate.timeoutMinutes);
     status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
     status.gate = { gate: name, openedAt: Date.now(), expiresAt: Date.now() + timeoutMs, onTimeout: gate.onTimeout, refused: [], ...review };
-    decision = undefined;
-    const decided = await condition(() => decision !== undefined, timeoutMs);
-    const taken: GateDecision = decided
-      ? decision!
+    crew.decision = undefined;
+    const decided = await condition(() => crew.decision !== undefined, timeoutMs);
+    const taken = decided
+      ? crew.decision!
       : { gate: name, approved: gate.onTimeout === 'approve', by: 'timeout', expired: true, sha: status.gate.sha };
     status.decisions.push(taken);
     result.decisions = status.decisions;
     status.gate = undefined;
+    crew.decision = undefined;
     if (taken.approved) return;
     if (taken.expired) finish('failed', `the ${name} gate expired after ${gate.timeoutMinutes} minute(s) without a decision`);
     finish('rejected', `${taken.by} rejected the ${name} gate: ${taken.comment ?? 'no reason given'}`);
@@ -145,9 +113,17 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       return { workerId: given.task.id, status: 'failed', reason, commits: 0, filesChanged: 0, isolation: 'none', durationMs: 0, costUsd: 0, turns: 0, runs: 0 };
     }
     Object.assign(ws, { state: 'running', startedAt: Date.now() });
+    crew.tokens.set(given.progressToken, ws);
     let report: WorkerReport;
     try {
-      report = await executeChild(workerWorkflow, { workflowId: workerWorkflowId(info.workflowId, given.task.id), args: [given] });
+      // REQUEST_CANCEL: a leader that is terminated still lets its workers destroy their sandboxes.
+      const child = await startChild(workerWorkflow, {
+        workflowId: workerWorkflowId(info.workflowId, given.task.id),
+        args: [given],
+        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+      });
+      crew.children.set(given.task.id, child);
+      report = await child.result();
     } catch (err) {
       if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
       report = {
@@ -176,12 +152,11 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     return report;
   };
 
-  const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [] };
+  const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [], refusals: [], refusedCount: 0 };
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
-    result.costUsd = spent();
-    Object.assign(result, { outcome, message });
-    Object.assign(status, { outcome, message, phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
+    Object.assign(result, { outcome, message, costUsd: spent(), refusals: status.refusals, refusedCount: status.refusedCount });
+    Object.assign(status, { outcome, message, endedAt: Date.now(), phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
     if (status.phase === 'done') return result;
     throw ApplicationFailure.create({ type: outcome, message, nonRetryable: true, details: [result] });
   };
@@ -221,6 +196,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       budgetUsd: workerBudget,
       maxTurns: req.limits.maxTurns,
       suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
+      progressToken: uuid4(),
     });
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) => runWorker(workerInput(task), status.workers[i]));
     const failed = result.workers.filter((w) => w.status !== 'done');
@@ -230,10 +206,12 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
 
     // ---- Integrate and test ----
     // A redone sub-task is a worker like the others: in the status, pausable, counted in the budget.
-    const redoWorker = (given: WorkerInput) => {
+    const redoWorker = async (given: WorkerInput) => {
       const ws: WorkerStatus = { id: given.task.id, state: 'queued', costUsd: 0, turns: 0 };
       status.workers.push(ws);
-      return runWorker(given, ws);
+      const report = await runWorker(given, ws);
+      result.workers.push(report);
+      return report;
     };
     const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
     if (!integrated.ok) return finish(integrated.outcome, integrated.message);
@@ -242,25 +220,47 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
 
     // ---- Approve and push ----
     await passGate('push', { sha: integrated.sha, diffstat: integrated.diffstat, testSummary: integrated.testSummary });
+    // Not cancellable: once started, the push runs to its end, so the result can say whether it landed.
     status.phase = 'pushing';
-    const pushed = await pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha });
+    const pushed = await CancellationScope.nonCancellable(() => pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha }));
     if (pushed.outcome === 'raced') return finish('raced', `not pushed: ${pushed.message}`);
     result.pushedSha = pushed.remoteSha;
     return finish('pushed', `${result.workers.length} worker(s) integrated, tests passed, pushed to ${targetRef}`);
   } catch (err) {
+    if (status.endedAt !== undefined) throw err; // finish() already ended the run
     if (isCancellation(err)) {
-      Object.assign(status, { phase: 'cancelled', gate: undefined, message: 'cancelled; nothing was pushed' });
+      Object.assign(status, { phase: 'cancelled', gate: undefined, endedAt: Date.now(), message: 'cancelled; nothing was pushed' });
       for (const w of status.workers) if (w.state !== 'done' && w.state !== 'failed') w.state = 'cancelled';
+      throw err;
     }
-    throw err;
+    // An activity that failed for good (a permanent failure, or retries spent): the run ends, saying
+    // why in one line. Anything else is a bug in this code: it fails the task, to be fixed and replayed.
+    if (!(err instanceof TemporalFailure)) throw err;
+    return finish('failed', `${phaseName(status.phase)} failed: ${failureLine(err)}`);
+  } finally {
+    // Handlers waiting on a worker stop waiting; every handler finishes before the run returns.
+    crew.over = true;
+    await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
   }
+}
+
+function phaseName(phase: RunStatus['phase']): string {
+  return phase === 'resolving' ? 'resolving the base' : phase;
+}
+
+/** The innermost cause of a failure, with its type: "RemoteRefused: branch nope does not exist". */
+function failureLine(err: unknown): string {
+  let e: unknown = err;
+  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
+  if (e instanceof ApplicationFailure) return `${e.type ? `${e.type}: ` : ''}${firstLine(e.message)}`;
+  return e instanceof Error ? firstLine(e.message) : String(e);
 }
 
 function validate(input: LeaderRequestInput): LeaderRequest {
   try {
     return parseLeaderRequest(input);
   } catch (err) {
-    if (err instanceof RequestError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidRequest', err.problems);
+    if (err instanceof RequestError) throw permanent('InvalidRequest', err.message, { problems: err.problems });
     throw err;
   }
 }

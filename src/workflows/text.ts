@@ -8,3 +8,8 @@ export function firstLine(text: string): string {
 export function lastLines(text: string, n: number): string {
   return text.trimEnd().split('\n').slice(-n).join('\n');
 }
+
+/** At most `max` characters, saying how much was cut: for text a sender controls. */
+export function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
+}
