@@ -372,10 +372,10 @@ export class RequestError extends Error {
   }
 }
 
-function formatPath(path: readonly PropertyKey[]): string {
+function formatPath(path: readonly PropertyKey[], root: string): string {
   let out = '';
   for (const p of path) out += typeof p === 'number' ? `[${p}]` : `${out ? '.' : ''}${String(p)}`;
-  return out || '(request)';
+  return out || root;
 }
 
 /** What a value is, in the words of an error message: "a string", "null", "an array". */
@@ -388,12 +388,12 @@ function kindOf(value: unknown): string {
 }
 
 /** One line per problem, naming the field and the real reason. Issues must carry their input (`reportInput`). */
-export function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
+export function describeIssues(issues: readonly z.core.$ZodIssue[], root = '(request)'): string[] {
   return issues.map((issue) => {
-    const where = formatPath(issue.path);
-    if (issue.code === 'invalid_type') {
-      return issue.input === undefined ? `${where}: is required` : `${where}: expected ${issue.expected}, got ${kindOf(issue.input)}`;
-    }
+    const where = formatPath(issue.path, root);
+    // With reportInput, a missing field is the only issue without an input.
+    if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && issue.input === undefined) return `${where}: is required`;
+    if (issue.code === 'invalid_type') return `${where}: expected ${issue.expected}, got ${kindOf(issue.input)}`;
     if (issue.code === 'unrecognized_keys') return `${where}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
     return `${where}: ${issue.message}`;
   });

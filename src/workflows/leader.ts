@@ -38,7 +38,7 @@ import { type GateReview, type RunStatus, type WorkerStatus, statusQuery } from 
 import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
-import { firstLine } from './text';
+import { clip, firstLine } from './text';
 import { type WorkerInput, workerWorkflow, workerWorkflowId } from './worker';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
@@ -252,8 +252,9 @@ function phaseName(phase: RunStatus['phase']): string {
 function failureLine(err: unknown): string {
   let e: unknown = err;
   while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
-  if (e instanceof ApplicationFailure) return `${e.type ? `${e.type}: ` : ''}${firstLine(e.message)}`;
-  return e instanceof Error ? firstLine(e.message) : String(e);
+  const line = (text: string) => clip(text.trim().split('\n')[0], 500);
+  if (e instanceof ApplicationFailure) return `${e.type ? `${e.type}: ` : ''}${line(e.message)}`;
+  return line(e instanceof Error ? e.message : String(e));
 }
 
 function validate(input: LeaderRequestInput): LeaderRequest {

@@ -144,7 +144,7 @@ export type WorkerProgress = z.infer<typeof WorkerProgress>;
 export function parseMessage<T>(schema: z.ZodType<T>, raw: unknown): { ok: true; value: T } | { ok: false; reason: string } {
   const parsed = schema.safeParse(raw, { reportInput: true });
   if (parsed.success) return { ok: true, value: parsed.data };
-  return { ok: false, reason: `invalid message: ${describeIssues(parsed.error.issues).join('; ')}` };
+  return { ok: false, reason: `invalid message: ${describeIssues(parsed.error.issues, '(message)').join('; ')}` };
 }
 
 export const statusQuery = defineQuery<RunStatus>('status');

@@ -9,7 +9,9 @@ export function lastLines(text: string, n: number): string {
   return text.trimEnd().split('\n').slice(-n).join('\n');
 }
 
-/** At most `max` characters, saying how much was cut: for text a sender controls. */
+/** At most `max` characters in all, saying how much was cut: for text a sender controls. */
 export function clip(text: string, max: number): string {
-  return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
+  if (text.length <= max) return text;
+  const keep = Math.max(0, max - `… (+${text.length} chars)`.length);
+  return `${text.slice(0, keep)}… (+${text.length - keep} chars)`;
 }
