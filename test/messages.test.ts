@@ -226,8 +226,11 @@ describe('a corpus of bad messages', () => {
 
 describe('pause and resume', () => {
   it('a pause sent before the worker starts reaches it when it does; one after it ends is refused, and the run goes on', async () => {
-    const remote = await makeRemote({ 'README.md': 'x\n' });
-    const handle = await env.start(request(remote.url, [untilResumed('one', 'exit 3')], { gates: { push: manual } }));
+    const remote = await makeRemote({
+      'README.md': 'x\n',
+      'check.test.js': "const test = require('node:test');\ntest('a', () => {});\ntest('b', () => {});\ntest('c', { skip: true }, () => {});\n",
+    });
+    const handle = await env.start(request(remote.url, [untilResumed('one', 'exit 3')], { gates: { push: manual }, testCmd: 'node --test' }));
     const id = handle.workflowId;
     // Sent at once: the leader has not started the worker's child yet.
     expect(await pause(env.client, id, { workerId: 'one', by: 'ana' })).toMatch(/^worker one (has not started; it is paused as soon as it does|is suspended)$/);
@@ -237,6 +240,7 @@ describe('pause and resume', () => {
 
     const atPush = await waitForStatus(id, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
     expect(atPush.workers[0].state).toBe('done');
+    expect(atPush.gate?.testSummary).toBe('2 passed, 0 failed, 1 skipped (node --test)');
     // The worker's child has closed: an update is refused with the reason, a signal is recorded.
     await expect(pause(env.client, id, { workerId: 'one' })).rejects.toThrow('refused: worker one is done; only a queued or running worker can be paused');
     await handle.signal(pauseSignal, { workerId: 'one', by: 'bo' });

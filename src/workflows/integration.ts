@@ -26,6 +26,7 @@ import {
 import type { RunStatus } from './messages';
 import { activityOptions, commandOptions } from './options';
 import { firstLine, lastLines } from './text';
+import { summarizeTests } from './tests-summary';
 import { type WorkerInput, workerWorkflowId } from './worker';
 
 export interface IntegrationInput {
@@ -276,7 +277,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     if ('ok' in gate) return gate;
 
     const exported = await exportIntegrated({ sandbox, runKey, baseSha, name: 'integrated', oraclePaths });
-    return { ok: true, sha: exported.sha, diffstat: exported.diffstat, testSummary: lastLines(gate.run.tail, 5) };
+    return { ok: true, sha: exported.sha, diffstat: exported.diffstat, testSummary: summarizeTests(gate.run.tail) };
   } finally {
     await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
   }
