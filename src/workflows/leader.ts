@@ -206,14 +206,21 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
 
     // ---- Integrate and test ----
     // A redone sub-task is a worker like the others: in the status, pausable, counted in the budget.
+    // Its report joins the result's workers once integration is over (integration walks that list).
+    const redone: WorkerReport[] = [];
     const redoWorker = async (given: WorkerInput) => {
       const ws: WorkerStatus = { id: given.task.id, state: 'queued', costUsd: 0, turns: 0 };
       status.workers.push(ws);
       const report = await runWorker(given, ws);
-      result.workers.push(report);
+      redone.push(report);
       return report;
     };
-    const integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
+    let integrated: Awaited<ReturnType<typeof integrate>>;
+    try {
+      integrated = await integrate({ req: plan, runKey, baseSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
+    } finally {
+      result.workers.push(...redone);
+    }
     if (!integrated.ok) return finish(integrated.outcome, integrated.message);
     result.integratedSha = status.integratedSha = integrated.sha;
     if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
