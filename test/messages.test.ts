@@ -230,10 +230,12 @@ describe('pause and resume', () => {
       'README.md': 'x\n',
       'check.test.js': "const test = require('node:test');\ntest('a', () => {});\ntest('b', () => {});\ntest('c', { skip: true }, () => {});\n",
     });
-    const handle = await env.start(request(remote.url, [untilResumed('one', 'exit 3')], { gates: { push: manual }, testCmd: 'node --test' }));
+    const handle = await env.start(request(remote.url, [untilResumed('one', 'exit 3')], { gates: { plan: manual, push: manual }, testCmd: 'node --test' }));
     const id = handle.workflowId;
-    // Sent at once: the leader has not started the worker's child yet.
-    expect(await pause(env.client, id, { workerId: 'one', by: 'ana' })).toMatch(/^worker one (has not started; it is paused as soon as it does|is suspended)$/);
+    await waitForStatus(id, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
+    // The worker's child has not started: the pause is held for it.
+    expect(await pause(env.client, id, { workerId: 'one', by: 'ana' })).toBe('worker one has not started; it is paused as soon as it does');
+    await approve(env.client, id, { gate: 'plan' });
     const s = await waitForStatus(id, 'the suspension', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].reason).toBe('paused by an operator');
     expect(await resume(env.client, id, { workerId: 'one', message: 'carry on', by: 'ana' })).toMatch(/^worker one is (running|done)$/);

@@ -3,9 +3,10 @@
  * against the current workflow code. A change that would break runs in flight (a reordered
  * activity, a new await before an old one) fails here, in CI, before it is deployed.
  *
- * The fixtures are regenerated, after a deliberate and patched() change, with
- * scripts/record-histories.sh (RECORD_HISTORIES=1), which runs each scenario on the suite's
- * dev server and writes every leader's and worker's history.
+ * Each release's fixtures are in a directory of their own (test/history/v1, v2, …), kept as long
+ * as runs of that release may be in flight: a workflow change guarded with patched() must still
+ * replay the older ones. `scripts/record-histories.sh <dir>` (RECORD_HISTORIES=<dir>) runs each
+ * scenario on the suite's dev server and writes every leader's and worker's history there.
  */
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -17,10 +18,11 @@ import { statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
 import { waitFor } from './processes';
 
-const DIR = path.join(__dirname, 'history');
-const RECORD = process.env.RECORD_HISTORIES === '1';
+const ROOT = path.join(__dirname, 'history');
+const RECORD = process.env.RECORD_HISTORIES;
 const workflowsPath = path.join(__dirname, '../src/workflows/index.ts');
-const fixtures = RECORD ? [] : readdirSync(DIR).filter((f) => f.endsWith('.json')).sort();
+const releases = RECORD ? [] : readdirSync(ROOT).sort();
+const fixtures = (release: string) => readdirSync(path.join(ROOT, release)).filter((f) => f.endsWith('.json')).sort();
 
 /**
  * Fixtures are protobuf's own object form of a History, as JSON. Not the Temporal CLI's proto3
@@ -31,27 +33,30 @@ const History = proto.api.history.v1.History;
 const TO_OBJECT = { longs: String, enums: String, bytes: String } as const;
 
 describe.skipIf(RECORD)('committed histories', () => {
-  it('cover the spine, gates, suspend/resume, repair and redo', () => {
-    const scenarios = new Set(fixtures.map((f) => f.split('.')[0]));
-    expect([...scenarios].sort()).toEqual(['gates', 'redo', 'repair', 'spine', 'suspend']);
+  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo', () => {
+    expect(releases.length).toBeGreaterThan(0);
+    for (const release of releases) {
+      const scenarios = new Set(fixtures(release).map((f) => f.split('.')[0]));
+      expect([...scenarios].sort(), release).toEqual(['gates', 'redo', 'repair', 'spine', 'suspend']);
+    }
   });
 
-  it('every fixture replays against the current workflow code', async () => {
-    const histories = fixtures.map((file) => {
+  it.each(releases)('of release %s replay against the current workflow code', async (release) => {
+    const histories = fixtures(release).map((file) => {
       // <scenario>.leader.json is run history-<scenario>; <scenario>.<worker>.json its child history-<scenario>/<worker>.
       const [scenario, ...rest] = file.replace(/\.json$/, '').split('.');
       const name = rest.join('.');
-      const history = History.fromObject(JSON.parse(readFileSync(path.join(DIR, file), 'utf8')));
+      const history = History.fromObject(JSON.parse(readFileSync(path.join(ROOT, release, file), 'utf8')));
       return { workflowId: name === 'leader' ? `history-${scenario}` : `history-${scenario}/${name}`, history };
     });
     const errors: string[] = [];
     let replayed = 0;
-    for await (const r of Worker.runReplayHistories({ workflowsPath, replayName: 'fixtures' }, histories)) {
+    for await (const r of Worker.runReplayHistories({ workflowsPath, replayName: release }, histories)) {
       replayed++;
       if (r.error) errors.push(`${r.workflowId}: ${r.error}`);
     }
     expect(errors).toEqual([]);
-    expect(replayed).toBe(fixtures.length);
+    expect(replayed).toBe(histories.length);
   });
 });
 
@@ -72,6 +77,7 @@ const renamer = (id: string) =>
   task(id, `${writeAgent(`${id}/greeting.txt`, 'hello')} && if grep -qx left shared/names.txt; then printf '${BOTH}' > shared/names.txt; else sed -i 's/two/${id}/' shared/names.txt; fi && git commit -qam 'rename two'`);
 
 describe.runIf(RECORD)('recording', () => {
+  const DIR = path.join(ROOT, path.basename(RECORD ?? 'unnamed'));
   let env: TestEnv;
   beforeAll(async () => {
     env = await TestEnv.start();

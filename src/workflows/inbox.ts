@@ -155,7 +155,8 @@ export function openInbox(crew: Crew): void {
   const worker = (id: string) => status.workers.find((w) => w.id === id);
   const workerProblem = (id: string, allowed: WorkerState[], verb: string): string | undefined => {
     const ws = worker(id);
-    if (!ws) return `no worker "${clip(id, 100)}" in this run (workers: ${status.workers.map((w) => w.id).join(', ') || 'none yet'})`;
+    if (!ws && status.workers.length === 0) return `no worker "${clip(id, 100)}" in this run yet: its plan is not settled (phase: ${status.phase})`;
+    if (!ws) return `no worker "${clip(id, 100)}" in this run (workers: ${status.workers.map((w) => w.id).join(', ')})`;
     if (!allowed.includes(ws.state)) return `worker ${id} is ${ws.state}; only a ${allowed.join(' or ')} worker can be ${verb}`;
     return undefined;
   };

@@ -15,6 +15,7 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
+  patched,
   proxyActivities,
   startChild,
   uuid4,
@@ -42,20 +43,16 @@ import { clip, firstLine } from './text';
 import { type WorkerInput, workerWorkflow, workerWorkflowId } from './worker';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
-  const req = validate(input);
   const info = workflowInfo();
   const runKey = runKeyOf(info.workflowId, info.runId);
-  const targetRef = req.repo.targetRef ?? req.repo.baseRef;
-  const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
-  const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { resolveBase, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
 
+  // The status exists, and every handler is registered, before the first await.
   const status: RunStatus = {
     phase: 'resolving',
-    objective: req.objective,
-    repo: req.repo.url,
-    targetRef,
-    workers: (req.subTasks ?? []).map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
+    objective: '',
+    repo: '',
+    targetRef: '',
+    workers: [],
     decisions: [],
     refusals: [],
     refusedCount: 0,
@@ -79,6 +76,18 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   // ---- People and workers: every message goes through the inbox ----
   const crew: Crew = { status, children: new Map(), tokens: new Map(), over: false };
   openInbox(crew);
+
+  const req = await parseRequest(input);
+  const targetRef = req.repo.targetRef ?? req.repo.baseRef;
+  Object.assign(status, {
+    objective: req.objective,
+    repo: req.repo.url,
+    targetRef,
+    workers: (req.subTasks ?? []).map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
+  });
+  const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
+  const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
+  const { resolveBase, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
 
   /** Waits at a gate; returns normally when it is passed, ends the run when it is not. */
   const passGate = async (name: GateName, review: Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>) => {
@@ -264,14 +273,30 @@ function failureLine(err: unknown): string {
   return line(e instanceof Error ? e.message : String(e));
 }
 
-function validate(input: LeaderRequestInput): LeaderRequest {
+/**
+ * The request, validated and defaulted by an activity whose result is in history, so that a later
+ * release's schema cannot change a run in flight. Runs started before that parse it here, as
+ * they did then. A refused request ends the run with the refusal itself.
+ */
+async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
+  if (!patched(PARSED_BY_ACTIVITY)) {
+    try {
+      return parseLeaderRequest(input);
+    } catch (err) {
+      if (err instanceof RequestError) throw permanent('InvalidRequest', err.message, { problems: err.problems });
+      throw err;
+    }
+  }
+  const { parseRequest: parse } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', scheduleToCloseTimeout: '10 minutes' });
   try {
-    return parseLeaderRequest(input);
+    return await parse(input);
   } catch (err) {
-    if (err instanceof RequestError) throw permanent('InvalidRequest', err.message, { problems: err.problems });
+    if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'InvalidRequest') throw err.cause;
     throw err;
   }
 }
+
+const PARSED_BY_ACTIVITY = 'request-parsed-by-activity';
 
 /**
  * A name for refs, branches and sandbox keys: readable, valid in a git ref, and distinct for
