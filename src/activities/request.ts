@@ -9,9 +9,11 @@ export function requestActivities() {
      * so a later release's schema (a new default, a stricter rule) cannot change a run in flight
      * when it replays.
      */
-    async parseRequest(input: unknown): Promise<LeaderRequest> {
+    async parseRequest(input: unknown): Promise<Omit<LeaderRequest, 'oracle'>> {
       try {
-        return parseLeaderRequest(input);
+        // The oracle's files are checked but not returned: hidden tests are in history once already, in the request.
+        const { oracle: _checked, ...rest } = parseLeaderRequest(input);
+        return rest;
       } catch (err) {
         if (err instanceof RequestError) throw permanent('InvalidRequest', err.message, { problems: err.problems });
         throw err;
