@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { MessageRefused, approve, awaitRun, formatRunEnd, pause, reject, resume } from '../src/client';
+import { MessageRefused, approve, awaitRun, formatRunEnd, formatStatus, pause, resume } from '../src/client';
 import { MAX_CHARS, RequestError, parseLeaderRequest } from '../src/spec';
 import { temporalBinary } from '../src/temporal';
 import {
@@ -123,6 +123,32 @@ describe('validation, without a server', () => {
       problems = (err as RequestError).problems;
     }
     expect(problems).toEqual([`subTasks[0].prompt: is 10000000 characters; at most ${MAX_CHARS.prompt}`, 'limits.maxParallel: expected number, got a string']);
+  });
+
+  it('the status carries timestamps and the client computes durations from them', () => {
+    const now = 1_000_000_000_000;
+    const s: RunStatus = {
+      phase: 'running',
+      objective: 'o',
+      repo: '/r.git',
+      targetRef: 'main',
+      workers: [
+        { id: 'busy', state: 'running', costUsd: 0, turns: 0, startedAt: now - 3_000 },
+        { id: 'over', state: 'done', costUsd: 0, turns: 0, startedAt: now - 9_000, durationMs: 1_500 },
+      ],
+      decisions: [],
+      refusals: [{ message: 'approve', by: 'mallory', reason: 'the plan gate is not open (phase: running)', at: now - 1_000 }],
+      refusedCount: 1,
+      startedAt: now - 5_000,
+      totals: { costUsd: 0, turns: 0, workersDone: 1, workersFailed: 0 },
+    };
+    const shown = formatStatus(s, 'run-1', now);
+    expect(shown).toMatch(/busy\s+running\s+3\.0s/);
+    expect(shown).toMatch(/over\s+done\s+1\.5s/);
+    expect(shown).toContain('5.0s elapsed');
+    expect(shown).toContain('refused messages: 1');
+    expect(shown).toContain('approve from mallory: the plan gate is not open (phase: running)');
+    expect(formatStatus(s, 'run-1', now + 2_000)).toContain('7.0s elapsed');
   });
 });
 
