@@ -4,12 +4,12 @@
  */
 import { parseArgs } from 'node:util';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
-import { awaitRun, formatRunEnd, formatStatus, loadRequestFile, startRun, watchRun } from './client';
+import { MessageRefused, approve, awaitRun, formatRunEnd, formatStatus, loadRequestFile, pause, reject, resume, startRun, watchRun } from './client';
 import { dataDir, taskQueue } from './config';
 import { RequestError } from './spec';
 import { ensureTemporal, workflowUrl } from './temporal';
 import { runWorkerProcess } from './worker';
-import { type RunStatus, approveSignal, pauseSignal, rejectSignal, resumeSignal, statusQuery } from './workflows/messages';
+import { statusQuery } from './workflows/messages';
 
 const USAGE = `usage: flotilla <command> [options]
 
@@ -80,19 +80,6 @@ async function withClient<T>(fn: (client: Client, ui: { url(id: string): string 
   }
 }
 
-/** Polls the status until `accepted` says the signal took effect, or reports why not. */
-async function confirm(client: Client, id: string, accepted: (s: RunStatus) => boolean, refusedBefore: number): Promise<RunStatus> {
-  const handle = client.workflow.getHandle(id);
-  for (let i = 0; i < 50; i++) {
-    const s = await handle.query(statusQuery);
-    const refusal = s.gate?.refused[refusedBefore];
-    if (refusal) throw new UsageError(`refused: ${refusal.reason}`);
-    if (accepted(s)) return s;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new UsageError('the run did not confirm the signal within 10 s; check `flotilla status`');
-}
-
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const { values: o, positionals } = parseArgs({ args: rest, allowPositionals: true, options: OPTIONS });
@@ -149,20 +136,12 @@ async function main(argv: string[]): Promise<number> {
         return end.failureType ? 1 : 0;
       });
     }
+    // Updates: the run answers at once, accepted or refused with its reason.
     case 'approve': {
       const id = oneArg(positionals, 'run id');
       const gate = gateOption(o.gate);
       return withClient(async (client) => {
-        const handle = client.workflow.getHandle(id);
-        const s = await handle.query(statusQuery);
-        if (s.gate?.gate !== gate) throw new UsageError(`the ${gate} gate is not open (phase: ${s.phase})`);
-        if (gate === 'push' && !o.sha) throw new UsageError(`--sha is required at the push gate: the commit to push is ${s.gate.sha}`);
-        if (gate === 'push' && o.sha !== s.gate.sha) {
-          throw new UsageError(`refused: --sha ${o.sha} is not the commit to push (${s.gate.sha}); review that one and approve it`);
-        }
-        await handle.signal(approveSignal, { gate, sha: o.sha, by: who(o.by), comment: o.comment });
-        await confirm(client, id, (now) => now.gate?.gate !== gate, s.gate.refused.length);
-        console.log(`Approved the ${gate} gate of ${id}.`);
+        console.log(`${id}: ${await approve(client, id, { gate, sha: o.sha, by: who(o.by), comment: o.comment })}`);
         return 0;
       });
     }
@@ -172,12 +151,7 @@ async function main(argv: string[]): Promise<number> {
       if (!o.reason) throw new UsageError('--reason is required');
       const reason = o.reason;
       return withClient(async (client) => {
-        const handle = client.workflow.getHandle(id);
-        const s = await handle.query(statusQuery);
-        if (s.gate?.gate !== gate) throw new UsageError(`the ${gate} gate is not open (phase: ${s.phase})`);
-        await handle.signal(rejectSignal, { gate, by: who(o.by), reason });
-        await confirm(client, id, (now) => now.gate?.gate !== gate, s.gate.refused.length);
-        console.log(`Rejected the ${gate} gate of ${id}; the run ends without pushing.`);
+        console.log(`${id}: ${await reject(client, id, { gate, by: who(o.by), reason })}`);
         return 0;
       });
     }
@@ -187,23 +161,14 @@ async function main(argv: string[]): Promise<number> {
       const workerId = o.worker;
       if (!workerId) throw new UsageError('--worker is required');
       const addBudgetUsd = o['add-budget'] === undefined ? undefined : Number(o['add-budget']);
-      if (addBudgetUsd !== undefined && !(addBudgetUsd > 0)) throw new UsageError('--add-budget must be a positive number of dollars');
+      if (addBudgetUsd !== undefined && !(addBudgetUsd > 0 && Number.isFinite(addBudgetUsd))) throw new UsageError('--add-budget must be a positive number of dollars');
       return withClient(async (client) => {
-        const handle = client.workflow.getHandle(id);
-        const s = await handle.query(statusQuery);
-        const w = s.workers.find((x) => x.id === workerId);
-        if (!w) throw new UsageError(`no worker "${workerId}" in ${id} (workers: ${s.workers.map((x) => x.id).join(', ')})`);
-        if (command === 'pause') {
-          if (w.state !== 'running') throw new UsageError(`worker ${workerId} is ${w.state}; only a running worker can be paused`);
-          await handle.signal(pauseSignal, { workerId, by: who(o.by) });
-          await confirm(client, id, (now) => now.workers.find((x) => x.id === workerId)?.state !== 'running', 0);
-          console.log(`Paused worker ${workerId}; resume it with: flotilla resume ${id} --worker ${workerId}`);
-        } else {
-          if (w.state !== 'suspended') throw new UsageError(`worker ${workerId} is ${w.state}; only a suspended worker can be resumed`);
-          await handle.signal(resumeSignal, { workerId, message: o.message, addBudgetUsd, by: who(o.by) });
-          await confirm(client, id, (now) => now.workers.find((x) => x.id === workerId)?.state !== 'suspended', 0);
-          console.log(`Resumed worker ${workerId}.`);
-        }
+        const answer =
+          command === 'pause'
+            ? await pause(client, id, { workerId, by: who(o.by) })
+            : await resume(client, id, { workerId, message: o.message, addBudgetUsd, by: who(o.by) });
+        console.log(`${id}: ${answer}`);
+        if (command === 'pause') console.log(`resume it with: flotilla resume ${id} --worker ${workerId}`);
         return 0;
       });
     }
@@ -226,7 +191,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    if (err instanceof UsageError && err.message.startsWith('refused')) console.error(`flotilla: ${err.message}`);
+    if (err instanceof MessageRefused) console.error(`flotilla: ${err.message}`);
     else if (err instanceof UsageError) console.error(`flotilla: ${err.message}\n\nrun \`flotilla help\` for usage`);
     else if (err instanceof RequestError) console.error(`flotilla: ${err.message}`);
     else if (err instanceof WorkflowNotFoundError) console.error(`flotilla: no run with id ${err.workflowId}`);

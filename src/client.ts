@@ -5,11 +5,22 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { type Client, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { type Client, WorkflowFailedError, type WorkflowHandle, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, defaultPayloadConverter } from '@temporalio/common';
 import YAML from 'yaml';
-import { type IntegrationReport, type LeaderRequest, RequestError, type RunResult, parseLeaderRequest } from './spec';
-import { type RunStatus, statusQuery } from './workflows/messages';
+import { type IntegrationReport, type LeaderRequest, type Refusal, RequestError, type RunResult, parseLeaderRequest } from './spec';
+import {
+  type ApproveInput,
+  type PauseInput,
+  type RejectInput,
+  type ResumeInput,
+  type RunStatus,
+  approveUpdate,
+  pauseUpdate,
+  rejectUpdate,
+  resumeUpdate,
+  statusQuery,
+} from './workflows/messages';
 import type { leaderWorkflow } from './workflows/leader';
 
 /**
@@ -80,17 +91,55 @@ export async function awaitRun(handle: WorkflowHandle): Promise<RunEnd> {
         return { workflowId: handle.workflowId, failureType: 'cancelled', failureMessage: 'the run was cancelled; nothing was pushed' };
       }
       if (cause instanceof ApplicationFailure) {
-        return {
-          workflowId: handle.workflowId,
-          failureType: cause.type ?? undefined,
-          failureMessage: cause.message,
-          result: cause.details?.[0] as RunResult | undefined,
-        };
+        return { workflowId: handle.workflowId, failureType: cause.type ?? undefined, failureMessage: cause.message, result: asRunResult(cause.details?.[0]) };
       }
       return { workflowId: handle.workflowId, failureType: cause?.name ?? 'failed', failureMessage: cause?.message ?? err.message };
     }
     throw err;
   }
+}
+
+/** The failure's details are a RunResult only when the run got far enough to have one (not for a refused request). */
+function asRunResult(details: unknown): RunResult | undefined {
+  const r = details as Partial<RunResult> | undefined;
+  return r && typeof r === 'object' && Array.isArray(r.workers) && typeof r.outcome === 'string' ? (r as RunResult) : undefined;
+}
+
+/** A message the run refused: the reason is the workflow's own words. */
+export class MessageRefused extends Error {
+  constructor(readonly reason: string) {
+    super(`refused: ${reason}`);
+    this.name = 'MessageRefused';
+  }
+}
+
+/** Sends an update and returns the run's answer; a refusal becomes MessageRefused with its reason. */
+async function ask(client: Client, runId: string, send: (h: WorkflowHandle) => Promise<string>): Promise<string> {
+  try {
+    return await send(client.workflow.getHandle(runId));
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) throw new MessageRefused(err.cause.message);
+    throw err;
+  }
+}
+
+/** Passes the open gate; the answer says what was done. Throws MessageRefused with the reason. */
+export function approve(client: Client, runId: string, input: ApproveInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(approveUpdate, { args: [input] }));
+}
+
+export function reject(client: Client, runId: string, input: RejectInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(rejectUpdate, { args: [input] }));
+}
+
+/** Pauses a worker; returns once it is suspended (or has ended), or at once for one not started yet. */
+export function pause(client: Client, runId: string, input: PauseInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(pauseUpdate, { args: [input] }));
+}
+
+/** Resumes a suspended worker; returns once it runs again (or has ended). */
+export function resume(client: Client, runId: string, input: ResumeInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(resumeUpdate, { args: [input] }));
 }
 
 function short(sha?: string): string {
@@ -144,7 +193,16 @@ function formatGate(s: RunStatus, runId: string): string[] {
   return lines;
 }
 
-export function formatStatus(s: RunStatus, runId: string): string {
+function formatRefusals(refusals: Refusal[] | undefined, count: number | undefined): string[] {
+  if (!refusals?.length) return [];
+  const older = (count ?? 0) - refusals.length;
+  return [
+    `refused messages: ${count}${older > 0 ? ` (the latest ${refusals.length} shown)` : ''}`,
+    ...refusals.map((r) => `  ${new Date(r.at).toISOString()} ${r.message} from ${r.by}: ${r.reason}`),
+  ];
+}
+
+export function formatStatus(s: RunStatus, runId: string, now = Date.now()): string {
   const lines = [
     `run:       ${runId}`,
     `phase:     ${s.phase}${s.outcome ? ` (${s.outcome})` : ''}`,
@@ -169,12 +227,15 @@ export function formatStatus(s: RunStatus, runId: string): string {
           ? `${w.commits} commit(s), ${w.filesChanged} file(s)`
           : '';
     const cost = `${usd(w.costUsd)} ${String(w.turns).padStart(3)} turns`;
-    lines.push(`  ${w.id.padEnd(width)}  ${w.state.padEnd(9)} ${seconds(w.durationMs).padStart(7)}  ${cost}  ${detail}`);
+    const duration = w.durationMs ?? (w.startedAt === undefined ? undefined : now - w.startedAt);
+    lines.push(`  ${w.id.padEnd(width)}  ${w.state.padEnd(9)} ${seconds(duration).padStart(7)}  ${cost}  ${detail}`);
     if (w.question) lines.push(`  ${' '.repeat(width)}  question: ${w.question}`);
     if (w.state === 'suspended') lines.push(`  ${' '.repeat(width)}  resume:   flotilla resume ${q(runId)} --worker ${w.id} --message '...'`);
   }
   const t = s.totals;
-  lines.push(`totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(t.elapsedMs)} elapsed`);
+  lines.push(...formatRefusals(s.refusals, s.refusedCount));
+  const elapsed = (s.endedAt ?? now) - s.startedAt;
+  lines.push(`totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(elapsed)} elapsed`);
   return lines.join('\n');
 }
 
@@ -194,6 +255,7 @@ export function formatRunEnd(end: RunEnd): string {
     const verdict = d.expired ? `expired (${d.approved ? 'approved' : 'failed'})` : d.approved ? 'approved' : 'rejected';
     lines.push(`  ${d.gate} gate ${verdict} by ${d.by}${d.comment ? `: ${d.comment}` : ''}`);
   }
+  lines.push(...formatRefusals(r.refusals, r.refusedCount).map((l) => `  ${l}`));
   if (r.costUsd) lines.push(`  agents cost ${usd(r.costUsd)}`);
   if (r.pushedSha) lines.push(`  pushed ${r.pushedSha} to ${r.targetRef}`);
   return lines.join('\n');
@@ -233,7 +295,7 @@ async function liveProgress(client: Client, runId: string, status: RunStatus): P
 
 /** What changed, for output that is not a terminal: the same view is printed only once. */
 function significant(s: RunStatus): string {
-  return JSON.stringify([s.phase, s.gate?.gate, s.gate?.refused.length, s.workers.map((w) => [w.state, w.reason, w.costUsd, w.turns])]);
+  return JSON.stringify([s.phase, s.gate?.gate, s.refusedCount, s.workers.map((w) => [w.state, w.reason, w.costUsd, w.turns])]);
 }
 
 /**

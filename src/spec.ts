@@ -4,6 +4,29 @@
  */
 import { z } from 'zod';
 
+/**
+ * Maximum sizes, in characters. Everything here travels in workflow history (whose events are
+ * capped at 2 MB by the server) and in prompts, so each field is bounded and the request as a
+ * whole is too: a request over these limits is refused by `validate`, not by a failed start.
+ */
+export const MAX_CHARS = {
+  objective: 20_000,
+  prompt: 20_000,
+  /** The request as JSON, all fields together. */
+  request: 512_000,
+  /** A resume message delivered to an agent. */
+  message: 8_000,
+  /** An approval's comment or a rejection's reason. */
+  comment: 2_000,
+  /** Who sent a message (`by`). */
+  name: 100,
+} as const;
+
+/** A string of at most `max` characters; the error says how long it was. */
+export function boundedText(max: number) {
+  return z.string().max(max, { error: (iss) => `is ${String(iss.input).length} characters; at most ${max}` });
+}
+
 /** Rules of `git check-ref-format`, applied without running git so workflows can use them too. */
 export function refNameProblem(name: string): string | undefined {
   if (name.length === 0) return 'is empty';
@@ -125,7 +148,7 @@ export type AgentSpec = z.infer<typeof AgentSpec>;
 export const SubTask = z
   .object({
     id: subTaskId,
-    prompt: z.string().min(1, 'must not be empty'),
+    prompt: boundedText(MAX_CHARS.prompt).min(1, 'must not be empty'),
     /** Paths (files or directories, relative to the repository root) this sub-task may change. */
     ownedPaths: z.array(repoPath).min(1, 'must list at least one path'),
     /** Overrides the request's default agent for this sub-task. */
@@ -261,7 +284,7 @@ export const OracleSpec = z
 
 export const LeaderRequest = z
   .object({
-    objective: z.string().min(1, 'must not be empty'),
+    objective: boundedText(MAX_CHARS.objective).min(1, 'must not be empty'),
     repo: z
       .object({
         url: repoUrl,
@@ -313,6 +336,8 @@ export const LeaderRequest = z
   })
   .strict()
   .superRefine((req, ctx) => {
+    const size = JSON.stringify(req).length;
+    if (size > MAX_CHARS.request) ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
     const subTasks = req.subTasks ?? [];
     if (!req.subTasks && !req.planner && !req.agent) {
       ctx.addIssue({ code: 'custom', path: ['subTasks'], message: 'is required when the request has neither a "planner" nor a default "agent"' });
@@ -386,24 +411,38 @@ export class RequestError extends Error {
   }
 }
 
-function formatPath(path: readonly PropertyKey[]): string {
+function formatPath(path: readonly PropertyKey[], root: string): string {
   let out = '';
   for (const p of path) out += typeof p === 'number' ? `[${p}]` : `${out ? '.' : ''}${String(p)}`;
-  return out || '(request)';
+  return out || root;
+}
+
+/** What a value is, in the words of an error message: "a string", "null", "an array". */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  const t = typeof value;
+  return /^[aeiou]/.test(t) ? `an ${t}` : `a ${t}`;
+}
+
+/** One line per problem, naming the field and the real reason. Issues must carry their input (`reportInput`). */
+export function describeIssues(issues: readonly z.core.$ZodIssue[], root = '(request)'): string[] {
+  return issues.map((issue) => {
+    const where = formatPath(issue.path, root);
+    // With reportInput, a missing field is the only issue without an input.
+    if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && issue.input === undefined) return `${where}: is required`;
+    if (issue.code === 'invalid_type') return `${where}: expected ${issue.expected}, got ${kindOf(issue.input)}`;
+    if (issue.code === 'unrecognized_keys') return `${where}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+    return `${where}: ${issue.message}`;
+  });
 }
 
 /** Parses and validates a request; throws RequestError naming every bad field and why. */
 export function parseLeaderRequest(input: unknown): LeaderRequest {
-  const result = LeaderRequest.safeParse(input);
+  const result = LeaderRequest.safeParse(input, { reportInput: true });
   if (result.success) return result.data;
-  throw new RequestError(
-    result.error.issues.map((issue) => {
-      const where = formatPath(issue.path);
-      if (issue.code === 'invalid_type' && issue.input === undefined) return `${where}: is required`;
-      if (issue.code === 'unrecognized_keys') return `${where}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-      return `${where}: ${issue.message}`;
-    }),
-  );
+  throw new RequestError(describeIssues(result.error.issues));
 }
 
 // ---- Reports: small summaries and references only; they live in workflow history. ----
@@ -465,6 +504,18 @@ export interface RunResult {
   planning?: PlanningReport;
   /** Every attempt at a conflicting merge or failing tests, when there was one. */
   integration?: IntegrationReport;
+  /** Messages the run refused (the latest few) and how many in all. */
+  refusals: Refusal[];
+  refusedCount: number;
+}
+
+/** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (workflows/messages.ts). */
+export interface Refusal {
+  /** The signal or update name, as sent. */
+  message: string;
+  by: string;
+  reason: string;
+  at: number;
 }
 
 export interface GateDecision {

@@ -120,8 +120,8 @@ describe('gates', () => {
 
     const wrong = await flotilla(env.taskQueue, ['approve', handle.workflowId, '--gate', 'push', '--sha', base!]);
     expect(wrong.code).toBe(2);
-    expect(wrong.err).toContain(`is not the commit to push (${sha})`);
-    // A signal that bypasses the CLI's check is refused by the workflow itself.
+    expect(wrong.err).toContain(`refused: approval names ${base}, but the commit to push is ${sha}`);
+    // A signal, which gets no answer, is refused by the workflow too, and the refusal recorded.
     await handle.signal(approveSignal, { gate: 'push', sha: base!, by: 'mallory' });
     const refused = await waitForStatus(handle.workflowId, 'the refusal', (x) => (x.gate?.refused.length ?? 0) > 0);
     expect(refused.gate?.refused[0]).toEqual({ by: 'mallory', reason: `approval names ${base}, but the commit to push is ${sha}` });

@@ -131,6 +131,12 @@ describe('conflicts', () => {
       ['redispatch', 'right', 'succeeded'],
     ]);
     expect(attempts[0].reason).toBe('conflict markers left at shared/names.txt:2, shared/names.txt:4, shared/names.txt:6');
+    // Every worker, the redone one included, is in the result.
+    expect(end.result?.workers.map((w) => [w.workerId, w.status])).toEqual([
+      ['left', 'done'],
+      ['right', 'done'],
+      ['right.redo', 'done'],
+    ]);
     expect(attempts[1].workflowId).toBe(`${end.workflowId}/right.redo`);
     // The redone worker started from the integrated tree: its commits are on top of left's merge.
     const redo = await env.client.workflow.getHandle(attempts[1].workflowId!).result();

@@ -5,6 +5,7 @@ import type { ActivityDeps } from './deps';
 import { integrateActivities } from './integrate';
 import { planActivities } from './plan';
 import { remoteActivities } from './remote';
+import { requestActivities } from './request';
 import { sandboxActivities } from './sandbox';
 
 const HEARTBEAT_MS = 2_000;
@@ -34,7 +35,7 @@ export function createActivities(deps: ActivityDeps) {
   // These heartbeat with progress details of their own. The resolver and repair activities stay
   // wrapped: their git steps around the agent run must heartbeat too, and nobody watches their details.
   const tracked = { runCommand, runAgent, proposePlan };
-  const plain = { ...sandbox, ...agent, ...integrateActivities(deps), ...remoteActivities(deps) };
+  const plain = { ...sandbox, ...agent, ...integrateActivities(deps), ...remoteActivities(deps), ...requestActivities() };
   const beating = Object.fromEntries(
     Object.entries(plain).map(([name, fn]) => [name, withHeartbeats(fn as (...args: unknown[]) => Promise<unknown>)]),
   ) as unknown as typeof plain;

@@ -29,6 +29,7 @@ import {
 import type { RunStatus } from './messages';
 import { activityOptions, commandOptions } from './options';
 import { firstLine, lastLines } from './text';
+import { summarizeTests } from './tests-summary';
 import { type WorkerInput, workerWorkflowId } from './worker';
 
 export interface IntegrationInput {
@@ -275,7 +276,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     if ('ok' in gate) return gate;
 
     const recorded = await recordIntegrated({ runKey, baseSha, sha: head, name: 'integrated', oracleSha });
-    return { ok: true, sha: recorded.sha, diffstat: recorded.diffstat, testSummary: lastLines(gate.tail, 5) };
+    return { ok: true, sha: recorded.sha, diffstat: recorded.diffstat, testSummary: summarizeTests(gate.tail) };
   } finally {
     await CancellationScope.nonCancellable(() => Promise.all([destroySandbox(testSandbox), destroySandbox(fixerSandbox)]));
   }

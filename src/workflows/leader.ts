@@ -7,18 +7,23 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   ChildWorkflowFailure,
+  ParentClosePolicy,
+  TemporalFailure,
+  allHandlersFinished,
   condition,
-  executeChild,
-  getExternalWorkflowHandle,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
+  startChild,
+  uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { permanent } from '../failures';
 import {
-  type GateDecision,
   type GateName,
   type LeaderRequest,
   type LeaderRequestInput,
@@ -29,90 +34,60 @@ import {
   RequestError,
   parseLeaderRequest,
 } from '../spec';
-import {
-  type GateReview,
-  type RunStatus,
-  type WorkerStatus,
-  approveSignal,
-  pauseSignal,
-  rejectSignal,
-  resumeSignal,
-  statusQuery,
-  workerProgressSignal,
-} from './messages';
+import { type Crew, openInbox } from './inbox';
+import { type GateReview, type RunStatus, type WorkerStatus, statusQuery } from './messages';
 import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
-import { firstLine } from './text';
+import { clip, firstLine } from './text';
 import { type WorkerInput, workerWorkflow, workerWorkflowId } from './worker';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
-  const req = validate(input);
   const info = workflowInfo();
   const runKey = runKeyOf(info.workflowId, info.runId);
-  const targetRef = req.repo.targetRef ?? req.repo.baseRef;
-  const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
-  const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
-  const started = Date.now();
 
+  // The status exists, and every handler is registered, before the first await.
   const status: RunStatus = {
     phase: 'resolving',
-    objective: req.objective,
-    repo: req.repo.url,
-    targetRef,
-    workers: (req.subTasks ?? []).map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
+    objective: '',
+    repo: '',
+    targetRef: '',
+    workers: [],
     decisions: [],
-    totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0, elapsedMs: 0 },
+    refusals: [],
+    refusedCount: 0,
+    startedAt: Date.now(),
+    totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0 },
   };
-  const workerStatus = (id: string) => status.workers.find((w) => w.id === id);
   /** Dollars spent by every agent of the run: planner, workers, resolvers and repairers. */
   const spent = () =>
     (status.planning?.costUsd ?? 0) + status.workers.reduce((sum, w) => sum + w.costUsd, 0) + (status.integration?.costUsd ?? 0);
-  setHandler(statusQuery, () => {
-    const now = Date.now();
-    for (const w of status.workers) if (w.state === 'running' || w.state === 'suspended') w.durationMs = now - (w.startedAt ?? now);
-    status.totals = {
+  // Pure: a query must not change the state it reports. Durations are the client's to compute.
+  setHandler(statusQuery, () => ({
+    ...status,
+    totals: {
       costUsd: spent(),
       turns: status.workers.reduce((sum, w) => sum + w.turns, 0),
       workersDone: status.workers.filter((w) => w.state === 'done').length,
       workersFailed: status.workers.filter((w) => w.state === 'failed').length,
-      elapsedMs: now - started,
-    };
-    return status;
-  });
+    },
+  }));
 
-  // ---- People: gates, pause and resume ----
-  let decision: GateDecision | undefined;
-  setHandler(approveSignal, (a) => {
-    const gate = status.gate;
-    const by = a.by ?? 'unknown';
-    if (!gate || gate.gate !== a.gate) {
-      gate?.refused.push({ by, reason: `the ${a.gate} gate is not open` });
-      return;
-    }
-    if (gate.gate === 'push' && a.sha !== gate.sha) {
-      gate.refused.push({ by, reason: `approval names ${a.sha ?? 'no commit'}, but the commit to push is ${gate.sha}` });
-      return;
-    }
-    decision = { gate: a.gate, approved: true, by, comment: a.comment, sha: gate.sha };
+  // ---- People and workers: every message goes through the inbox ----
+  const crew: Crew = { status, children: new Map(), tokens: new Map(), over: false };
+  openInbox(crew);
+
+  const req = await parseRequest(input);
+  const targetRef = req.repo.targetRef ?? req.repo.baseRef;
+  Object.assign(status, {
+    objective: req.objective,
+    repo: req.repo.url,
+    targetRef,
+    workers: (req.subTasks ?? []).map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
   });
-  setHandler(rejectSignal, (r) => {
-    if (status.gate?.gate === r.gate) decision = { gate: r.gate, approved: false, by: r.by ?? 'unknown', comment: r.reason };
-    else status.gate?.refused.push({ by: r.by ?? 'unknown', reason: `the ${r.gate} gate is not open` });
-  });
-  const forward = async (workerId: string, send: (childId: string) => Promise<void>) => {
-    const state = workerStatus(workerId)?.state;
-    if (state === 'running' || state === 'suspended') await send(workerWorkflowId(info.workflowId, workerId));
-  };
-  setHandler(pauseSignal, (p) => forward(p.workerId, (id) => getExternalWorkflowHandle(id).signal(pauseSignal, p)));
-  setHandler(resumeSignal, (r) => forward(r.workerId, (id) => getExternalWorkflowHandle(id).signal(resumeSignal, r)));
-  setHandler(workerProgressSignal, (p) => {
-    const ws = workerStatus(p.id);
-    if (ws && (ws.state === 'running' || ws.state === 'suspended')) {
-      Object.assign(ws, { state: p.state, reason: p.reason, question: p.question, costUsd: p.costUsd, turns: p.turns });
-    }
-  });
+  const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
+  const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
+  const { resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
 
   /** Waits at a gate; returns normally when it is passed, ends the run when it is not. */
   const passGate = async (name: GateName, review: Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>) => {
@@ -121,14 +96,15 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     const timeoutMs = minutes(gate.timeoutMinutes);
     status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
     status.gate = { gate: name, openedAt: Date.now(), expiresAt: Date.now() + timeoutMs, onTimeout: gate.onTimeout, refused: [], ...review };
-    decision = undefined;
-    const decided = await condition(() => decision !== undefined, timeoutMs);
-    const taken: GateDecision = decided
-      ? decision!
+    crew.decision = undefined;
+    const decided = await condition(() => crew.decision !== undefined, timeoutMs);
+    const taken = decided
+      ? crew.decision!
       : { gate: name, approved: gate.onTimeout === 'approve', by: 'timeout', expired: true, sha: status.gate.sha };
     status.decisions.push(taken);
     result.decisions = status.decisions;
     status.gate = undefined;
+    crew.decision = undefined;
     if (taken.approved) return;
     if (taken.expired) finish('failed', `the ${name} gate expired after ${gate.timeoutMinutes} minute(s) without a decision`);
     finish('rejected', `${taken.by} rejected the ${name} gate: ${taken.comment ?? 'no reason given'}`);
@@ -146,9 +122,17 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       return { workerId: given.task.id, status: 'failed', reason, commits: 0, filesChanged: 0, isolation: 'none', durationMs: 0, costUsd: 0, turns: 0, runs: 0 };
     }
     Object.assign(ws, { state: 'running', startedAt: Date.now() });
+    crew.tokens.set(given.progressToken, ws);
     let report: WorkerReport;
     try {
-      report = await executeChild(workerWorkflow, { workflowId: workerWorkflowId(info.workflowId, given.task.id), args: [given] });
+      // REQUEST_CANCEL: a leader that is terminated still lets its workers destroy their sandboxes.
+      const child = await startChild(workerWorkflow, {
+        workflowId: workerWorkflowId(info.workflowId, given.task.id),
+        args: [given],
+        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+      });
+      crew.children.set(given.task.id, child);
+      report = await child.result();
     } catch (err) {
       if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
       report = {
@@ -177,12 +161,11 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     return report;
   };
 
-  const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [] };
+  const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [], refusals: [], refusedCount: 0 };
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
-    result.costUsd = spent();
-    Object.assign(result, { outcome, message });
-    Object.assign(status, { outcome, message, phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
+    Object.assign(result, { outcome, message, costUsd: spent(), refusals: status.refusals, refusedCount: status.refusedCount });
+    Object.assign(status, { outcome, message, endedAt: Date.now(), phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
     if (status.phase === 'done') return result;
     throw ApplicationFailure.create({ type: outcome, message, nonRetryable: true, details: [result] });
   };
@@ -228,6 +211,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       maxTurns: req.limits.maxTurns,
       suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
       policy: req.policy,
+      progressToken: uuid4(),
     });
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) => runWorker(workerInput(task), status.workers[i]));
     const failed = result.workers.filter((w) => w.status !== 'done');
@@ -237,40 +221,88 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
 
     // ---- Integrate and test ----
     // A redone sub-task is a worker like the others: in the status, pausable, counted in the budget.
-    const redoWorker = (given: WorkerInput) => {
+    // Its report joins the result's workers once integration is over (integration walks that list).
+    const redone: WorkerReport[] = [];
+    const redoWorker = async (given: WorkerInput) => {
       const ws: WorkerStatus = { id: given.task.id, state: 'queued', costUsd: 0, turns: 0 };
       status.workers.push(ws);
-      return runWorker(given, ws);
+      const report = await runWorker(given, ws);
+      redone.push(report);
+      return report;
     };
-    const integrated = await integrate({ req: plan, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
+    let integrated: Awaited<ReturnType<typeof integrate>>;
+    try {
+      integrated = await integrate({ req: plan, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
+    } finally {
+      result.workers.push(...redone);
+    }
     if (!integrated.ok) return finish(integrated.outcome, integrated.message);
     result.integratedSha = status.integratedSha = integrated.sha;
     if (integrated.sha === baseSha) return finish('unchanged', 'no worker changed anything; nothing to push');
 
     // ---- Approve and push ----
     await passGate('push', { sha: integrated.sha, diffstat: integrated.diffstat, testSummary: integrated.testSummary });
+    // Not cancellable: once started, the push runs to its end, so the result can say whether it landed.
     status.phase = 'pushing';
-    const pushed = await pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha });
+    const pushed = await CancellationScope.nonCancellable(() => pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha }));
     if (pushed.outcome === 'raced') return finish('raced', `not pushed: ${pushed.message}`);
     result.pushedSha = pushed.remoteSha;
     return finish('pushed', `${result.workers.length} worker(s) integrated, tests passed, pushed to ${targetRef}`);
   } catch (err) {
+    if (status.endedAt !== undefined) throw err; // finish() already ended the run
     if (isCancellation(err)) {
-      Object.assign(status, { phase: 'cancelled', gate: undefined, message: 'cancelled; nothing was pushed' });
+      Object.assign(status, { phase: 'cancelled', gate: undefined, endedAt: Date.now(), message: 'cancelled; nothing was pushed' });
       for (const w of status.workers) if (w.state !== 'done' && w.state !== 'failed') w.state = 'cancelled';
+      throw err;
     }
+    // An activity that failed for good (a permanent failure, or retries spent): the run ends, saying
+    // why in one line. Anything else is a bug in this code: it fails the task, to be fixed and replayed.
+    if (!(err instanceof TemporalFailure)) throw err;
+    return finish('failed', `${phaseName(status.phase)} failed: ${failureLine(err)}`);
+  } finally {
+    // Handlers waiting on a worker stop waiting; every handler finishes before the run returns.
+    crew.over = true;
+    await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
+  }
+}
+
+function phaseName(phase: RunStatus['phase']): string {
+  return phase === 'resolving' ? 'resolving the base' : phase;
+}
+
+/** The innermost cause of a failure, with its type: "RemoteRefused: branch nope does not exist". */
+function failureLine(err: unknown): string {
+  let e: unknown = err;
+  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
+  const line = (text: string) => clip(text.trim().split('\n')[0], 500);
+  if (e instanceof ApplicationFailure) return `${e.type ? `${e.type}: ` : ''}${line(e.message)}`;
+  return line(e instanceof Error ? e.message : String(e));
+}
+
+/**
+ * The request, validated and defaulted by an activity whose result is in history, so that a later
+ * release's schema cannot change a run in flight. Runs started before that parse it here, as
+ * they did then. A refused request ends the run with the refusal itself.
+ */
+async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
+  if (!patched(PARSED_BY_ACTIVITY)) {
+    try {
+      return parseLeaderRequest(input);
+    } catch (err) {
+      if (err instanceof RequestError) throw permanent('InvalidRequest', err.message, { problems: err.problems });
+      throw err;
+    }
+  }
+  const { parseRequest: parse } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', scheduleToCloseTimeout: '10 minutes' });
+  try {
+    return await parse(input);
+  } catch (err) {
+    if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'InvalidRequest') throw err.cause;
     throw err;
   }
 }
 
-function validate(input: LeaderRequestInput): LeaderRequest {
-  try {
-    return parseLeaderRequest(input);
-  } catch (err) {
-    if (err instanceof RequestError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidRequest', err.problems);
-    throw err;
-  }
-}
+const PARSED_BY_ACTIVITY = 'request-parsed-by-activity';
 
 /**
  * A name for refs, branches and sandbox keys: readable, valid in a git ref, and distinct for

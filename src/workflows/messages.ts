@@ -4,10 +4,12 @@
  * inputs are plain JSON so the Temporal CLI can send them:
  *
  *   temporal workflow signal --workflow-id RUN --name approve --input '{"gate":"push","sha":"…","by":"ana"}'
+ *   temporal workflow update execute --workflow-id RUN --name approve --input '{"gate":"plan"}'
  *   temporal workflow query  --workflow-id RUN --type status
  */
-import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { GateDecision, GateName, IntegrationReport, PlanningReport, RunOutcome } from '../spec';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import { z } from 'zod';
+import { type GateDecision, type GateName, type IntegrationReport, type PlanningReport, type Refusal, type RunOutcome, MAX_CHARS, boundedText, describeIssues } from '../spec';
 
 export type RunPhase =
   | 'resolving'
@@ -36,7 +38,7 @@ export interface WorkerStatus {
   costUsd: number;
   turns: number;
   startedAt?: number;
-  /** Time so far while running; total once finished. */
+  /** Set once it has finished; while it runs, clients count from startedAt. */
   durationMs?: number;
 }
 
@@ -53,7 +55,7 @@ export interface GateReview {
   sha?: string;
   diffstat?: string;
   testSummary?: string;
-  /** Approvals that were refused, and why (a wrong SHA, a closed gate). */
+  /** Approvals and rejections of this gate that were refused, and why (a wrong SHA); capped like RunStatus.refusals. */
   refused: { by: string; reason: string }[];
 }
 
@@ -73,45 +75,76 @@ export interface RunStatus {
   decisions: GateDecision[];
   /** How the plan was settled, once it is. */
   planning?: PlanningReport;
-  totals: { costUsd: number; turns: number; workersDone: number; workersFailed: number; elapsedMs: number };
+  /** Every message refused (bad payload, unknown name or worker, closed gate, forged progress): the latest REFUSALS_KEPT. */
+  refusals: Refusal[];
+  /** All refusals, including those no longer kept. */
+  refusedCount: number;
+  /** When the run started and, once over, ended: clients compute durations (a query cannot read the clock). */
+  startedAt: number;
+  endedAt?: number;
+  totals: { costUsd: number; turns: number; workersDone: number; workersFailed: number };
 }
 
-export interface ApproveInput {
-  gate: GateName;
-  /** Required at the push gate: the integrated SHA the status shows. */
-  sha?: string;
-  by?: string;
-  comment?: string;
-}
+/** The latest refusals a run keeps (older ones are only counted), and the longest reason kept. */
+export const REFUSALS_KEPT = 20;
+export const REFUSAL_MAX_CHARS = 300;
 
-export interface RejectInput {
-  gate: GateName;
-  by?: string;
-  reason: string;
-}
+const by = boundedText(MAX_CHARS.name).optional();
+const gate = z.enum(['plan', 'push']);
+const workerId = z.string().min(1, 'must not be empty').max(100);
 
-export interface PauseInput {
-  workerId: string;
-  by?: string;
-}
+export const ApproveInput = z
+  .object({
+    gate,
+    /** Required at the push gate: the integrated SHA the status shows. */
+    sha: z.string().regex(/^[0-9a-f]{40}$/, 'must be a full 40-character commit SHA').optional(),
+    by,
+    comment: boundedText(MAX_CHARS.comment).optional(),
+  })
+  .strict();
+export type ApproveInput = z.infer<typeof ApproveInput>;
 
-export interface ResumeInput {
-  workerId: string;
-  /** Delivered to the agent when it continues. */
-  message?: string;
-  /** Dollars added to the worker's budget. */
-  addBudgetUsd?: number;
-  by?: string;
-}
+export const RejectInput = z.object({ gate, by, reason: boundedText(MAX_CHARS.comment).min(1, 'must not be empty') }).strict();
+export type RejectInput = z.infer<typeof RejectInput>;
 
-/** What a worker tells its leader whenever its state changes. */
-export interface WorkerProgress {
-  id: string;
-  state: WorkerState;
-  reason?: string;
-  question?: string;
-  costUsd: number;
-  turns: number;
+export const PauseInput = z.object({ workerId, by }).strict();
+export type PauseInput = z.infer<typeof PauseInput>;
+
+export const ResumeInput = z
+  .object({
+    workerId,
+    /** Delivered to the agent when it continues. */
+    message: boundedText(MAX_CHARS.message).optional(),
+    /** Dollars added to the worker's budget: finite and positive (JSON has no Infinity; zod refuses NaN). */
+    addBudgetUsd: z.number().positive('must be a positive number of dollars').max(1_000_000).optional(),
+    by,
+  })
+  .strict();
+export type ResumeInput = z.infer<typeof ResumeInput>;
+
+/**
+ * What a worker tells its leader whenever its state changes. `token` is the one the leader put
+ * in that child's input: progress without it is forged and refused.
+ */
+export const WorkerProgress = z
+  .object({
+    token: z.string().min(1),
+    id: workerId,
+    /** A worker's end arrives as its result, not as progress. */
+    state: z.enum(['running', 'suspended']),
+    reason: boundedText(MAX_CHARS.comment).optional(),
+    question: boundedText(MAX_CHARS.message).optional(),
+    costUsd: z.number().min(0),
+    turns: z.number().int().min(0),
+  })
+  .strict();
+export type WorkerProgress = z.infer<typeof WorkerProgress>;
+
+/** Parses a message with its schema: the value, or every problem in one line. Never throws. */
+export function parseMessage<T>(schema: z.ZodType<T>, raw: unknown): { ok: true; value: T } | { ok: false; reason: string } {
+  const parsed = schema.safeParse(raw, { reportInput: true });
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return { ok: false, reason: `invalid message: ${describeIssues(parsed.error.issues, '(message)').join('; ')}` };
 }
 
 export const statusQuery = defineQuery<RunStatus>('status');
@@ -119,5 +152,13 @@ export const approveSignal = defineSignal<[ApproveInput]>('approve');
 export const rejectSignal = defineSignal<[RejectInput]>('reject');
 export const pauseSignal = defineSignal<[PauseInput]>('pause');
 export const resumeSignal = defineSignal<[ResumeInput]>('resume');
+/**
+ * The same messages as updates, under the same names: the caller gets an answer (a line saying
+ * what was done), or a refusal with the reason, and a refused update leaves no trace in history.
+ */
+export const approveUpdate = defineUpdate<string, [ApproveInput]>('approve');
+export const rejectUpdate = defineUpdate<string, [RejectInput]>('reject');
+export const pauseUpdate = defineUpdate<string, [PauseInput]>('pause');
+export const resumeUpdate = defineUpdate<string, [ResumeInput]>('resume');
 /** Sent by workers to their leader. */
 export const workerProgressSignal = defineSignal<[WorkerProgress]>('workerProgress');

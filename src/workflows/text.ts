@@ -8,3 +8,10 @@ export function firstLine(text: string): string {
 export function lastLines(text: string, n: number): string {
   return text.trimEnd().split('\n').slice(-n).join('\n');
 }
+
+/** At most `max` characters in all, saying how much was cut: for text a sender controls. */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const keep = Math.max(0, max - `… (+${text.length} chars)`.length);
+  return `${text.slice(0, keep)}… (+${text.length - keep} chars)`;
+}

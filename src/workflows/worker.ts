@@ -18,8 +18,10 @@ import {
 import type { Activities, AgentRunReport, CommandReport, SandboxRef } from '../activities';
 import type { WorkerSeed } from '../activities/integrate';
 import type { AgentSpec, CommitPolicy, Isolation, WorkerReport } from '../spec';
-import { type ResumeInput, type WorkerProgress, type WorkerState, pauseSignal, resumeSignal, workerProgressSignal } from './messages';
+import { MAX_CHARS } from '../spec';
+import { ResumeInput, type WorkerProgress, parseMessage, pauseSignal, resumeSignal, workerProgressSignal } from './messages';
 import { activityOptions, commandOptions } from './options';
+import { clip } from './text';
 
 export interface WorkerInput {
   runKey: string;
@@ -39,6 +41,8 @@ export interface WorkerInput {
   suspendTimeoutMs: number;
   /** What the worker's commits may contain (absent in runs started before it existed). */
   policy?: CommitPolicy;
+  /** Proves to the leader that progress comes from this child; nobody else has it. */
+  progressToken: string;
 }
 
 /** Why an agent run stopped short of finishing and the worker should wait for a person. */
@@ -69,18 +73,31 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
   let pauseRequested = false;
   let resume: ResumeInput | undefined;
   let agentScope: CancellationScope | undefined;
+  // The leader validated these; anyone else signalling the child directly is held to the same schema.
   setHandler(pauseSignal, () => {
     pauseRequested = true;
     agentScope?.cancel();
   });
-  setHandler(resumeSignal, (r) => {
-    resume = r;
+  setHandler(resumeSignal, (raw: unknown) => {
+    const parsed = parseMessage(ResumeInput, raw);
+    if (parsed.ok) resume = parsed.value;
   });
   const parentId = workflowInfo().parent?.workflowId;
-  const tellLeader = async (state: WorkerState, extra: Partial<WorkerProgress> = {}) => {
+  const tellLeader = async (state: WorkerProgress['state'], extra: { reason?: string; question?: string } = {}) => {
     if (!parentId) return;
-    const progress: WorkerProgress = { id: task.id, state, costUsd, turns, ...extra };
-    await getExternalWorkflowHandle(parentId).signal(workerProgressSignal, progress);
+    const progress: WorkerProgress = {
+      token: input.progressToken,
+      id: task.id,
+      state,
+      costUsd,
+      turns,
+      reason: extra.reason && clip(extra.reason, MAX_CHARS.comment - 100),
+      question: extra.question && clip(extra.question, MAX_CHARS.message - 100),
+    };
+    // A leader that has closed cannot be told; the worker's own result still says how it ended.
+    await getExternalWorkflowHandle(parentId)
+      .signal(workerProgressSignal, progress)
+      .catch(() => undefined);
   };
 
   const report = (fields: Partial<WorkerReport> & Pick<WorkerReport, 'status'>): WorkerReport => ({
@@ -166,9 +183,10 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       }
 
       // ---- Suspended: the sandbox stays, the worker waits for resume ----
+      // Cleared before the leader hears of it: a resume sent while the sandbox is pausing is kept.
+      resume = undefined;
       await tellLeader('suspended', { reason: why, question: run?.agent.question });
       await pauseSandbox(sandbox);
-      resume = undefined;
       if (!(await condition(() => resume !== undefined, input.suspendTimeoutMs))) {
         const minutes = Math.round(input.suspendTimeoutMs / 60_000);
         return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
