@@ -3,13 +3,16 @@
  * where they are installed; there is no Docker engine here, so no image is built or run. And the
  * worker's refusal to run agents bare where the image asks for isolation.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { Client, Connection } from '@temporalio/client';
+import { describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
-import { tempDir } from './helpers';
-import { run } from './processes';
+import { leaderWorkflow } from '../src/workflows';
+import { makeRemote, tempDir } from './helpers';
+import { processesMatching, run, waitFor } from './processes';
 
 const ROOT = path.join(__dirname, '..');
 const has = (tool: string) => !spawnSync(tool, ['--version']).error;
@@ -85,5 +88,48 @@ describe('FLOTILLA_REQUIRE_ISOLATION', () => {
     expect(r.code).not.toBe(0);
     expect(r.err).not.toContain('refusing to start');
     expect(r.err).toContain('cannot reach Temporal at 127.0.0.1:1');
+  });
+});
+
+describe('a worker process', () => {
+  it('on SIGTERM cancels a running agent within its grace time and exits 0, leaving the run to another worker; FLOTILLA_LOG_FORMAT=json', async () => {
+    const address = inject('temporalAddress');
+    const taskQueue = `stop-${randomUUID()}`;
+    let stderr = '';
+    const worker = spawn(process.execPath, [path.join(ROOT, 'bin/flotilla'), 'worker'], {
+      env: { ...process.env, TEMPORAL_ADDRESS: address, FLOTILLA_TASK_QUEUE: taskQueue, FLOTILLA_HOME: tempDir('stop'), FLOTILLA_LOG_FORMAT: 'json', FLOTILLA_LOG_LEVEL: 'debug' },
+    });
+    worker.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
+    const connection = await Connection.connect({ address });
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    try {
+      await waitFor('the worker to poll', async () => (stderr.includes('polling task queue') ? true : undefined), 120_000);
+      const marker = `agent-${randomUUID()}`;
+      const handle = await new Client({ connection }).workflow.start(leaderWorkflow, {
+        taskQueue,
+        workflowId: `stop-${randomUUID()}`,
+        args: [{ objective: 'wait', repo: { url: remote.url, baseRef: 'main' }, testCmd: 'true', subTasks: [{ id: 'one', prompt: 'wait', ownedPaths: ['one'], agent: { kind: 'shell', command: `sleep 600; : ${marker}` } }] }],
+      });
+      await waitFor('the agent to run', async () => ((await processesMatching(marker)).length ? true : undefined), 60_000);
+
+      const stopping = Date.now();
+      worker.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      // The agent gets the 10 s grace time to finish; then it is cancelled and the worker ends.
+      const took = Date.now() - stopping;
+      expect(took).toBeGreaterThanOrEqual(9_000);
+      expect(took).toBeLessThan(25_000);
+      expect(await processesMatching(marker)).toEqual([]);
+      expect((await handle.describe()).status.name).toBe('RUNNING');
+      await handle.terminate('test over');
+    } finally {
+      worker.kill('SIGKILL');
+      await connection.close();
+      remote.cleanup();
+    }
+    const lines = stderr.trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining([expect.stringContaining('polling task queue'), 'Worker state changed', 'Flotilla worker stopped']));
+    expect(lines.every((l) => typeof l.level === 'number' && typeof l.time === 'number')).toBe(true);
   });
 });
