@@ -6,11 +6,12 @@
  * runs survive a restart. A server already listening there is reused rather than started twice.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, openSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { loadClientConnectConfig } from '@temporalio/envconfig';
+import { loadClientConfigProfile, loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { namespace } from './config';
 
@@ -127,6 +128,21 @@ export function configuredTemporal(env: NodeJS.ProcessEnv = process.env): Omit<T
     source: env.TEMPORAL_ADDRESS ? undefined : profile,
     uiUrl: env.TEMPORAL_UI_URL,
   };
+}
+
+/**
+ * The files holding the configured profile's secrets: the client key, and the config file when
+ * it holds an API key or key data inline. The worker keeps them out of the sandboxes' view.
+ */
+export function credentialFiles(env: NodeJS.ProcessEnv = process.env): string[] {
+  const profile = loadClientConfigProfile({ overrideEnvVars: env as Record<string, string> });
+  const files: string[] = [];
+  const key = profile.tls?.clientKey;
+  if (key && 'path' in key) files.push(key.path);
+  const file = env.TEMPORAL_CONFIG_FILE ?? path.join(env.XDG_CONFIG_HOME ?? path.join(os.homedir(), '.config'), 'temporalio', 'temporal.toml');
+  const inFile = existsSync(file) ? loadClientConfigProfile({ configSource: { path: file }, profile: env.TEMPORAL_PROFILE, disableEnv: true }) : {};
+  if (inFile.apiKey || (inFile.tls?.clientKey && 'data' in inFile.tls.clientKey)) files.push(file);
+  return files;
 }
 
 export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTarget> {

@@ -5,13 +5,15 @@
  *
  *   npx tsx src/worker.ts [--verbose] [--log-format text|json]     (or `flotilla worker`)
  */
+import { realpathSync } from 'node:fs';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, defaultDeps } from './activities/deps';
 import { dataDir, taskQueue } from './config';
 import { connectWorker } from './connection';
 import { createLogger, installSdkLogger, logOptions } from './log';
-import { probeBubblewrap } from './sandbox/local';
+import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
+import { credentialFiles } from './temporal';
 
 export interface FlotillaWorkerOptions {
   connection: NativeConnection;
@@ -58,6 +60,16 @@ function requireIsolationIfAsked(): void {
   }
 }
 
+/** Sandboxes mount some host directories read-only (/etc, /opt...): Temporal credentials must not be in them. */
+function refuseCredentialsVisibleToAgents(): void {
+  const visible = readOnlyDirs().map((d) => realpathSync(d));
+  for (const file of credentialFiles()) {
+    const real = realpathSync(file);
+    const dir = visible.find((d) => real === d || real.startsWith(`${d}/`));
+    if (dir) throw new Error(`refusing to start: ${file} holds Temporal credentials, and every sandbox can read it (${dir} is mounted into sandboxes); move it elsewhere`);
+  }
+}
+
 /**
  * After SIGTERM a worker stops polling and gives running activities this long to finish; then
  * they are cancelled, which kills their agent and destroys the sandbox, and Temporal retries them
@@ -76,6 +88,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   if (temporal.uiUrl) log.info(`Temporal Web UI: ${temporal.uiUrl}`);
   warnIfUnisolated((line) => log.warn(line.trim()));
   try {
+    refuseCredentialsVisibleToAgents();
     const worker = await createFlotillaWorker({
       connection: temporal.connection,
       namespace: temporal.namespace,

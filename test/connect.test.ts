@@ -123,4 +123,26 @@ describe('a TLS cluster', () => {
     const missing = await cli(['start', file], { ...queue, TEMPORAL_PROFILE: 'prod' });
     expect(missing.err).toContain(`bad Temporal configuration (profile "prod" of ${config}): Profile 'prod' not found`);
   });
+
+  it('a worker refuses to start when its client key or a config file holding an API key is readable inside sandboxes', async () => {
+    // Sandboxes mount /etc, /opt... read-only; FLOTILLA_SANDBOX_RO_PATHS adds the proxy's directory.
+    const visible = { FLOTILLA_SANDBOX_RO_PATHS: proxy.dir, FLOTILLA_HOME: tempDir('visible') };
+    const keyPath = path.join(proxy.dir, 'server.key');
+    const mtls = await cli(['worker'], {
+      ...visible,
+      TEMPORAL_ADDRESS: proxy.address,
+      TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.caPath,
+      TEMPORAL_TLS_CLIENT_CERT_PATH: path.join(proxy.dir, 'server.pem'),
+      TEMPORAL_TLS_CLIENT_KEY_PATH: keyPath,
+    });
+    expect(mtls.code).not.toBe(0);
+    expect(mtls.err).toContain(`refusing to start: ${keyPath} holds Temporal credentials, and every sandbox can read it (${proxy.dir} is mounted into sandboxes)`);
+
+    const config = path.join(proxy.dir, 'temporal.toml');
+    writeFileSync(config, `[profile.default]\naddress = "${proxy.keyedAddress}"\napi_key = "${proxy.apiKey}"\n[profile.default.tls]\nserver_ca_cert_path = "${proxy.caPath}"\n`);
+    const keyed = await cli(['worker'], { ...visible, TEMPORAL_CONFIG_FILE: config });
+    expect(keyed.code).not.toBe(0);
+    expect(keyed.err).toContain(`refusing to start: ${config} holds Temporal credentials`);
+    expect(keyed.err).not.toContain(proxy.apiKey);
+  });
 });
