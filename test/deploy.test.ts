@@ -92,6 +92,12 @@ describe('FLOTILLA_REQUIRE_ISOLATION', () => {
 });
 
 describe('a worker process', () => {
+  it('refuses a bad log setting, naming the variable and the values it takes', async () => {
+    const r = await run(process.execPath, [path.join(ROOT, 'bin/flotilla'), 'worker'], { TEMPORAL_ADDRESS: '127.0.0.1:1', FLOTILLA_LOG_FORMAT: 'xml' });
+    expect(r.code).not.toBe(0);
+    expect(r.err).toContain('FLOTILLA_LOG_FORMAT: must be one of text, json, not "xml"');
+  });
+
   it('on SIGTERM cancels a running agent within its grace time and exits 0, leaving the run to another worker; FLOTILLA_LOG_FORMAT=json', async () => {
     const address = inject('temporalAddress');
     const taskQueue = `stop-${randomUUID()}`;
