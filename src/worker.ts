@@ -3,14 +3,17 @@
  * use local sandboxes and the staging repository under the data directory, so all worker
  * processes of one deployment share that directory (one host, or a shared volume).
  *
- *   npx tsx src/worker.ts        (or `flotilla worker`)
+ *   npx tsx src/worker.ts [--verbose] [--log-format text|json]     (or `flotilla worker`)
  */
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { realpathSync } from 'node:fs';
+import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, defaultDeps } from './activities/deps';
 import { dataDir, taskQueue } from './config';
-import { probeBubblewrap } from './sandbox/local';
-import { ensureTemporal } from './temporal';
+import { connectWorker } from './connection';
+import { createLogger, installSdkLogger, logOptions } from './log';
+import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
+import { credentialFiles } from './temporal';
 
 export interface FlotillaWorkerOptions {
   connection: NativeConnection;
@@ -21,6 +24,8 @@ export interface FlotillaWorkerOptions {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Dependencies of activities beyond the data directory (a test double of the E2B API). */
   deps?: DepsOptions;
+  /** How long a running activity may go on after SIGTERM before it is cancelled (default 0). */
+  shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
 }
 
 export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<Worker> {
@@ -33,6 +38,7 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     // Cancellation reaches an activity only with a heartbeat: keep them frequent so a cancelled
     // or paused agent is stopped within seconds, not the default half-minute.
     maxHeartbeatThrottleInterval: '2 seconds',
+    shutdownGraceTime: opts.shutdownGraceTime ?? 0,
   });
 }
 
@@ -45,25 +51,61 @@ export function warnIfUnisolated(log: (line: string) => void = console.error): v
   }
 }
 
-export async function runWorkerProcess(): Promise<void> {
+/** A deployment (the Docker image) sets FLOTILLA_REQUIRE_ISOLATION=1: better no worker than bare agents. */
+function requireIsolationIfAsked(): void {
+  if (process.env.FLOTILLA_REQUIRE_ISOLATION !== '1') return;
+  const probe = probeBubblewrap();
+  if (probe.isolation === 'none') {
+    throw new Error(`refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated (${probe.reason})`);
+  }
+}
+
+/** Sandboxes mount some host directories read-only (/etc, /opt...): Temporal credentials must not be in them. */
+function refuseCredentialsVisibleToAgents(): void {
+  const visible = readOnlyDirs().map((d) => realpathSync(d));
+  for (const file of credentialFiles()) {
+    const real = realpathSync(file);
+    const dir = visible.find((d) => real === d || real.startsWith(`${d}/`));
+    if (dir) throw new Error(`refusing to start: ${file} holds Temporal credentials, and every sandbox can read it (${dir} is mounted into sandboxes); move it elsewhere`);
+  }
+}
+
+/**
+ * After SIGTERM a worker stops polling and gives running activities this long to finish; then
+ * they are cancelled, which kills their agent and destroys the sandbox, and Temporal retries them
+ * on another worker. Agents run for minutes, so waiting for them is not the point: a clean stop is.
+ */
+const SHUTDOWN_GRACE_TIME = '10 seconds';
+
+export async function runWorkerProcess(args: string[] = []): Promise<void> {
+  const opts = logOptions(args);
+  const log = createLogger(opts);
+  installSdkLogger(log, opts);
+  requireIsolationIfAsked();
   const dir = dataDir();
-  const temporal = await ensureTemporal({ dataDir: dir });
-  if (temporal.started) console.log(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);
-  if (temporal.uiUrl) console.log(`Temporal Web UI: ${temporal.uiUrl}`);
-  warnIfUnisolated();
-  const connection = await NativeConnection.connect({ address: temporal.address });
-  const worker = await createFlotillaWorker({ connection, namespace: temporal.namespace, taskQueue: taskQueue(), dataDir: dir });
-  console.log(`Flotilla worker polling task queue "${taskQueue()}" in namespace "${temporal.namespace}"; data in ${dir}`);
+  const temporal = await connectWorker({ dataDir: dir });
+  if (temporal.started) log.info(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);
+  if (temporal.uiUrl) log.info(`Temporal Web UI: ${temporal.uiUrl}`);
+  warnIfUnisolated((line) => log.warn(line.trim()));
   try {
+    refuseCredentialsVisibleToAgents();
+    const worker = await createFlotillaWorker({
+      connection: temporal.connection,
+      namespace: temporal.namespace,
+      taskQueue: taskQueue(),
+      dataDir: dir,
+      shutdownGraceTime: SHUTDOWN_GRACE_TIME,
+    });
+    log.info(`Flotilla worker polling task queue "${taskQueue()}" in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
     await worker.run();
+    log.info('Flotilla worker stopped');
   } finally {
-    await connection.close();
-    await temporal.stop();
+    await temporal.close();
   }
 }
 
 if (require.main === module) {
-  runWorkerProcess().catch((err) => {
+  runWorkerProcess(process.argv.slice(2)).catch((err) => {
     console.error(err instanceof Error ? err.message : err);
     process.exit(1);
   });

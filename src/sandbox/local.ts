@@ -47,7 +47,7 @@ export function probeBubblewrap(): BubblewrapProbe {
   return probed;
 }
 
-function readOnlyDirs(): string[] {
+export function readOnlyDirs(): string[] {
   const dirs = SYSTEM_DIRS.filter((d) => existsSync(d));
   // Node and tools installed outside /usr (nvm, pyenv) must stay reachable, and so must the
   // agent CLIs Flotilla ships as dependencies (Claude Code, Codex).
