@@ -7,8 +7,10 @@ export function dataDir(): string {
   return path.resolve(process.env.FLOTILLA_HOME ?? path.join(os.homedir(), '.flotilla'));
 }
 
+export const DEFAULT_TASK_QUEUE = 'flotilla';
+
 export function taskQueue(): string {
-  return process.env.FLOTILLA_TASK_QUEUE ?? 'flotilla';
+  return process.env.FLOTILLA_TASK_QUEUE ?? DEFAULT_TASK_QUEUE;
 }
 
 export function namespace(): string {

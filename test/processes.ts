@@ -18,9 +18,9 @@ export function run(cmd: string, args: string[], extraEnv: Record<string, string
   });
 }
 
-/** Our CLI, pointed at the suite's server and the given task queue. */
+/** Our CLI from the sources (bin/flotilla runs the build), pointed at the suite's server and the given task queue. */
 export function flotilla(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
-  return run(process.execPath, [path.join(__dirname, '../bin/flotilla'), ...args], {
+  return run(process.execPath, ['--require', 'tsx/cjs', path.join(__dirname, '../src/cli.ts'), ...args], {
     TEMPORAL_ADDRESS: inject('temporalAddress'),
     FLOTILLA_TASK_QUEUE: taskQueue,
     ...extraEnv,
