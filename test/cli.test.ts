@@ -82,7 +82,26 @@ describe('flotilla CLI', () => {
     const result = await flotilla(['result', 'cli-run-1']);
     expect(result.code).toBe(0);
     expect(result.out).toContain(head);
-    expect((await flotilla(['status', 'no-such-run'])).err).toContain('no run with id no-such-run');
+    const missing = await flotilla(['status', 'no-such-run']);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toContain('no run with id no-such-run');
+    remote.cleanup();
+  });
+
+  it('a run that does not push exits 1 from start --wait, result and watch, with the reason', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const file = path.join(remote.root, 'req.yaml');
+    writeFileSync(file, YAML.stringify({ ...requestFor(remote.url, ['one']), testCmd: 'echo the tests fail; exit 1' }));
+    const before = await remote.head();
+    const started = await flotilla(['start', file, '--id', 'cli-fails', '--wait', '--json']);
+    expect(started.code).toBe(1);
+    expect(JSON.parse(started.out).end).toMatchObject({ workflowId: 'cli-fails', failureType: 'tests-failed' });
+    for (const verb of ['result', 'watch']) {
+      const r = await flotilla([verb, 'cli-fails']);
+      expect(r.code, verb).toBe(1);
+      expect(r.out, verb).toContain('Run cli-fails did not push (tests-failed)');
+    }
+    expect(await remote.head()).toBe(before);
     remote.cleanup();
   });
 });
