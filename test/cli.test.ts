@@ -9,7 +9,7 @@ import YAML from 'yaml';
 import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
-import { flotilla as runFlotilla, run } from './processes';
+import { CLI, flotilla as runFlotilla, run } from './processes';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -102,6 +102,27 @@ describe('flotilla CLI', () => {
       expect(r.out, verb).toContain('Run cli-fails did not push (tests-failed)');
     }
     expect(await remote.head()).toBe(before);
+    remote.cleanup();
+  });
+});
+
+describe('flotilla watch', () => {
+  it('on a terminal, redraws in place (no screen clears) with live agent progress, and exits with the result', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const req = requestFor(remote.url, ['slow']);
+    req.subTasks[0].agent.command = `echo thinking; sleep 4; ${req.subTasks[0].agent.command}`;
+    const handle = await env.start(req, 'cli-watch-tty');
+    const command = [...CLI, 'watch', handle.workflowId].map((a) => `'${a}'`).join(' ');
+    const watched = await run('script', ['-qec', command, '/dev/null'], {
+      TERM: 'xterm',
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      FLOTILLA_TASK_QUEUE: env.taskQueue,
+    });
+    expect(watched.code).toBe(0);
+    expect(watched.out).toContain('Run cli-watch-tty: pushed');
+    expect(watched.out).toMatch(/\x1b\[\d+A\r/);
+    expect(watched.out).not.toContain('\x1b[2J');
+    expect(watched.out).toMatch(/live:\r?\n\x1b\[2K {2}slow: agent slow 0 turns/);
     remote.cleanup();
   });
 });
