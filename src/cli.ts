@@ -11,10 +11,8 @@ import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import YAML from 'yaml';
 import { dataDir, taskQueue } from './config';
-import { loadRequestFile } from './request-file';
-import { type AgentSpec, type LeaderRequest, RequestError } from './spec';
+import type { AgentSpec, LeaderRequest } from './spec';
 import { type Painter, colourEnabled, inert, painter } from './terminal';
 import type { RunStatus } from './workflows/messages';
 
@@ -54,11 +52,14 @@ function summary(req: LeaderRequest): string {
 }
 
 /**
- * Modules loaded on first use. The Temporal client alone takes longer to load than `validate`
- * takes to run, so only the commands that talk to Temporal load it. (Plain requires: both the
- * compiled CommonJS and tsx in a checkout resolve them.)
+ * Modules loaded on first use, so that `--help` loads none of them, `validate` only zod and
+ * yaml, and only the commands that talk to Temporal load its client, the slowest of all.
+ * (Plain requires: both the compiled CommonJS and tsx in a checkout resolve them.)
  */
 const load = {
+  requestFile: () => require('./request-file') as typeof import('./request-file'),
+  spec: () => require('./spec') as typeof import('./spec'),
+  yaml: () => require('yaml') as typeof import('yaml'),
   temporalSdk: () => require('@temporalio/client') as typeof import('@temporalio/client'),
   temporalServer: () => require('./temporal') as typeof import('./temporal'),
   runs: () => require('./client') as typeof import('./client'),
@@ -118,14 +119,14 @@ function paintPhase(text: string): string {
 // --- commands -------------------------------------------------------------------------------
 
 async function validateCommand(file: string): Promise<number> {
-  const req = loadRequestFile(file);
+  const req = load.requestFile().loadRequestFile(file);
   say(`Request is valid: ${summary(req)} on ${req.repo.url} (${req.repo.baseRef} → ${req.repo.targetRef ?? req.repo.baseRef}).`);
   return EXIT.ok;
 }
 
 async function requestCommand(file: string, o: { json?: boolean }): Promise<number> {
-  const req = loadRequestFile(file);
-  process.stdout.write(o.json ? `${JSON.stringify(req)}\n` : YAML.stringify(req));
+  const req = load.requestFile().loadRequestFile(file);
+  process.stdout.write(o.json ? `${JSON.stringify(req)}\n` : load.yaml().stringify(req));
   return EXIT.ok;
 }
 
@@ -152,7 +153,7 @@ async function initCommand(o: { file: string; agent: AgentSpec['kind']; command?
 
 async function startCommand(file: string, o: { id?: string; wait?: boolean; json?: boolean }): Promise<number> {
   // Validate before connecting: a bad request never reaches Temporal.
-  const req = loadRequestFile(file);
+  const req = load.requestFile().loadRequestFile(file);
   return withClient(async ({ client, url }) => {
     const { awaitRun, formatRunEnd, startRun } = load.runs();
     const queue = taskQueue();
@@ -517,7 +518,7 @@ async function failed(err: unknown): Promise<number> {
     return code;
   };
   if (err instanceof UsageError) return tell(err.message.startsWith('refused') ? err.message : `${err.message}\n(add --help for usage)`, EXIT.badInput);
-  if (err instanceof RequestError) return tell(err.message, EXIT.badInput);
+  if (err instanceof load.spec().RequestError) return tell(err.message, EXIT.badInput);
   if (err instanceof load.temporalSdk().WorkflowNotFoundError) return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
   if (err instanceof UnreachableError) return tell(err.message, EXIT.unreachable);
   if ((err as { code?: unknown }).code === GRPC_UNAVAILABLE) return tell(`lost the connection to Temporal: ${(err as Error).message}`, EXIT.unreachable);
