@@ -8,8 +8,9 @@ missing=()
 command -v git >/dev/null || missing+=(git)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
-# The test suite looks for leftover processes with pgrep.
+# The test suite looks for leftover processes with pgrep, and `flotilla init`'s test runs make.
 command -v pgrep >/dev/null || missing+=(procps)
+command -v make >/dev/null || missing+=(make)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]} with apt-get"
   sudo_cmd=""

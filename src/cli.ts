@@ -26,9 +26,9 @@ const EXIT = { ok: 0, notPushed: 1, badInput: 2, unreachable: 3 } as const;
 const paintOut: Painter = painter(colourEnabled(process.stdout));
 const paintErr: Painter = painter(colourEnabled(process.stderr));
 
-/** Human output: text from runs is made inert before it reaches the terminal. */
-function say(text: string): void {
-  process.stdout.write(`${inert(text)}\n`);
+/** Human output: text from runs is made inert first, then coloured where that helps. */
+function say(text: string, colour: (inertText: string) => string = (t) => t): void {
+  process.stdout.write(`${colour(inert(text))}\n`);
 }
 
 function json(value: unknown): void {
@@ -62,8 +62,8 @@ const load = {
   yaml: () => require('yaml') as typeof import('yaml'),
   temporalSdk: () => require('@temporalio/client') as typeof import('@temporalio/client'),
   temporalServer: () => require('./temporal') as typeof import('./temporal'),
-  runs: () => require('./client') as typeof import('./client'),
-  runList: () => require('./runs') as typeof import('./runs'),
+  client: () => require('./client') as typeof import('./client'),
+  runs: () => require('./runs') as typeof import('./runs'),
   messages: () => require('./workflows/messages') as typeof import('./workflows/messages'),
   schema: () => require('./schema') as typeof import('./schema'),
   init: () => require('./init') as typeof import('./init'),
@@ -97,13 +97,13 @@ async function withClient<T>(fn: (c: Connected) => Promise<T>): Promise<T> {
 
 /** Says so when nobody will run the workflow: a run on a queue without a worker waits silently. */
 async function warnIfNoWorker(client: Client, queue: string): Promise<void> {
-  const { hasWorker, noWorkerMessage } = load.runs();
+  const { hasWorker, noWorkerMessage } = load.client();
   if (!(await hasWorker(client, queue))) warn(`${noWorkerMessage(queue)}; until then the run waits.`);
 }
 
 /** A run's status, or exit 3 saying which worker to start. */
 async function statusOf(client: Client, id: string): Promise<{ status: RunStatus; taskQueue: string }> {
-  const { NoWorkerError, queryStatus } = load.runs();
+  const { NoWorkerError, queryStatus } = load.client();
   return queryStatus(client, id).catch((err: unknown) => {
     throw err instanceof NoWorkerError ? new UnreachableError(err.message) : err;
   });
@@ -155,7 +155,7 @@ async function startCommand(file: string, o: { id?: string; wait?: boolean; json
   // Validate before connecting: a bad request never reaches Temporal.
   const req = load.requestFile().loadRequestFile(file);
   return withClient(async ({ client, url }) => {
-    const { awaitRun, formatRunEnd, startRun } = load.runs();
+    const { awaitRun, formatRunEnd, startRun } = load.client();
     const queue = taskQueue();
     const handle = await startRun(client, req, { taskQueue: queue, workflowId: o.id });
     await warnIfNoWorker(client, queue);
@@ -178,11 +178,11 @@ async function startCommand(file: string, o: { id?: string; wait?: boolean; json
 
 async function statusCommand(id: string, o: { json?: boolean }): Promise<number> {
   return withClient(async ({ client, url }) => {
-    const { formatStatus } = load.runs();
+    const { formatStatus } = load.client();
     const { status, taskQueue: queue } = await statusOf(client, id);
     if (o.json) json({ workflowId: id, taskQueue: queue, webUrl: url(id), ...status });
     else {
-      say(paintPhase(inert(formatStatus(status, id))));
+      say(formatStatus(status, id), paintPhase);
       const link = url(id);
       if (link) say(`Web UI: ${link}`);
     }
@@ -192,7 +192,7 @@ async function statusCommand(id: string, o: { json?: boolean }): Promise<number>
 
 async function watchCommand(id: string): Promise<number> {
   return withClient(async ({ client }) => {
-    const { formatRunEnd, watchRun } = load.runs();
+    const { formatRunEnd, watchRun } = load.client();
     const end = await watchRun(client, id, process.stdout);
     say(formatRunEnd(end));
     return end.failureType ? EXIT.notPushed : EXIT.ok;
@@ -201,7 +201,7 @@ async function watchCommand(id: string): Promise<number> {
 
 async function resultCommand(id: string, o: { json?: boolean }): Promise<number> {
   return withClient(async ({ client }) => {
-    const { awaitRun, formatRunEnd } = load.runs();
+    const { awaitRun, formatRunEnd } = load.client();
     const handle = client.workflow.getHandle(id);
     const desc = await handle.describe();
     if (desc.status.name === 'RUNNING') await warnIfNoWorker(client, desc.taskQueue);
@@ -214,7 +214,7 @@ async function resultCommand(id: string, o: { json?: boolean }): Promise<number>
 
 async function listCommand(o: { awaiting?: boolean; repo?: string; phase?: string; limit: number; json?: boolean }): Promise<number> {
   return withClient(async ({ client }) => {
-    const { formatRuns, listRuns } = load.runList();
+    const { formatRuns, listRuns } = load.runs();
     const rows = await listRuns(client, o.limit, o);
     if (o.json) json(rows);
     else say(formatRuns(rows));
@@ -295,7 +295,7 @@ async function resumeCommand(id: string, o: { worker: string; message?: string; 
 
 async function cancelCommand(id: string): Promise<number> {
   return withClient(async ({ client }) => {
-    const { awaitRun, formatRunEnd } = load.runs();
+    const { awaitRun, formatRunEnd } = load.client();
     const handle = client.workflow.getHandle(id);
     await handle.cancel();
     say(`Cancelling ${id}: stopping agents and destroying sandboxes...`);
@@ -510,7 +510,7 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
 const GRPC_UNAVAILABLE = 14;
 
 /** Says in one line what went wrong, and returns the exit code of that class of failure. */
-async function failed(err: unknown): Promise<number> {
+function failed(err: unknown): number {
   // Commander has already printed its own errors, help and version.
   if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.badInput;
   const tell = (text: string, code: number) => {
@@ -536,8 +536,8 @@ export function cli(argv: string[]): void {
       ? Promise.resolve(program.outputHelp())
       : program.parseAsync(argv, { from: 'user' }).then(
           () => undefined,
-          async (err: unknown) => {
-            code = await failed(err);
+          (err: unknown) => {
+            code = failed(err);
           },
         );
   void done.then(() => {

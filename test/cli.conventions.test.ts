@@ -14,7 +14,7 @@ import { heartbeatLine, usd } from '../src/client';
 import { loadRequestFile } from '../src/request-file';
 import { ChangeLog, InPlaceView } from '../src/terminal';
 import { makeRemote, tempDir } from './helpers';
-import { CLI, flotilla as runFlotilla, run } from './processes';
+import { flotilla as runFlotilla, flotillaOnTerminal } from './processes';
 
 const queue = `nobody-${randomUUID()}`;
 const flotilla = (args: string[], env: Record<string, string> = {}) => runFlotilla(queue, args, env);
@@ -135,11 +135,7 @@ describe('refusals and exit codes', () => {
 });
 
 describe('colours', () => {
-  /** Runs the CLI on a pseudo-terminal, as a person would. */
-  function onTerminal(args: string[], env: Record<string, string> = {}) {
-    const command = [...CLI, ...args].map((a) => `'${a}'`).join(' ');
-    return run('script', ['-qec', command, '/dev/null'], { TERM: 'xterm', ...env });
-  }
+  const onTerminal = (args: string[], env: Record<string, string> = {}) => flotillaOnTerminal(queue, args, env);
 
   it('are used on a terminal, never with NO_COLOR, and never in a pipe', async () => {
     const tty = await onTerminal(['--help']);

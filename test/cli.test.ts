@@ -9,7 +9,7 @@ import YAML from 'yaml';
 import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
-import { CLI, flotilla as runFlotilla, run } from './processes';
+import { flotilla as runFlotilla, flotillaOnTerminal, run } from './processes';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -79,6 +79,9 @@ describe('flotilla CLI', () => {
     const status = await flotilla(['status', 'cli-run-1']);
     expect(status.out).toMatch(/phase:\s+done \(pushed\)/);
     expect(status.out).toMatch(/one\s+done/);
+    expect(status.out).not.toContain('\x1b[');
+    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'])).out).toMatch(/phase:\s+\x1b\[32mdone\x1b\[39m \(pushed\)/);
+    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'], { NO_COLOR: '1' })).out).not.toContain('\x1b[');
     const result = await flotilla(['result', 'cli-run-1']);
     expect(result.code).toBe(0);
     expect(result.out).toContain(head);
@@ -112,12 +115,7 @@ describe('flotilla watch', () => {
     const req = requestFor(remote.url, ['slow']);
     req.subTasks[0].agent.command = `echo thinking; sleep 4; ${req.subTasks[0].agent.command}`;
     const handle = await env.start(req, 'cli-watch-tty');
-    const command = [...CLI, 'watch', handle.workflowId].map((a) => `'${a}'`).join(' ');
-    const watched = await run('script', ['-qec', command, '/dev/null'], {
-      TERM: 'xterm',
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
-      FLOTILLA_TASK_QUEUE: env.taskQueue,
-    });
+    const watched = await flotillaOnTerminal(env.taskQueue, ['watch', handle.workflowId]);
     expect(watched.code).toBe(0);
     expect(watched.out).toContain('Run cli-watch-tty: pushed');
     expect(watched.out).toMatch(/\x1b\[\d+A\r/);

@@ -31,6 +31,17 @@ export function flotilla(taskQueue: string, args: string[], extraEnv: Record<str
   }, cwd);
 }
 
+/** Our CLI on a pseudo-terminal (util-linux `script`), as a person runs it; `out` is all it drew. */
+export function flotillaOnTerminal(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
+  const command = [...CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  return run('script', ['-qec', command, '/dev/null'], {
+    TERM: 'xterm',
+    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    FLOTILLA_TASK_QUEUE: taskQueue,
+    ...extraEnv,
+  });
+}
+
 /** Polls `probe` until it returns a value other than undefined, or fails after `ms`. */
 export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
   const deadline = Date.now() + ms;
