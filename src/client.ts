@@ -5,11 +5,11 @@
 import { randomBytes } from 'node:crypto';
 import { type Client, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, defaultPayloadConverter } from '@temporalio/common';
+import { DEFAULT_TASK_QUEUE } from './config';
 import type { IntegrationReport, LeaderRequest, RunResult } from './spec';
+import { ChangeLog, InPlaceView, type Output } from './terminal';
 import { type RunStatus, statusQuery } from './workflows/messages';
 import type { leaderWorkflow } from './workflows/leader';
-import { DEFAULT_TASK_QUEUE } from './config';
-import { ChangeLog, InPlaceView, type Output } from './terminal';
 
 export { loadRequestFile } from './request-file';
 
@@ -250,6 +250,7 @@ const WORKFLOW_TASK_QUEUE = 1;
 
 /** How long a status query may take before we say the worker does not answer. */
 const QUERY_DEADLINE_MS = 30_000;
+const GRPC_DEADLINE_EXCEEDED = 4;
 
 /** The command that starts a worker on a task queue. */
 export function workerCommand(taskQueue: string): string {
@@ -289,8 +290,6 @@ export async function queryStatus(client: Client, runId: string): Promise<{ stat
   }
 }
 
-const GRPC_DEADLINE_EXCEEDED = 4;
-
 /**
  * Shows a run live until it ends: redrawn in place (changed lines only) on a terminal, one line
  * per change otherwise. Returns how the run ended.
@@ -306,7 +305,7 @@ export async function watchRun(client: Client, runId: string, out: Output): Prom
       else log.update([['worker', `waiting: ${answer.message}`]]);
     } else if (answer) {
       if (live) live.draw([...formatStatus(answer.status, runId).split('\n'), ...(await liveProgress(client, runId, answer.status))]);
-      else log.update([['worker', 'a worker answers'], ...statusFacts(answer.status, runId)]);
+      else log.update([['worker', `worker: answering on task queue "${answer.taskQueue}"`], ...statusFacts(answer.status, runId)]);
     }
     await new Promise((r) => setTimeout(r, 1000));
   }
