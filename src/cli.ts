@@ -11,7 +11,7 @@ import { readFileSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { dataDir, taskQueue } from './config';
+import { ConfigError, dataDir, taskQueue } from './config';
 import type { AgentSpec, LeaderRequest } from './spec';
 import { type Painter, colourEnabled, inert, painter } from './terminal';
 import type { RunStatus } from './workflows/messages';
@@ -80,7 +80,7 @@ async function withClient<T>(fn: (c: Connected) => Promise<T>): Promise<T> {
   const { Client, Connection } = load.temporalSdk();
   const { ensureTemporal, workflowUrl } = load.temporalServer();
   const temporal = await ensureTemporal({ dataDir: dataDir(), connectOnly: true }).catch((err: Error) => {
-    throw new UnreachableError(err.message);
+    throw err instanceof ConfigError ? new UsageError(err.message) : new UnreachableError(err.message);
   });
   const connection = await Connection.connect({ address: temporal.address, connectTimeout: 5_000 }).catch((err: Error) => {
     throw new UnreachableError(`cannot reach Temporal at ${temporal.address}: ${err.message}`);

@@ -253,12 +253,12 @@ const QUERY_DEADLINE_MS = 30_000;
 const GRPC_DEADLINE_EXCEEDED = 4;
 
 /** The command that starts a worker on a task queue. */
-export function workerCommand(taskQueue: string): string {
+export function workerStartCommand(taskQueue: string): string {
   return taskQueue === DEFAULT_TASK_QUEUE ? 'flotilla worker' : `FLOTILLA_TASK_QUEUE=${q(taskQueue)} flotilla worker`;
 }
 
 export function noWorkerMessage(taskQueue: string): string {
-  return `no worker is polling task queue "${taskQueue}"; start one with: ${workerCommand(taskQueue)}`;
+  return `no worker is polling task queue "${taskQueue}"; start one with: ${workerStartCommand(taskQueue)}`;
 }
 
 /** True when some worker polls the task queue, i.e. can run workflows and answer queries. */
@@ -284,7 +284,7 @@ export async function queryStatus(client: Client, runId: string): Promise<{ stat
     return { status, taskQueue };
   } catch (err) {
     if ((err as { code?: unknown }).code === GRPC_DEADLINE_EXCEEDED) {
-      throw new NoWorkerError(`no worker on task queue "${taskQueue}" answered within ${QUERY_DEADLINE_MS / 1000} s; is it overloaded or stuck? Start one with: ${workerCommand(taskQueue)}`);
+      throw new NoWorkerError(`no worker on task queue "${taskQueue}" answered within ${QUERY_DEADLINE_MS / 1000} s; is it overloaded or stuck? Start one with: ${workerStartCommand(taskQueue)}`);
     }
     throw err;
   }

@@ -16,3 +16,21 @@ export function taskQueue(): string {
 export function namespace(): string {
   return process.env.TEMPORAL_NAMESPACE ?? 'default';
 }
+
+/** A variable with a value Flotilla cannot use. */
+export class ConfigError extends Error {
+  name = 'ConfigError';
+}
+
+export const DEFAULT_PORT = 7233;
+
+/** FLOTILLA_TEMPORAL_PORT, checked: the Web UI takes port + 1000, so that must be a port too. */
+export function embeddedPort(): number {
+  const raw = process.env.FLOTILLA_TEMPORAL_PORT;
+  if (raw === undefined || raw === '') return DEFAULT_PORT;
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 1 || port > 65535 - 1000) {
+    throw new ConfigError(`FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "${raw}"`);
+  }
+  return port;
+}

@@ -9,7 +9,7 @@ import { mkdirSync, openSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { namespace } from './config';
+import { embeddedPort, namespace } from './config';
 
 export interface TemporalTarget {
   address: string;
@@ -20,8 +20,6 @@ export interface TemporalTarget {
   started: boolean;
   stop(): Promise<void>;
 }
-
-export const DEFAULT_PORT = 7233;
 
 /** The Web UI link of a workflow. */
 export function workflowUrl(uiUrl: string | undefined, ns: string, workflowId: string): string | undefined {
@@ -103,7 +101,7 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
   if (process.env.TEMPORAL_ADDRESS) {
     return { address: process.env.TEMPORAL_ADDRESS, namespace: namespace(), uiUrl: process.env.TEMPORAL_UI_URL, started: false, stop: nothingToStop };
   }
-  const port = opts.port ?? Number(process.env.FLOTILLA_TEMPORAL_PORT ?? DEFAULT_PORT);
+  const port = opts.port ?? embeddedPort();
   const address = `127.0.0.1:${port}`;
   const uiUrl = `http://127.0.0.1:${port + 1000}`;
   if (await portOpen('127.0.0.1', port)) {

@@ -101,6 +101,12 @@ describe('refusals and exit codes', () => {
     expect(r.err).toContain('subTasks[0].agent.command');
   });
 
+  it('a variable Flotilla cannot use exits 2 naming it', async () => {
+    const r = await flotilla(['list'], { TEMPORAL_ADDRESS: '', FLOTILLA_TEMPORAL_PORT: '70000' });
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "70000"');
+  });
+
   it('exits 3 when Temporal cannot be reached, configured or embedded', async () => {
     const configured = await flotilla(['status', 'x'], { TEMPORAL_ADDRESS: '127.0.0.1:1' });
     expect(configured.code).toBe(3);
