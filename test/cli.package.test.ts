@@ -2,7 +2,7 @@
  * The package as a user gets it: `npm pack`, installed globally into a throwaway prefix, run
  * from a directory outside the checkout against the suite's server and a real worker.
  */
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
@@ -10,13 +10,14 @@ import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
 import { type Ran, run, waitFor } from './processes';
 
 let env: TestEnv;
+let dir: string;
 let prefix: string;
 let installed: string;
 const root = path.join(__dirname, '..');
 
 beforeAll(async () => {
   env = await TestEnv.start();
-  const dir = tempDir('pack');
+  dir = tempDir('pack');
   const packed = await run('npm', ['pack', '--pack-destination', dir, '--loglevel=error'], {}, root);
   expect(packed.code, packed.err).toBe(0);
   const tarballs = readdirSync(dir).filter((f) => f.endsWith('.tgz'));
@@ -29,6 +30,8 @@ beforeAll(async () => {
 }, 600_000);
 afterAll(async () => {
   await env?.stop();
+  // The installed tree, agents' CLIs included, is over a gigabyte.
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 function version(): string {
@@ -94,5 +97,6 @@ describe('the installed package', () => {
     expect(await ids('--awaiting')).not.toContain('pkg-run');
     expect(await ids('--phase', 'running')).not.toContain('pkg-run');
     remote.cleanup();
+    rmSync(cwd, { recursive: true, force: true });
   });
 });
