@@ -521,7 +521,7 @@ function failed(err: unknown): number {
   if (err instanceof load.spec().RequestError) return tell(err.message, EXIT.badInput);
   if (err instanceof load.temporalSdk().WorkflowNotFoundError) return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
   if (err instanceof UnreachableError) return tell(err.message, EXIT.unreachable);
-  if ((err as { code?: unknown }).code === GRPC_UNAVAILABLE) return tell(`lost the connection to Temporal: ${(err as Error).message}`, EXIT.unreachable);
+  if (load.client().grpcCode(err) === GRPC_UNAVAILABLE) return tell(`lost the connection to Temporal: ${(err as Error).message}`, EXIT.unreachable);
   return tell(err instanceof Error ? err.message : String(err), EXIT.notPushed);
 }
 

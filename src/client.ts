@@ -248,9 +248,19 @@ export class NoWorkerError extends Error {
 /** temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW: the pollers that answer queries. */
 const WORKFLOW_TASK_QUEUE = 1;
 
-/** How long a status query may take before we say the worker does not answer. */
-const QUERY_DEADLINE_MS = 30_000;
+/**
+ * How long a status query may take before we say the worker does not answer: a worker killed
+ * a moment ago is still listed as a poller, and its queries would otherwise wait a minute.
+ */
+const QUERY_DEADLINE_MS = 15_000;
 const GRPC_DEADLINE_EXCEEDED = 4;
+const GRPC_FAILED_PRECONDITION = 9;
+
+/** The gRPC status code of a failed call; the SDK wraps it in a ServiceError as its cause. */
+export function grpcCode(err: unknown): unknown {
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
+  return e?.code ?? e?.cause?.code;
+}
 
 /** The command that starts a worker on a task queue. */
 export function workerStartCommand(taskQueue: string): string {
@@ -275,16 +285,19 @@ export async function hasWorker(client: Client, taskQueue: string): Promise<bool
  * A run's status. Queries are answered by a worker, so the run's task queue is checked first:
  * without a poller, a query would wait for a long time and then fail with no word of why.
  */
-export async function queryStatus(client: Client, runId: string): Promise<{ status: RunStatus; taskQueue: string }> {
+export async function queryStatus(client: Client, runId: string, deadlineMs = QUERY_DEADLINE_MS): Promise<{ status: RunStatus; taskQueue: string }> {
   const handle = client.workflow.getHandle(runId);
   const { taskQueue } = await handle.describe();
   if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
   try {
-    const status = await client.connection.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => handle.query(statusQuery));
+    const status = await client.connection.withDeadline(Date.now() + deadlineMs, () => handle.query(statusQuery));
     return { status, taskQueue };
   } catch (err) {
-    if ((err as { code?: unknown }).code === GRPC_DEADLINE_EXCEEDED) {
-      throw new NoWorkerError(`no worker on task queue "${taskQueue}" answered within ${QUERY_DEADLINE_MS / 1000} s; is it overloaded or stuck? Start one with: ${workerStartCommand(taskQueue)}`);
+    // A worker that died a moment ago is still listed as a poller: the query then times out,
+    // or the server refuses it ("no poller seen for task queue recently").
+    const code = grpcCode(err);
+    if (code === GRPC_DEADLINE_EXCEEDED || code === GRPC_FAILED_PRECONDITION) {
+      throw new NoWorkerError(`no worker on task queue "${taskQueue}" answers (a worker may have stopped); start one with: ${workerStartCommand(taskQueue)}`);
     }
     throw err;
   }

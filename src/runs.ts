@@ -34,6 +34,12 @@ function awaitingOf(s: RunStatus): string | undefined {
   return suspended.length ? `worker ${suspended.join(', ')}` : undefined;
 }
 
+/**
+ * How long one run's status query may take. Short: a worker that just died is still listed as a
+ * poller for minutes, and one such run must not hold up the whole list.
+ */
+const ROW_QUERY_DEADLINE_MS = 5_000;
+
 /** The `limit` most recent leader runs, with their status, then filtered. */
 export async function listRuns(client: Client, limit: number, filters: ListFilters): Promise<RunRow[]> {
   const rows: RunRow[] = [];
@@ -44,10 +50,10 @@ export async function listRuns(client: Client, limit: number, filters: ListFilte
   await Promise.all(
     rows.map(async (row) => {
       try {
-        const { status } = await queryStatus(client, row.id);
+        const { status } = await queryStatus(client, row.id, ROW_QUERY_DEADLINE_MS);
         Object.assign(row, { phase: status.phase, awaiting: awaitingOf(status), repo: status.repo, costUsd: status.totals.costUsd });
       } catch (err) {
-        row.note = err instanceof NoWorkerError ? `no worker on task queue "${row.taskQueue}"` : (err as Error).message;
+        row.note = err instanceof NoWorkerError ? `no worker answers on task queue "${row.taskQueue}"` : (err as Error).message;
       }
     }),
   );

@@ -98,5 +98,5 @@ describe('the installed package', () => {
     expect(await ids('--phase', 'running')).not.toContain('pkg-run');
     remote.cleanup();
     rmSync(cwd, { recursive: true, force: true });
-  });
+  }, 300_000);
 });
