@@ -522,7 +522,10 @@ function failed(err: unknown): number {
   if (err instanceof load.temporalSdk().WorkflowNotFoundError) return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
   if (err instanceof UnreachableError) return tell(err.message, EXIT.unreachable);
   if (load.client().grpcCode(err) === GRPC_UNAVAILABLE) return tell(`lost the connection to Temporal: ${(err as Error).message}`, EXIT.unreachable);
-  return tell(err instanceof Error ? err.message : String(err), EXIT.notPushed);
+  // The SDK's ServiceError says what failed ("Failed to query Workflow"); its cause says why.
+  const cause = (err as { cause?: unknown }).cause;
+  const why = cause instanceof Error && cause.message ? `: ${cause.message}` : '';
+  return tell(err instanceof Error ? `${err.message}${why}` : String(err), EXIT.notPushed);
 }
 
 /** Runs the command line and exits with its code. */

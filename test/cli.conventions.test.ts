@@ -3,6 +3,7 @@
  * codes by class, colours only on a terminal, the request's JSON Schema, and the live views.
  * These need no worker; where Temporal is involved, it is the suite's real server.
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,7 +15,7 @@ import { heartbeatLine, usd } from '../src/client';
 import { loadRequestFile } from '../src/request-file';
 import { ChangeLog, InPlaceView } from '../src/terminal';
 import { makeRemote, tempDir } from './helpers';
-import { flotilla as runFlotilla, flotillaOnTerminal } from './processes';
+import { CLI, flotilla as runFlotilla, flotillaOnTerminal, waitFor } from './processes';
 
 const queue = `nobody-${randomUUID()}`;
 const flotilla = (args: string[], env: Record<string, string> = {}) => runFlotilla(queue, args, env);
@@ -116,7 +117,7 @@ describe('refusals and exit codes', () => {
     expect(embedded.err).toContain('no Temporal server at 127.0.0.1:1');
   });
 
-  it('a run on a task queue nobody polls: start warns, status exits 3 within 5 s naming the queue and the command', async () => {
+  it('a run on a task queue nobody polls: start warns, status exits 3 within 5 s naming the queue and the command; so after its worker is killed', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const file = path.join(remote.root, 'req.yaml');
     writeFileSync(file, YAML.stringify({ objective: 'o', repo: { url: remote.url }, testCmd: 'true', subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['a'], agent: { kind: 'shell', command: 'true' } }] }));
@@ -133,11 +134,32 @@ describe('refusals and exit codes', () => {
       expect(status.out).toBe('');
       expect(status.err).toContain(`no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`);
     }
+
+    // A worker that polls, then is killed: it stays listed as a poller for minutes, so the
+    // query itself must be bounded and say what is wrong.
+    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
+      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: queue, FLOTILLA_HOME: tempDir('cli-home') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let printed = '';
+    worker.stdout!.on('data', (b) => (printed += b));
+    await waitFor('the worker to poll', async () => (printed.includes('polling task queue') ? true : undefined), 90_000);
+    expect((await flotilla(['status', id])).code).toBe(0);
+    await new Promise((resolve) => {
+      worker.once('exit', resolve);
+      worker.kill('SIGKILL');
+    });
+    const t0 = Date.now();
+    const stale = await flotilla(['status', id]);
+    expect(Date.now() - t0).toBeLessThan(25_000);
+    expect(stale.code, stale.err).toBe(3);
+    expect(stale.err).toContain(`no worker on task queue "${queue}" answers (a worker may have stopped); start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`);
+
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     await new Client({ connection }).workflow.getHandle(id).terminate('test over');
     await connection.close();
     remote.cleanup();
-  });
+  }, 240_000);
 });
 
 describe('colours', () => {
