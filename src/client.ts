@@ -253,6 +253,7 @@ const WORKFLOW_TASK_QUEUE = 1;
  * a moment ago is still listed as a poller, and its queries would otherwise wait a minute.
  */
 const QUERY_DEADLINE_MS = 15_000;
+const GRPC_CANCELLED = 1;
 const GRPC_DEADLINE_EXCEEDED = 4;
 const GRPC_FAILED_PRECONDITION = 9;
 
@@ -293,10 +294,11 @@ export async function queryStatus(client: Client, runId: string, deadlineMs = QU
     const status = await client.connection.withDeadline(Date.now() + deadlineMs, () => handle.query(statusQuery));
     return { status, taskQueue };
   } catch (err) {
-    // A worker that died a moment ago is still listed as a poller: the query then times out,
-    // or the server refuses it ("no poller seen for task queue recently").
+    // A worker that died a moment ago is still listed as a poller: the query then times out
+    // (DEADLINE_EXCEEDED, or CANCELLED when our deadline cuts the call), or the server refuses
+    // it ("no poller seen for task queue recently").
     const code = grpcCode(err);
-    if (code === GRPC_DEADLINE_EXCEEDED || code === GRPC_FAILED_PRECONDITION) {
+    if (code === GRPC_DEADLINE_EXCEEDED || code === GRPC_CANCELLED || code === GRPC_FAILED_PRECONDITION) {
       throw new NoWorkerError(`no worker on task queue "${taskQueue}" answers (a worker may have stopped); start one with: ${workerStartCommand(taskQueue)}`);
     }
     throw err;
