@@ -12,6 +12,8 @@ python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 # The test suite looks for leftover processes with pgrep, and attacks the sandbox's network with
 # curl and ip (network namespaces).
 command -v pgrep >/dev/null || missing+=(procps)
+# `flotilla init`'s test runs make.
+command -v make >/dev/null || missing+=(make)
 command -v curl >/dev/null || missing+=(curl)
 command -v ip >/dev/null || missing+=(iproute2)
 # test/connect.test.ts puts a TLS-terminating gRPC proxy (nginx, certificates from openssl) in

@@ -3,12 +3,11 @@
  * starting a run, and reading how it ended.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { type Client, WorkflowFailedError, type WorkflowHandle, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, defaultPayloadConverter } from '@temporalio/common';
-import YAML from 'yaml';
-import { type IntegrationReport, type LeaderRequest, type Refusal, RequestError, type RunResult, parseLeaderRequest } from './spec';
+import { DEFAULT_TASK_QUEUE } from './config';
+import type { IntegrationReport, LeaderRequest, Refusal, RunResult } from './spec';
+import { ChangeLog, InPlaceView, type Output } from './terminal';
 import {
   type ApproveInput,
   type PauseInput,
@@ -23,35 +22,7 @@ import {
 } from './workflows/messages';
 import type { leaderWorkflow } from './workflows/leader';
 
-/**
- * Reads a request from JSON or YAML and validates it. A local repository path may be relative:
- * it is resolved against the request file's directory, since the worker runs elsewhere.
- */
-export function loadRequestFile(file: string): LeaderRequest {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new RequestError([`cannot read request file ${file}: ${(err as Error).message}`]);
-  }
-  let raw: unknown;
-  try {
-    raw = /\.ya?ml$/i.test(file) ? YAML.parse(text) : JSON.parse(text);
-  } catch (err) {
-    throw new RequestError([`${file} is not valid ${/\.ya?ml$/i.test(file) ? 'YAML' : 'JSON'}: ${(err as Error).message}`]);
-  }
-  return parseLeaderRequest(resolveLocalRepo(raw, path.dirname(path.resolve(file))));
-}
-
-function resolveLocalRepo(raw: unknown, dir: string): unknown {
-  const repo = (raw as { repo?: { url?: unknown } } | null)?.repo;
-  if (!repo || typeof repo.url !== 'string') return raw;
-  const url = repo.url;
-  if (/^\.{1,2}(\/|$)/.test(url) || (!url.includes(':') && !url.startsWith('/') && existsSync(path.join(dir, url)))) {
-    return { ...(raw as object), repo: { ...repo, url: path.resolve(dir, url) } };
-  }
-  return raw;
-}
+export { loadRequestFile } from './request-file';
 
 /** A readable, unique workflow id: flotilla-20261130-142501-a1b2. */
 export function newRunId(now = new Date()): string {
@@ -150,8 +121,11 @@ function seconds(ms?: number): string {
   return ms === undefined ? '' : `${(ms / 1000).toFixed(1)}s`;
 }
 
-function usd(n: number): string {
-  return `$${n.toFixed(2)}`;
+/** Dollars; under a dollar with more digits, since agents' spends are often a few cents. */
+export function usd(n: number): string {
+  if (n === 0 || n >= 1) return `$${n.toFixed(2)}`;
+  if (n < 0.0001) return '<$0.0001';
+  return `$${n.toFixed(n < 0.01 ? 4 : 3)}`;
 }
 
 /** Shell-quotes a value for a command the user can paste. */
@@ -269,6 +243,17 @@ function indent(text: string): string {
     .join('\n');
 }
 
+/** A heartbeat's details as one line; anything may be missing, so nothing is assumed. */
+export function heartbeatLine(workerId: string, beat: unknown): string {
+  const b = (beat && typeof beat === 'object' ? beat : {}) as { label?: unknown; lastLine?: unknown; agent?: unknown };
+  const a = (b.agent && typeof b.agent === 'object' ? b.agent : undefined) as Record<string, unknown> | undefined;
+  const num = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : 0);
+  const text = (x: unknown) => (typeof x === 'string' ? x : undefined);
+  const agent = a ? ` ${num(a.turns)} turns, ${num(a.toolCalls)} tool calls, ${usd(num(a.costUsd))}` : '';
+  const last = text(a?.lastEvent) ?? text(b.lastLine) ?? '';
+  return `  ${workerId}: ${text(b.label) ?? 'working'}${agent}${last ? ` — ${last}` : ''}`;
+}
+
 /** What running agents report in their heartbeats: the freshest view of their progress. */
 async function liveProgress(client: Client, runId: string, status: RunStatus): Promise<string[]> {
   const lines: string[] = [];
@@ -280,38 +265,125 @@ async function liveProgress(client: Client, runId: string, status: RunStatus): P
     for (const a of desc?.raw.pendingActivities ?? []) {
       const payload = a.heartbeatDetails?.payloads?.[0];
       if (!payload) continue;
-      const beat = defaultPayloadConverter.fromPayload(payload) as {
-        label?: string;
-        lastLine?: string;
-        agent?: { turns: number; toolCalls: number; costUsd: number; lastEvent?: string };
-      };
-      const agent = beat.agent ? ` ${beat.agent.turns} turns, ${beat.agent.toolCalls} tool calls, ${usd(beat.agent.costUsd)}` : '';
-      const last = beat.agent?.lastEvent ?? beat.lastLine ?? '';
-      lines.push(`  ${w.id}: ${beat.label ?? 'working'}${agent}${last ? ` — ${last}` : ''}`);
+      let beat: unknown;
+      try {
+        beat = defaultPayloadConverter.fromPayload(payload);
+      } catch {
+        beat = undefined;
+      }
+      lines.push(heartbeatLine(w.id, beat));
     }
   }
   return lines.length ? ['live:', ...lines] : [];
 }
 
-/** What changed, for output that is not a terminal: the same view is printed only once. */
-function significant(s: RunStatus): string {
-  return JSON.stringify([s.phase, s.gate?.gate, s.refusedCount, s.workers.map((w) => [w.state, w.reason, w.costUsd, w.turns])]);
+/**
+ * The run as [key, line] facts, for output that is not a terminal: a line is printed when its
+ * fact changes, so a log shows each step once.
+ */
+export function statusFacts(s: RunStatus, runId: string): [string, string][] {
+  const facts: [string, string][] = [['phase', `phase: ${s.phase}${s.outcome ? ` (${s.outcome})` : ''}${s.message ? ` — ${s.message}` : ''}`]];
+  const g = s.gate;
+  if (g) {
+    const sha = g.sha ? ` --sha ${g.sha}` : '';
+    facts.push([
+      `gate ${g.gate}`,
+      `gate: ${g.gate} waiting for approval; approve: flotilla approve ${q(runId)} --gate ${g.gate}${sha} | reject: flotilla reject ${q(runId)} --gate ${g.gate} --reason '...'`,
+    ]);
+    g.refused.forEach((r, i) => facts.push([`refused ${g.gate} ${i}`, `refused: ${r.by}: ${r.reason}`]));
+  }
+  if (s.refusedCount) facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
+  for (const w of s.workers) {
+    const detail = w.question ? ` — question: ${w.question}` : w.reason ? ` — ${w.reason}` : '';
+    facts.push([`worker ${w.id}`, `worker ${w.id}: ${w.state}, ${usd(w.costUsd)}, ${w.turns} turns${detail}`]);
+  }
+  (s.integration?.attempts ?? []).forEach((a, i) =>
+    facts.push([`attempt ${i}`, `integration: ${a.kind}${a.workerId ? ` ${a.workerId}` : ''} round ${a.round}: ${a.state}${a.reason ? ` — ${a.reason}` : ''}`]),
+  );
+  return facts;
+}
+
+/** No worker answers for a run: its task queue has no poller, or the query timed out. */
+export class NoWorkerError extends Error {
+  name = 'NoWorkerError';
+}
+
+/** temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW: the pollers that answer queries. */
+const WORKFLOW_TASK_QUEUE = 1;
+
+/**
+ * How long a status query may take before we say the worker does not answer: a worker killed
+ * a moment ago is still listed as a poller, and its queries would otherwise wait a minute.
+ */
+const QUERY_DEADLINE_MS = 15_000;
+const GRPC_CANCELLED = 1;
+const GRPC_DEADLINE_EXCEEDED = 4;
+const GRPC_FAILED_PRECONDITION = 9;
+
+/** The gRPC status code of a failed call; the SDK wraps it in a ServiceError as its cause. */
+export function grpcCode(err: unknown): unknown {
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | undefined;
+  return e?.code ?? e?.cause?.code;
+}
+
+/** The command that starts a worker on a task queue. */
+export function workerStartCommand(taskQueue: string): string {
+  return taskQueue === DEFAULT_TASK_QUEUE ? 'flotilla worker' : `FLOTILLA_TASK_QUEUE=${q(taskQueue)} flotilla worker`;
+}
+
+export function noWorkerMessage(taskQueue: string): string {
+  return `no worker is polling task queue "${taskQueue}"; start one with: ${workerStartCommand(taskQueue)}`;
+}
+
+/** True when some worker polls the task queue, i.e. can run workflows and answer queries. */
+export async function hasWorker(client: Client, taskQueue: string): Promise<boolean> {
+  const r = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace,
+    taskQueue: { name: taskQueue },
+    taskQueueType: WORKFLOW_TASK_QUEUE,
+  });
+  return (r.pollers?.length ?? 0) > 0;
 }
 
 /**
- * Shows a run live until it ends: redrawn in place on a terminal, printed on each change
- * otherwise. Returns how the run ended.
+ * A run's status. Queries are answered by a worker, so the run's task queue is checked first:
+ * without a poller, a query would wait for a long time and then fail with no word of why.
  */
-export async function watchRun(client: Client, runId: string, out: NodeJS.WriteStream): Promise<RunEnd> {
+export async function queryStatus(client: Client, runId: string, deadlineMs = QUERY_DEADLINE_MS): Promise<{ status: RunStatus; taskQueue: string }> {
   const handle = client.workflow.getHandle(runId);
-  let printed = '';
+  const { taskQueue } = await handle.describe();
+  if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
+  try {
+    const status = await client.connection.withDeadline(Date.now() + deadlineMs, () => handle.query(statusQuery));
+    return { status, taskQueue };
+  } catch (err) {
+    // A worker that died a moment ago is still listed as a poller: the query then times out
+    // (DEADLINE_EXCEEDED, or CANCELLED when our deadline cuts the call), or the server refuses
+    // it ("no poller seen for task queue recently").
+    const code = grpcCode(err);
+    if (code === GRPC_DEADLINE_EXCEEDED || code === GRPC_CANCELLED || code === GRPC_FAILED_PRECONDITION) {
+      throw new NoWorkerError(`no worker on task queue "${taskQueue}" answers (a worker may have stopped); start one with: ${workerStartCommand(taskQueue)}`);
+    }
+    throw err;
+  }
+}
+
+/**
+ * Shows a run live until it ends: redrawn in place (changed lines only) on a terminal, one line
+ * per change otherwise. Returns how the run ended.
+ */
+export async function watchRun(client: Client, runId: string, out: Output): Promise<RunEnd> {
+  const handle = client.workflow.getHandle(runId);
+  const live = out.isTTY ? new InPlaceView(out) : undefined;
+  const log = new ChangeLog(out);
   while ((await handle.describe()).status.name === 'RUNNING') {
-    const status = await handle.query(statusQuery).catch(() => undefined);
-    if (status) {
-      const view = [formatStatus(status, runId), ...(await liveProgress(client, runId, status))].join('\n');
-      if (out.isTTY) out.write(`\x1b[H\x1b[2J${view}\n`);
-      else if (significant(status) !== printed) out.write(`${view}\n\n`);
-      printed = significant(status);
+    const answer = await queryStatus(client, runId).catch((err: unknown) => (err instanceof NoWorkerError ? err : undefined));
+    if (answer instanceof NoWorkerError) {
+      if (live) live.draw([`waiting: ${answer.message}`]);
+      else log.update([['worker', `waiting: ${answer.message}`]]);
+    } else if (answer) {
+      if (live) live.draw([...formatStatus(answer.status, runId).split('\n'), ...(await liveProgress(client, runId, answer.status))]);
+      else log.update([['worker', `worker: answering on task queue "${answer.taskQueue}"`], ...statusFacts(answer.status, runId)]);
     }
     await new Promise((r) => setTimeout(r, 1000));
   }

@@ -17,8 +17,10 @@ export function makePrivateDir(dir: string): void {
   chmodSync(dir, 0o700);
 }
 
+export const DEFAULT_TASK_QUEUE = 'flotilla';
+
 export function taskQueue(): string {
-  return process.env.FLOTILLA_TASK_QUEUE ?? 'flotilla';
+  return process.env.FLOTILLA_TASK_QUEUE ?? DEFAULT_TASK_QUEUE;
 }
 
 export function namespace(): string {
@@ -32,4 +34,22 @@ export function namespace(): string {
 export function tokenHosts(): string[] {
   const list = process.env.FLOTILLA_GIT_TOKEN_HOSTS ?? 'github.com';
   return list.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+}
+
+/** A variable with a value Flotilla cannot use. */
+export class ConfigError extends Error {
+  name = 'ConfigError';
+}
+
+export const DEFAULT_PORT = 7233;
+
+/** FLOTILLA_TEMPORAL_PORT, checked: the Web UI takes port + 1000, so that must be a port too. */
+export function embeddedPort(): number {
+  const raw = process.env.FLOTILLA_TEMPORAL_PORT;
+  if (raw === undefined || raw === '') return DEFAULT_PORT;
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 1 || port > 65535 - 1000) {
+    throw new ConfigError(`FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "${raw}"`);
+  }
+  return port;
 }

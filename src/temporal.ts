@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { loadClientConfigProfile, loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
-import { namespace } from './config';
+import { embeddedPort, namespace } from './config';
 
 /** What a connection needs beyond the address: TLS, API key, gRPC metadata. Never logged. */
 export type ConnectionSettings = Pick<NativeConnectionOptions, 'tls' | 'apiKey' | 'metadata'>;
@@ -30,8 +30,6 @@ export interface TemporalTarget {
   started: boolean;
   stop(): Promise<void>;
 }
-
-export const DEFAULT_PORT = 7233;
 
 /** The Web UI link of a workflow. */
 export function workflowUrl(uiUrl: string | undefined, ns: string, workflowId: string): string | undefined {
@@ -149,7 +147,7 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
   const nothingToStop = async () => undefined;
   const configured = configuredTemporal();
   if (configured) return { ...configured, started: false, stop: nothingToStop };
-  const port = opts.port ?? Number(process.env.FLOTILLA_TEMPORAL_PORT ?? DEFAULT_PORT);
+  const port = opts.port ?? embeddedPort();
   const address = `127.0.0.1:${port}`;
   const uiUrl = `http://127.0.0.1:${port + 1000}`;
   if (await portOpen('127.0.0.1', port)) {

@@ -3,9 +3,10 @@
  * use local sandboxes and the staging repository under the data directory, so all worker
  * processes of one deployment share that directory (one host, or a shared volume).
  *
- *   npx tsx src/worker.ts [--verbose] [--log-format text|json]     (or `flotilla worker`)
+ *   flotilla worker [--verbose] [--log-format text|json]     (in a checkout: npm run worker)
  */
-import { realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
+import path from 'node:path';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, defaultDeps } from './activities/deps';
@@ -20,7 +21,7 @@ export interface FlotillaWorkerOptions {
   namespace: string;
   taskQueue: string;
   dataDir: string;
-  /** A prebuilt workflow bundle (tests build one per file); by default workflows are bundled at start. */
+  /** A prebuilt workflow bundle (tests build one per file); by default the package's, or one bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Dependencies of activities beyond the data directory (a test double of the E2B API). */
   deps?: DepsOptions;
@@ -28,12 +29,22 @@ export interface FlotillaWorkerOptions {
   shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
 }
 
+/**
+ * `npm run build` bundles the workflows into dist/, next to the compiled worker, so an installed
+ * package starts without webpack. Run from the sources (a checkout, tests), there is none.
+ */
+function packagedBundle(): WorkerOptions['workflowBundle'] | undefined {
+  const codePath = path.join(__dirname, 'workflow-bundle.js');
+  return existsSync(codePath) ? { codePath } : undefined;
+}
+
 export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<Worker> {
+  const workflowBundle = opts.workflowBundle ?? packagedBundle();
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
-    ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
+    ...(workflowBundle ? { workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
     activities: createActivities(defaultDeps(opts.dataDir, opts.deps)),
     // Cancellation reaches an activity only with a heartbeat: keep them frequent so a cancelled
     // or paused agent is stopped within seconds, not the default half-minute.

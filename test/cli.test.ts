@@ -9,7 +9,7 @@ import YAML from 'yaml';
 import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
-import { flotilla as runFlotilla, run } from './processes';
+import { flotilla as runFlotilla, flotillaOnTerminal, run } from './processes';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -79,10 +79,48 @@ describe('flotilla CLI', () => {
     const status = await flotilla(['status', 'cli-run-1']);
     expect(status.out).toMatch(/phase:\s+done \(pushed\)/);
     expect(status.out).toMatch(/one\s+done/);
+    expect(status.out).not.toContain('\x1b[');
+    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'])).out).toMatch(/phase:\s+\x1b\[32mdone\x1b\[39m \(pushed\)/);
+    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'], { NO_COLOR: '1' })).out).not.toContain('\x1b[');
     const result = await flotilla(['result', 'cli-run-1']);
     expect(result.code).toBe(0);
     expect(result.out).toContain(head);
-    expect((await flotilla(['status', 'no-such-run'])).err).toContain('no run with id no-such-run');
+    const missing = await flotilla(['status', 'no-such-run']);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toContain('no run with id no-such-run');
+    remote.cleanup();
+  });
+
+  it('a run that does not push exits 1 from start --wait, result and watch, with the reason', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const file = path.join(remote.root, 'req.yaml');
+    writeFileSync(file, YAML.stringify({ ...requestFor(remote.url, ['one']), testCmd: 'echo the tests fail; exit 1' }));
+    const before = await remote.head();
+    const started = await flotilla(['start', file, '--id', 'cli-fails', '--wait', '--json']);
+    expect(started.code).toBe(1);
+    expect(JSON.parse(started.out).end).toMatchObject({ workflowId: 'cli-fails', failureType: 'tests-failed' });
+    for (const verb of ['result', 'watch']) {
+      const r = await flotilla([verb, 'cli-fails']);
+      expect(r.code, verb).toBe(1);
+      expect(r.out, verb).toContain('Run cli-fails did not push (tests-failed)');
+    }
+    expect(await remote.head()).toBe(before);
+    remote.cleanup();
+  });
+});
+
+describe('flotilla watch', () => {
+  it('on a terminal, redraws in place (no screen clears) with live agent progress, and exits with the result', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const req = requestFor(remote.url, ['slow']);
+    req.subTasks[0].agent.command = `echo thinking; sleep 4; ${req.subTasks[0].agent.command}`;
+    const handle = await env.start(req, 'cli-watch-tty');
+    const watched = await flotillaOnTerminal(env.taskQueue, ['watch', handle.workflowId]);
+    expect(watched.code).toBe(0);
+    expect(watched.out).toContain('Run cli-watch-tty: pushed');
+    expect(watched.out).toMatch(/\x1b\[\d+A\r/);
+    expect(watched.out).not.toContain('\x1b[2J');
+    expect(watched.out).toMatch(/live:\r?\n\x1b\[2K {2}slow: agent slow 0 turns/);
     remote.cleanup();
   });
 });

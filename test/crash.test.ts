@@ -16,7 +16,7 @@ import { parseLeaderRequest } from '../src/spec';
 import { type TemporalTarget, ensureTemporal } from '../src/temporal';
 import { statusQuery } from '../src/workflows/messages';
 import { makeRemote, tempDir } from './helpers';
-import { processesMatching, processesRunning, waitFor } from './processes';
+import { CLI, processesMatching, processesRunning, waitFor } from './processes';
 import { priceClaudeReply } from '../src/agents/prices';
 import { INPUT_TOKENS, ModelServer, userTexts } from './support/model-server';
 
@@ -43,7 +43,7 @@ async function connect(): Promise<Client> {
 
 /** A real `flotilla worker` process on the shared data directory. */
 async function startWorker(): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [path.join(__dirname, '../bin/flotilla'), 'worker'], {
+  const child = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
     env: {
       ...process.env,
       TEMPORAL_ADDRESS: server.address,

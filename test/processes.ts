@@ -1,5 +1,6 @@
 /** Helpers for tests that drive runs from outside: processes, polling. */
 import { execFile } from 'node:child_process';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { inject } from 'vitest';
 
@@ -10,17 +11,31 @@ export interface Ran {
 }
 
 /** Runs a command without blocking this process, whose event loop also runs the worker. */
-export function run(cmd: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
+export function run(cmd: string, args: string[], extraEnv: Record<string, string> = {}, cwd?: string): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...extraEnv }, timeout: 120_000 }, (error, stdout, stderr) => {
+    execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...extraEnv }, timeout: 120_000, cwd }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out: stdout, err: stderr });
     });
   });
 }
 
+/** The command that runs our CLI from the sources (bin/flotilla runs the build), from any directory. */
+export const CLI = [process.execPath, '--require', createRequire(__filename).resolve('tsx/cjs'), path.join(__dirname, '../src/cli.ts')];
+
 /** Our CLI, pointed at the suite's server and the given task queue. */
-export function flotilla(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
-  return run(process.execPath, [path.join(__dirname, '../bin/flotilla'), ...args], {
+export function flotilla(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}, cwd?: string): Promise<Ran> {
+  return run(CLI[0], [...CLI.slice(1), ...args], {
+    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    FLOTILLA_TASK_QUEUE: taskQueue,
+    ...extraEnv,
+  }, cwd);
+}
+
+/** Our CLI on a pseudo-terminal (util-linux `script`), as a person runs it; `out` is all it drew. */
+export function flotillaOnTerminal(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
+  const command = [...CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  return run('script', ['-qec', command, '/dev/null'], {
+    TERM: 'xterm',
     TEMPORAL_ADDRESS: inject('temporalAddress'),
     FLOTILLA_TASK_QUEUE: taskQueue,
     ...extraEnv,
