@@ -10,10 +10,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { makeRemote, tempDir, writeAgent } from './helpers';
-import { type Ran, waitFor } from './processes';
+import { type Ran, waitFor, CLI } from './processes';
 import { type TlsProxy, startTlsProxy } from './support/tls-proxy';
 
-const BIN = path.join(__dirname, '../bin/flotilla');
 
 /** The environment without any Temporal setting of the caller's, so each test says exactly what it configures. */
 function envWith(settings: Record<string, string>): NodeJS.ProcessEnv {
@@ -24,7 +23,7 @@ function envWith(settings: Record<string, string>): NodeJS.ProcessEnv {
 
 function cli(args: string[], settings: Record<string, string>): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { encoding: 'utf8', env: envWith(settings), timeout: 120_000 }, (error, out, err) => {
+    execFile(CLI[0], [...CLI.slice(1), ...args], { encoding: 'utf8', env: envWith(settings), timeout: 120_000 }, (error, out, err) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out, err });
     });
   });
@@ -51,7 +50,7 @@ describe('a TLS cluster', () => {
   it('a worker process and the CLI reach it with TEMPORAL_TLS_SERVER_CA_CERT_PATH: a run is pushed, status works, the worker output is quiet', async () => {
     const tls = { TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.caPath, FLOTILLA_TASK_QUEUE: `tls-${randomUUID()}` };
     let output = '';
-    const worker: ChildProcess = spawn(process.execPath, [BIN, 'worker'], { env: envWith({ ...tls, FLOTILLA_HOME: tempDir('tls-home') }) });
+    const worker: ChildProcess = spawn(CLI[0], [...CLI.slice(1), 'worker'], { env: envWith({ ...tls, FLOTILLA_HOME: tempDir('tls-home') }) });
     worker.stdout!.on('data', (d) => (output += d));
     worker.stderr!.on('data', (d) => (output += d));
     const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));

@@ -12,7 +12,7 @@ import { describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { leaderWorkflow } from '../src/workflows';
 import { makeRemote, tempDir } from './helpers';
-import { processesMatching, run, waitFor } from './processes';
+import { CLI, processesMatching, run, waitFor } from './processes';
 
 const ROOT = path.join(__dirname, '..');
 const has = (tool: string) => !spawnSync(tool, ['--version']).error;
@@ -64,7 +64,7 @@ describe('Dockerfile', () => {
 
 describe('FLOTILLA_REQUIRE_ISOLATION', () => {
   const worker = (env: Record<string, string>) =>
-    run(process.execPath, [path.join(ROOT, 'bin/flotilla'), 'worker'], {
+    run(CLI[0], [...CLI.slice(1), 'worker'], {
       TEMPORAL_ADDRESS: '127.0.0.1:1',
       FLOTILLA_HOME: tempDir('isolation'),
       FLOTILLA_REQUIRE_ISOLATION: '1',
@@ -93,7 +93,7 @@ describe('FLOTILLA_REQUIRE_ISOLATION', () => {
 
 describe('a worker process', () => {
   it('refuses a bad log setting, naming the variable and the values it takes', async () => {
-    const r = await run(process.execPath, [path.join(ROOT, 'bin/flotilla'), 'worker'], { TEMPORAL_ADDRESS: '127.0.0.1:1', FLOTILLA_LOG_FORMAT: 'xml' });
+    const r = await run(CLI[0], [...CLI.slice(1), 'worker'], { TEMPORAL_ADDRESS: '127.0.0.1:1', FLOTILLA_LOG_FORMAT: 'xml' });
     expect(r.code).not.toBe(0);
     expect(r.err).toContain('FLOTILLA_LOG_FORMAT: must be one of text, json, not "xml"');
   });
@@ -102,7 +102,7 @@ describe('a worker process', () => {
     const address = inject('temporalAddress');
     const taskQueue = `stop-${randomUUID()}`;
     let stderr = '';
-    const worker = spawn(process.execPath, [path.join(ROOT, 'bin/flotilla'), 'worker'], {
+    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
       env: { ...process.env, TEMPORAL_ADDRESS: address, FLOTILLA_TASK_QUEUE: taskQueue, FLOTILLA_HOME: tempDir('stop'), FLOTILLA_LOG_FORMAT: 'json', FLOTILLA_LOG_LEVEL: 'debug' },
     });
     worker.stderr.on('data', (d) => (stderr += d));

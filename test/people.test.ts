@@ -9,7 +9,7 @@ import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { type RunStatus, approveSignal, resumeSignal, statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, describeReplay, writeAgent } from './helpers';
-import { flotilla, processesMatching, processesRunning, run, waitFor } from './processes';
+import { CLI, flotilla, processesMatching, processesRunning, run, waitFor } from './processes';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -276,7 +276,7 @@ describe('the Temporal CLI', () => {
   it('watch shows the open gate with the exact approve command and exits with the result', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const handle = await env.start(request(remote.url, [greet('one')], { gates: { push: manual } }));
-    const watcher = spawn(process.execPath, [path.join(__dirname, '../bin/flotilla'), 'watch', handle.workflowId], {
+    const watcher = spawn(CLI[0], [...CLI.slice(1), 'watch', handle.workflowId], {
       env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: env.taskQueue },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
