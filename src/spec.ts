@@ -11,11 +11,12 @@ import { z } from 'zod';
  */
 export const MAX_CHARS = {
   objective: 20_000,
-  prompt: 20_000,
-  /** The request as JSON, all fields together. */
-  request: 512_000,
-  /** A resume message delivered to an agent. */
-  message: 8_000,
+  /** Agents read prompts from files, so this bounds history, not the agent's command line. */
+  prompt: 200_000,
+  /** The request as JSON, all fields together: well under Temporal's 2 MiB payload limit. */
+  request: 1_000_000,
+  /** A resume message delivered to an agent (through a file, like a prompt). */
+  message: 200_000,
   /** An approval's comment or a rejection's reason. */
   comment: 2_000,
   /** Who sent a message (`by`). */
