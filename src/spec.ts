@@ -170,6 +170,26 @@ export type Gate = z.infer<typeof Gate>;
 export type GateName = 'plan' | 'push';
 const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout: 'fail' as const };
 
+/**
+ * Resource limits of one sandbox (enforced by the local provider). Each one left out takes the
+ * worker's default; each one given is capped at the worker's maximum.
+ */
+export const SandboxLimitsSpec = z
+  .object({
+    /** Size of the sandbox's private /tmp (a tmpfs, so host memory). Default 256. */
+    tmpMiB: z.number().int().positive().optional(),
+    /** Bytes in the workspace and scratch directories together, and the largest file. Default 4096. */
+    workspaceMiB: z.number().int().positive().optional(),
+    /** Files and directories in the workspace and scratch directories. Default 100,000. */
+    workspaceFiles: z.number().int().positive().optional(),
+    /** Processes (and threads) running at once. Default 1024. */
+    processes: z.number().int().positive().optional(),
+    /** Memory of all the sandbox's processes together. Default 4096. */
+    memoryMiB: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SandboxLimitsRequest = z.infer<typeof SandboxLimitsSpec>;
+
 export const SandboxSpec = z
   .object({
     /** local: directories on the worker's host (bubblewrap). e2b: E2B cloud sandboxes (E2B_API_KEY). */
@@ -178,6 +198,7 @@ export const SandboxSpec = z
     template: z.string().min(1).optional(),
     /** Agents get no network unless asked: a shell agent rarely needs it. */
     network: z.boolean().default(false),
+    limits: SandboxLimitsSpec.optional(),
   })
   .strict();
 

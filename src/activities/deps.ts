@@ -4,8 +4,9 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
 import { StagingRepo } from '../gitstore';
 import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
-import { LocalSandboxProvider } from '../sandbox/local';
+import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxProvider } from '../sandbox/types';
+import type { SandboxLimitsRequest } from '../spec';
 
 /** How a workflow names a sandbox: a stable key plus the options it was made with. */
 export interface SandboxRef {
@@ -14,6 +15,8 @@ export interface SandboxRef {
   network: boolean;
   /** The E2B template, for provider e2b. */
   template?: string;
+  /** Resource limits asked for by the request (the provider caps them). */
+  limits?: SandboxLimitsRequest;
 }
 
 export interface ActivityDeps {
@@ -27,11 +30,13 @@ export interface ActivityDeps {
 export interface DepsOptions {
   /** The E2B API to use instead of the real SDK (a test double). */
   e2bApi?: E2BApi;
+  /** How local sandboxes are made (the bubblewrap binary, the isolation opt-out, the worker's limit caps). */
+  local?: LocalProviderOptions;
 }
 
 export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
   let staging: Promise<StagingRepo> | undefined;
-  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'));
+  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), options.local);
   const e2b = new Map<string, E2BSandboxProvider>();
   return {
     dataDir,
@@ -48,7 +53,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
 
 /** The existing sandbox for `ref`; a missing one is a hard failure, since retrying cannot bring it back. */
 export async function openSandbox(deps: ActivityDeps, ref: SandboxRef): Promise<Sandbox> {
-  const sb = await deps.provider(ref).find(ref.key, { network: ref.network });
+  const sb = await deps.provider(ref).find(ref.key, { network: ref.network, limits: ref.limits });
   if (!sb) throw ApplicationFailure.nonRetryable(`sandbox ${ref.key} does not exist (was it destroyed?)`, 'SandboxMissing');
   return sb;
 }

@@ -11,7 +11,7 @@ export function sandboxActivities(deps: ActivityDeps) {
   return {
     /** Keyed: a retry, or a later attempt after a crash, gets the same sandbox back. */
     async provisionSandbox(ref: SandboxRef): Promise<{ isolation: Isolation }> {
-      const sb = await deps.provider(ref).provision(ref.key, { network: ref.network });
+      const sb = await deps.provider(ref).provision(ref.key, { network: ref.network, limits: ref.limits });
       return { isolation: sb.isolation };
     },
 

@@ -324,12 +324,17 @@ class E2BSandbox implements Sandbox {
     throw new Error(`path ${p} is outside the sandbox's workspace and scratch directories`);
   }
 
-  async writeFile(p: string, data: Uint8Array | string): Promise<void> {
+  async writeFile(p: string, data: Uint8Array | string, options: { readOnly?: boolean } = {}): Promise<void> {
     const file = this.inside(p);
     const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
     const sandbox = await this.use();
     // A copy, so the SDK gets exactly these bytes even when `data` is a view into a larger buffer.
     await call(`writing ${file} in E2B sandbox ${this.id}`, () => sandbox.files.write(file, bytes.slice().buffer));
+    // As good as E2B allows: the file is owned by the sandbox's user, which could chmod it back.
+    if (options.readOnly) {
+      const r = await this.exec(`chmod 0444 '${file.replace(/'/g, `'\\''`)}'`, { timeoutMs: 30_000 });
+      if (r.exitCode !== 0) throw new Error(`making ${file} read-only in E2B sandbox ${this.id} failed: ${r.output.trim()}`);
+    }
   }
 
   async readFile(p: string): Promise<Uint8Array> {

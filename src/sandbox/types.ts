@@ -2,7 +2,7 @@
  * The one interface Flotilla uses to run anything an agent or a repository controls. Every
  * provider (local, E2B) passes the same contract suite in test/sandbox.contract.ts.
  */
-import type { Isolation } from '../spec';
+import type { Isolation, SandboxLimitsRequest } from '../spec';
 
 export interface ExecOptions {
   /** Working directory inside the sandbox; defaults to the workspace. */
@@ -38,15 +38,25 @@ export interface Sandbox {
   readonly workspace: string;
   /** A private scratch directory outside the workspace (prompts, bundles), inside the sandbox. */
   readonly scratch: string;
-  /** Runs `bash -c command`. */
+  /** Runs `bash -c command`. Throws a permanent ResourceLimit failure when it hit a sandbox limit. */
   exec(command: string, options: ExecOptions): Promise<ExecResult>;
-  writeFile(path: string, data: Uint8Array | string): Promise<void>;
+  /**
+   * Writes a file the sandbox's user can use. With `readOnly`, the sandbox can read it but not
+   * change its contents (local: owned by root, mode 0444; directories this call creates for it
+   * are root's too). It can still remove it from a directory it owns.
+   */
+  writeFile(path: string, data: Uint8Array | string, options?: { readOnly?: boolean }): Promise<void>;
   readFile(path: string): Promise<Uint8Array>;
 }
 
 export interface SandboxOptions {
   /** Whether commands may reach the network. */
   network: boolean;
+  /**
+   * Resource limits asked for; the provider fills in its defaults and caps each at the worker's
+   * maximum. A command that hits one fails with a permanent ResourceLimit failure saying which.
+   */
+  limits?: SandboxLimitsRequest;
 }
 
 export interface SandboxProvider {
