@@ -39,6 +39,7 @@ import {
   statusQuery,
   workerProgressSignal,
 } from './messages';
+import { rootMessage } from '../failures';
 import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
@@ -153,7 +154,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       report = {
         workerId: given.task.id,
         status: 'failed',
-        reason: err.cause?.message ?? err.message,
+        reason: rootMessage(err),
         commits: 0,
         filesChanged: 0,
         isolation: 'none',
@@ -180,6 +181,9 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
     result.costUsd = spent();
+    // A worker that ran unisolated (the worker's FLOTILLA_ISOLATION=none) is said in the result itself.
+    const unisolated = result.workers.filter((w) => w.runs > 0 && w.isolation === 'none').map((w) => w.workerId);
+    if (unisolated.length) message += ` (WARNING: not isolated: ${unisolated.join(', ')} ran with isolation none)`;
     Object.assign(result, { outcome, message });
     Object.assign(status, { outcome, message, phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
     if (status.phase === 'done') return result;
