@@ -5,13 +5,14 @@
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
-import { LocalSandboxProvider, probeBubblewrap } from '../src/sandbox/local';
+import { ApplicationFailure } from '@temporalio/common';
+import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, probeBubblewrap } from '../src/sandbox/local';
 import type { Sandbox } from '../src/sandbox/types';
 import { sandboxContract } from './sandbox.contract';
 
@@ -215,6 +216,101 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
       expect(online).toMatchObject({ exitCode: 0, output: 'hello-from-host\n' });
     } finally {
       server.close();
+    }
+  });
+
+  it('runs as an unprivileged host uid of its own, which owns the workspace and scratch but not the sandbox root', async () => {
+    const [a, b] = [await provision('uid-a'), await provision('uid-b')];
+    const ids = [];
+    for (const sb of [a, b]) {
+      const r = await run(sb, `id -u; stat -c %u ${q(sb.workspace)} ${q(sb.scratch)}; id -un`);
+      expect(r.exitCode).toBe(0);
+      const [uid, ws, scratch, name] = r.output.trim().split('\n');
+      expect(Number(uid)).toBeGreaterThanOrEqual(200_000);
+      expect([ws, scratch]).toEqual([uid, uid]);
+      // It has a name, so tools that look themselves up work.
+      expect(name).toBe('sandbox');
+      ids.push(uid);
+    }
+    expect(ids[0]).not.toBe(ids[1]);
+    // A sandbox's id is its directory's name.
+    const root = statSync(path.join(env.baseDir, a.id));
+    expect([root.uid, root.mode & 0o777]).toEqual([0, 0o700]);
+  });
+
+  it('gives a setuid-root binary no effect', async () => {
+    const sb = await provision('setuid');
+    const planted = path.join(env.baseDir, sb.id, 'workspace', 'id-suid');
+    copyFileSync('/usr/bin/id', planted);
+    chownSync(planted, 0, 0);
+    chmodSync(planted, 0o4755);
+    expect(statSync(planted).mode & 0o4000).toBe(0o4000);
+    const r = await run(sb, './id-suid -u; ./id-suid -ru; grep NoNewPrivs /proc/self/status');
+    const [euid, ruid, nnp] = r.output.trim().split('\n');
+    expect(euid).not.toBe('0');
+    expect(euid).toBe(ruid);
+    expect(nnp).toMatch(/NoNewPrivs:\s+1/);
+  });
+
+  it('writeFile makes files the sandbox can use, and read-only ones it cannot change', async () => {
+    const sb = await provision('ownership');
+    await sb.writeFile(`${sb.workspace}/new/dirs/file.txt`, 'mine');
+    await sb.writeFile(`${sb.workspace}/oracle/test.sh`, 'oracle', { readOnly: true });
+    const usable = await run(sb, 'echo more >> new/dirs/file.txt && touch new/dirs/another && cat new/dirs/file.txt');
+    expect(usable).toMatchObject({ exitCode: 0, output: 'minemore\n' });
+    const tamper = await run(sb, 'cat oracle/test.sh; echo x > oracle/test.sh; echo x >> oracle/test.sh; chmod u+w oracle/test.sh; rm -f oracle/test.sh; touch oracle/planted');
+    expect(tamper.output.startsWith('oracle')).toBe(true);
+    expect(await text(sb, `${sb.workspace}/oracle/test.sh`)).toBe('oracle');
+    await expect(sb.readFile(`${sb.workspace}/oracle/planted`)).rejects.toThrow();
+  });
+
+  it('bounds /tmp in memory: a command filling it gets no further than the limit, and fails saying so', async () => {
+    const sb = await env.provider.provision(`confine-${uniq()}/tmp-full`, { network: false, limits: { tmpMiB: 8 } });
+    const failure = await sb.exec('df -k /tmp | tail -1; head -c 64M /dev/zero > /tmp/fill; stat -c "size %s" /tmp/fill', { timeoutMs: 10_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    const f = failure as ApplicationFailure;
+    expect([f.type, f.nonRetryable, f.message]).toEqual(['ResourceLimit', true, "the sandbox's /tmp is full (limit 8 MiB)"]);
+    const tail = (f.details?.[0] as { tail: string }).tail;
+    expect(Number(/size (\d+)/.exec(tail)?.[1])).toBeLessThanOrEqual(8 * 1024 * 1024);
+    expect(tail).toMatch(/^tmpfs\s+8192\s/);
+  });
+
+  it("takes its limits from the defaults, the request, and the worker's caps", () => {
+    const capped = new LocalSandboxProvider(env.baseDir, { maxLimits: { memoryMiB: 512 } });
+    expect(capped.limitsFor()).toEqual({ ...DEFAULT_LIMITS, memoryMiB: 512 });
+    expect(capped.limitsFor({ processes: 10, memoryMiB: 100_000, tmpMiB: MAX_LIMITS.tmpMiB * 2 })).toEqual({
+      ...DEFAULT_LIMITS,
+      processes: 10,
+      memoryMiB: 512,
+      tmpMiB: MAX_LIMITS.tmpMiB,
+    });
+  });
+});
+
+describe('local sandbox: fails closed', () => {
+  it('refuses to provision without a working bubblewrap, and runs unisolated only when told to', async () => {
+    const { baseDir, cleanup } = await tempProvider();
+    try {
+      const broken = new LocalSandboxProvider(baseDir, { bwrap: '/bin/false', noIsolation: false });
+      const refused = await broken.provision('refused', { network: false }).then(() => undefined, (e: unknown) => e);
+      expect(refused).toBeInstanceOf(ApplicationFailure);
+      expect((refused as ApplicationFailure).type).toBe('IsolationUnavailable');
+      expect((refused as ApplicationFailure).nonRetryable).toBe(true);
+      expect((refused as ApplicationFailure).message).toContain('bubblewrap (/bin/false) failed to start a sandbox');
+      expect(existsSync(broken.dirFor('refused'))).toBe(false);
+
+      const missing = new LocalSandboxProvider(baseDir, { bwrap: '/no/such/bwrap', noIsolation: false });
+      await expect(missing.provision('missing', { network: false })).rejects.toThrow(/refusing to run agents without isolation: .*\/no\/such\/bwrap/);
+
+      const optedOut = new LocalSandboxProvider(baseDir, { bwrap: '/bin/false', noIsolation: true });
+      const sb = await optedOut.provision('opted-out', { network: false });
+      expect(sb.isolation).toBe('none');
+      expect(await sb.exec('echo ran', { timeoutMs: 10_000 })).toMatchObject({ exitCode: 0, output: 'ran\n' });
+    } finally {
+      await cleanup();
     }
   });
 });

@@ -11,7 +11,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chown, lstat, mkdir, open, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, open, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
 import { constants as fsConstants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
@@ -512,6 +512,9 @@ export class LocalSandboxProvider implements SandboxProvider {
     const sandbox = this.open(key, options);
     const root = this.dirFor(key);
     const uid = sandbox.isolation === 'bubblewrap' ? this.uidFor(key) : undefined;
+    // Root's alone: no sandbox uid gets into another sandbox's directory, whatever the data directory's mode.
+    await mkdir(root, { recursive: true, mode: 0o700 });
+    await chmod(root, 0o700);
     await mkdir(path.join(root, 'workspace'), { recursive: true });
     await mkdir(path.join(root, 'scratch'), { recursive: true });
     if (uid !== undefined) {
