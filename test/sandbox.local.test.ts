@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, probeBubblewrap } from '../src/sandbox/local';
+import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, parseMaxLimits, probeBubblewrap } from '../src/sandbox/local';
 import type { Sandbox } from '../src/sandbox/types';
 import { sandboxContract } from './sandbox.contract';
 
@@ -287,6 +287,11 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
       memoryMiB: 512,
       tmpMiB: MAX_LIMITS.tmpMiB,
     });
+    // How an operator sets the caps: FLOTILLA_SANDBOX_MAX_LIMITS.
+    expect(parseMaxLimits(' memoryMiB=8192, processes=512 ')).toEqual({ memoryMiB: 8192, processes: 512 });
+    expect(parseMaxLimits(undefined)).toEqual({});
+    expect(() => parseMaxLimits('memory=1')).toThrow('FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "memory"');
+    expect(() => parseMaxLimits('tmpMiB=0')).toThrow('FLOTILLA_SANDBOX_MAX_LIMITS: tmpMiB must be a positive whole number (got "0")');
   });
 });
 

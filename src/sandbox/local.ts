@@ -45,7 +45,7 @@ export interface LocalProviderOptions {
   bwrap?: string;
   /** true runs commands as plain processes, unisolated: the explicit opt-out. Default: FLOTILLA_ISOLATION=none. */
   noIsolation?: boolean;
-  /** The worker's maximum for each limit. */
+  /** The worker's maximum for each limit. Default: $FLOTILLA_SANDBOX_MAX_LIMITS, else MAX_LIMITS. */
   maxLimits?: Partial<SandboxLimits>;
   /** Host uids handed out to sandboxes, one per sandbox key. Default: $FLOTILLA_SANDBOX_UIDS ("200000-265535"). */
   uids?: { first: number; count: number };
@@ -67,6 +67,18 @@ function parseUidRange(text: string | undefined): { first: number; count: number
     throw new Error(`FLOTILLA_SANDBOX_UIDS must be "first-last" with 1000 <= first <= last (got "${text}")`);
   }
   return { first, count: last - first + 1 };
+}
+
+/** The worker's caps from "memoryMiB=8192,processes=512" (FLOTILLA_SANDBOX_MAX_LIMITS). */
+export function parseMaxLimits(text: string | undefined): Partial<SandboxLimits> {
+  const caps: Partial<SandboxLimits> = {};
+  for (const item of (text ?? '').split(',').filter((x) => x.trim())) {
+    const [name, value] = item.split('=').map((x) => x.trim());
+    if (!(name in MAX_LIMITS)) throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "${name}" (known: ${Object.keys(MAX_LIMITS).join(', ')})`);
+    if (!/^[1-9]\d*$/.test(value ?? '')) throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: ${name} must be a positive whole number (got "${value ?? ''}")`);
+    caps[name as keyof SandboxLimits] = Number(value);
+  }
+  return caps;
 }
 
 const probes = new Map<string, BubblewrapProbe>();
@@ -464,7 +476,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   ) {
     this.bwrap = options.bwrap ?? defaultBwrap();
     this.noIsolation = options.noIsolation ?? process.env.FLOTILLA_ISOLATION === 'none';
-    this.maxLimits = { ...MAX_LIMITS, ...options.maxLimits };
+    this.maxLimits = { ...MAX_LIMITS, ...(options.maxLimits ?? parseMaxLimits(process.env.FLOTILLA_SANDBOX_MAX_LIMITS)) };
     this.uids = options.uids ?? parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS);
   }
 
