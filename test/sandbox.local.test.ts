@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
 import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, parseMaxLimits, probeBubblewrap } from '../src/sandbox/local';
 import type { Sandbox } from '../src/sandbox/types';
@@ -35,23 +35,10 @@ const uniq = () => randomBytes(6).toString('hex');
 
 sandboxContract(`local (${bwrapWorks ? 'bubblewrap' : 'no isolation'})`, tempProvider);
 
-// probeBubblewrap() caches its answer per module instance, so a fresh instance of the module
-// loaded while FLOTILLA_ISOLATION=none is set gives the plain-process path the whole contract too.
+// The explicit opt-out gives the plain-process path the whole contract too.
 sandboxContract('local (FLOTILLA_ISOLATION=none)', async () => {
-  const saved = process.env.FLOTILLA_ISOLATION;
-  process.env.FLOTILLA_ISOLATION = 'none';
-  try {
-    vi.resetModules();
-    const fresh: typeof import('../src/sandbox/local') = await import('../src/sandbox/local');
-    // Probe now, while the variable is set; the answer sticks to this module instance.
-    const probe = fresh.probeBubblewrap();
-    if (probe.isolation !== 'none') throw new Error('could not get a provider without bubblewrap');
-    const { baseDir, cleanup } = await tempProvider();
-    return { provider: new fresh.LocalSandboxProvider(baseDir), cleanup };
-  } finally {
-    if (saved === undefined) delete process.env.FLOTILLA_ISOLATION;
-    else process.env.FLOTILLA_ISOLATION = saved;
-  }
+  const { baseDir, cleanup } = await tempProvider();
+  return { provider: new LocalSandboxProvider(baseDir, { noIsolation: true }), cleanup };
 });
 
 describe('local sandbox: host side', () => {
@@ -106,14 +93,14 @@ describe('local sandbox: host side', () => {
     expect(readFileSync(hostSecret, 'utf8')).toBe('host secret');
   });
 
-  it('runs as plain processes when FLOTILLA_ISOLATION=none is set, and says so', async () => {
-    // A separate process, because the probe's answer is cached for the life of a process.
+  it('runs as plain processes when the worker starts with FLOTILLA_ISOLATION=none, and says so', async () => {
+    // A separate process, started with the variable as an operator would.
     const script = `
-      const { LocalSandboxProvider, probeBubblewrap } = require(${JSON.stringify(LOCAL_TS)});
+      const { LocalSandboxProvider } = require(${JSON.stringify(LOCAL_TS)});
       (async () => {
         const sb = await new LocalSandboxProvider(${JSON.stringify(env.baseDir)}).provision('none-probe', { network: false });
         const r = await sb.exec('echo hi', { timeoutMs: 10000 });
-        console.log(JSON.stringify({ probe: probeBubblewrap(), isolation: sb.isolation, workspace: sb.workspace, r }));
+        console.log(JSON.stringify({ isolation: sb.isolation, workspace: sb.workspace, r }));
       })().catch((e) => { console.error(e); process.exit(1); });
     `;
     const stdout = await new Promise<string>((resolve, reject) => {
@@ -123,7 +110,6 @@ describe('local sandbox: host side', () => {
     });
     const got = JSON.parse(stdout.trim().split('\n').pop()!);
     expect(got.isolation).toBe('none');
-    expect(got.probe).toEqual({ isolation: 'none', reason: 'FLOTILLA_ISOLATION=none was set' });
     expect(got.r).toMatchObject({ exitCode: 0, output: 'hi\n', timedOut: false, aborted: false });
     // Without a mount namespace the workspace is simply the host directory.
     expect(got.workspace).toBe(path.join(env.provider.dirFor('none-probe'), 'workspace'));

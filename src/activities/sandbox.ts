@@ -15,6 +15,11 @@ export function sandboxActivities(deps: ActivityDeps) {
       return { isolation: sb.isolation };
     },
 
+    /** Before a run starts: fails with IsolationUnavailable when this worker would not isolate its sandboxes. */
+    async checkIsolation(ref: SandboxRef): Promise<void> {
+      deps.provider(ref).checkIsolation?.();
+    },
+
     async destroySandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).destroy(ref.key);
     },

@@ -86,9 +86,9 @@ const probes = new Map<string, BubblewrapProbe>();
 /**
  * Checks once per process and binary whether bubblewrap can start a sandbox here the way exec
  * does: as an unprivileged uid in its own user namespace (root hands it down with setpriv).
+ * Whether to run without it is not its question: that is the worker's explicit opt-out.
  */
 export function probeBubblewrap(bwrap = defaultBwrap()): BubblewrapProbe {
-  if (process.env.FLOTILLA_ISOLATION === 'none') return { isolation: 'none', reason: 'FLOTILLA_ISOLATION=none was set' };
   const known = probes.get(bwrap);
   if (known) return known;
   const uid = String(parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS).first);
@@ -281,20 +281,39 @@ exec "$@"`;
  */
 const WRAPPER = 'bash -c "$1" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
 
-/** Bytes and entries under `dir`, not following symlinks, stopping early once past both limits. */
-async function measure(dir: string, limits: { bytes: number; files: number }): Promise<{ bytes: number; files: number }> {
+/**
+ * The empty mount points of the stage, made on first use by each worker process (/run does not
+ * survive a reboot; the sandboxes do).
+ */
+let staged: Promise<void> | undefined;
+function ensureStage(): Promise<void> {
+  staged ??= (async () => {
+    await mkdir(path.join(STAGE, 'workspace'), { recursive: true, mode: 0o755 });
+    await mkdir(path.join(STAGE, 'scratch'), { recursive: true, mode: 0o755 });
+    await writeFile(path.join(STAGE, 'passwd'), '', { flag: 'a' });
+  })().catch((err) => {
+    staged = undefined;
+    throw err;
+  });
+  return staged;
+}
+
+/**
+ * Bytes and entries under the directories, not following symlinks. It stops counting entries at
+ * `stopAt`: a flood of millions should not hold the worker up for minutes to say so.
+ */
+async function measure(dirs: string[], stopAt: number): Promise<{ bytes: number; files: number }> {
   const total = { bytes: 0, files: 0 };
   const walk = async (at: string): Promise<void> => {
-    const entries = await readdir(at, { withFileTypes: true }).catch(() => []);
-    for (const e of entries) {
+    for (const e of await readdir(at, { withFileTypes: true }).catch(() => [])) {
+      if (total.files >= stopAt) return;
       total.files++;
       const full = path.join(at, e.name);
       if (e.isDirectory()) await walk(full);
       else if (e.isFile()) total.bytes += (await lstat(full).catch(() => undefined))?.size ?? 0;
-      if (total.files > limits.files * 2 && total.bytes > limits.bytes) return;
     }
   };
-  await walk(dir);
+  for (const dir of dirs) await walk(dir);
   return total;
 }
 
@@ -345,12 +364,13 @@ class LocalSandbox implements Sandbox {
     if (this.isolation === 'none') {
       return runProcessGroup(['bash', '-c', command], this.hostPath(cwd), { ...options, env });
     }
+    if (this.uid !== undefined) await ensureStage();
     const cgroups = await CommandCgroups.create(`${this.id}-${randomBytes(4).toString('hex')}`, this.limits);
     let tmpReport = '';
     try {
       const argv = this.sandboxArgv(command, cwd, options, cgroups);
       const result = await runProcessGroup(argv, '/', { ...options, env }, (text) => (tmpReport += text));
-      const reason = (await cgroups?.hit(this.limits)) ?? this.tmpFull(tmpReport) ?? (await this.diskOverLimit(result, options));
+      const reason = (await cgroups?.hit(this.limits)) ?? this.tmpFull(tmpReport) ?? (await this.diskOverLimit(result));
       if (reason) throw permanent('ResourceLimit', reason, { exitCode: result.exitCode, tail: result.output.slice(-2000) });
       return result;
     } finally {
@@ -405,19 +425,15 @@ class LocalSandbox implements Sandbox {
   }
 
   /** Checked after every command: the workspace lives on the host's disk. */
-  private async diskOverLimit(result: ExecResult, options: ExecOptions): Promise<string | undefined> {
+  private async diskOverLimit(result: ExecResult): Promise<string | undefined> {
     const l = this.limits;
     if (result.exitCode === EXIT_FILE_TOO_LARGE) return `a command in the sandbox wrote a file past the size limit (${l.workspaceMiB} MiB)`;
-    if (options.readOnlyWorkspace) return undefined;
-    const limits = { bytes: l.workspaceMiB * MIB, files: l.workspaceFiles };
-    const used = { bytes: 0, files: 0 };
-    for (const dir of ['workspace', 'scratch']) {
-      const m = await measure(path.join(this.root, dir), limits);
-      used.bytes += m.bytes;
-      used.files += m.files;
+    const stopAt = l.workspaceFiles * 10;
+    const used = await measure([path.join(this.root, 'workspace'), path.join(this.root, 'scratch')], stopAt);
+    if (used.files > l.workspaceFiles) {
+      return `workspace holds ${used.files >= stopAt ? 'at least ' : ''}${count(used.files)} files; the limit is ${count(l.workspaceFiles)}`;
     }
-    if (used.files > l.workspaceFiles) return `workspace holds ${count(used.files)} files; the limit is ${count(l.workspaceFiles)}`;
-    if (used.bytes > limits.bytes) return `workspace holds ${count(Math.ceil(used.bytes / MIB))} MiB; the limit is ${count(l.workspaceMiB)} MiB`;
+    if (used.bytes > l.workspaceMiB * MIB) return `workspace holds ${count(Math.ceil(used.bytes / MIB))} MiB; the limit is ${count(l.workspaceMiB)} MiB`;
     return undefined;
   }
 
@@ -503,7 +519,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   }
 
   /** How this provider isolates, or a permanent failure saying why it will not run anything. */
-  isolation(): Isolation {
+  checkIsolation(): Isolation {
     if (this.noIsolation) return 'none';
     const probe = probeBubblewrap(this.bwrap);
     if (probe.isolation === 'bubblewrap') return 'bubblewrap';
@@ -515,7 +531,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   private open(key: string, options: SandboxOptions): Sandbox {
     const root = this.dirFor(key);
-    const isolation = this.isolation();
+    const isolation = this.checkIsolation();
     const uid = isolation === 'bubblewrap' ? this.uidFor(key) : undefined;
     return new LocalSandbox(path.basename(root), root, isolation, options.network, this.limitsFor(options.limits), this.bwrap, uid);
   }
@@ -534,9 +550,6 @@ export class LocalSandboxProvider implements SandboxProvider {
       await chown(path.join(root, 'workspace'), uid, uid);
       await chown(path.join(root, 'scratch'), uid, uid);
       await writeFile(path.join(root, 'passwd'), await passwdWith(uid), { mode: 0o444 });
-      await mkdir(path.join(STAGE, 'workspace'), { recursive: true, mode: 0o755 });
-      await mkdir(path.join(STAGE, 'scratch'), { recursive: true, mode: 0o755 });
-      await writeFile(path.join(STAGE, 'passwd'), '', { flag: 'a' });
     }
     return sandbox;
   }

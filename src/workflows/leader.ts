@@ -39,7 +39,7 @@ import {
   statusQuery,
   workerProgressSignal,
 } from './messages';
-import { rootMessage } from '../failures';
+import { isFailure, rootMessage } from '../failures';
 import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
@@ -53,7 +53,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const targetRef = req.repo.targetRef ?? req.repo.baseRef;
   const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
   const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { resolveBase, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
+  const { resolveBase, pushResult, checkIsolation } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
   const started = Date.now();
 
   const status: RunStatus = {
@@ -191,6 +191,12 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   };
 
   try {
+    // Refuse before anything starts when this worker would run the sandboxes unisolated without being told to.
+    const refused = await checkIsolation({ key: `${runKey}/preflight`, ...req.sandbox }).then(
+      () => undefined,
+      (err: unknown) => (isFailure(err, 'IsolationUnavailable') ? rootMessage(err) : Promise.reject(err)),
+    );
+    if (refused) return finish('failed', refused);
     const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
     status.baseSha = result.baseSha = baseSha;
     const settled = await settlePlan(req, { runKey, baseSha, status, heartbeatTimeoutMs, timeoutMs: minutes(req.limits.workerTimeoutMinutes) });

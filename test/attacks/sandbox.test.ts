@@ -36,9 +36,9 @@ async function attack(on: TestEnv, command: string, limits?: Limits) {
   return { end, remote, base, worker: end.result?.workers.find((w) => w.workerId === 'attacker') };
 }
 
-/** The attempt number of every activity the attacker's worker workflow started: 1 each when nothing was retried. */
-async function activityAttempts(on: TestEnv, leaderId: string): Promise<number[]> {
-  const history = await on.client.workflow.getHandle(workerWorkflowId(leaderId, 'attacker')).fetchHistory();
+/** The attempt number of every activity a workflow started: 1 each when nothing was retried. */
+async function activityAttempts(on: TestEnv, workflowId: string): Promise<number[]> {
+  const history = await on.client.workflow.getHandle(workflowId).fetchHistory();
   return (history.events ?? []).flatMap((e) => (e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes.attempt ?? 0] : []));
 }
 
@@ -100,7 +100,7 @@ describe('attacks on the local sandbox', () => {
     },
     {
       what: 'a fork bomb',
-      command: `sh -c 'bomb() { bomb | bomb & }; bomb; sleep 5'`,
+      command: `sh -c 'bomb() { bomb | bomb & }; bomb; sleep 2'`,
       limits: { processes: 32 },
       reason: /^the sandbox reached its process limit \(32 processes at once\)$/,
     },
@@ -117,7 +117,7 @@ describe('attacks on the local sandbox', () => {
     expect(end.failureMessage).toContain(worker!.reason!);
     expect(await remote.head()).toBe(base);
     // Deterministic, so not retried: every activity ran once.
-    const attempts = await activityAttempts(env, end.workflowId);
+    const attempts = await activityAttempts(env, workerWorkflowId(end.workflowId, 'attacker'));
     expect(attempts.length).toBeGreaterThan(0);
     expect(attempts.every((n) => n === 1), `attempts ${attempts}`).toBe(true);
     expect(env.sandboxesLeft()).toEqual([]);
@@ -126,14 +126,18 @@ describe('attacks on the local sandbox', () => {
 });
 
 describe('a worker without working isolation', () => {
-  it('refuses to run agents, saying why', async () => {
+  it('refuses to start the run, saying why', async () => {
     const broken = await TestEnv.start({ local: { bwrap: '/bin/false' } });
     try {
-      const { end, remote, base, worker } = await attack(broken, recording({}));
-      expect(worker?.status).toBe('failed');
-      expect(worker?.reason).toMatch(/^refusing to run agents without isolation: bubblewrap \(\/bin\/false\) failed to start a sandbox: exit 1\. .*FLOTILLA_ISOLATION=none/);
-      expect(end.failureMessage).toContain('refusing to run agents without isolation');
-      expect((await activityAttempts(broken, end.workflowId)).every((n) => n === 1)).toBe(true);
+      const { end, remote, base } = await attack(broken, recording({}));
+      expect(end.failureType).toBe('failed');
+      expect(end.failureMessage).toMatch(
+        /^refusing to run agents without isolation: bubblewrap \(\/bin\/false\) failed to start a sandbox: exit 1\. .*FLOTILLA_ISOLATION=none to run them unisolated$/,
+      );
+      // Refused before anything started: no worker, no sandbox, one attempt at the check.
+      expect(end.result?.workers).toEqual([]);
+      expect(broken.sandboxesLeft()).toEqual([]);
+      expect(await activityAttempts(broken, end.workflowId)).toEqual([1]);
       expect(await remote.head()).toBe(base);
       remote.cleanup();
     } finally {
