@@ -435,6 +435,8 @@ export interface RunResult {
   baseSha: string;
   targetRef: string;
   workers: WorkerReport[];
+  /** How the run's sandboxes were isolated ('none' only when the worker was started with the opt-out). */
+  isolation?: Isolation;
   integratedSha?: string;
   pushedSha?: string;
   conflict?: ConflictReport;

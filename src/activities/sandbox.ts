@@ -15,9 +15,9 @@ export function sandboxActivities(deps: ActivityDeps) {
       return { isolation: sb.isolation };
     },
 
-    /** Before a run starts: fails with IsolationUnavailable when this worker would not isolate its sandboxes. */
-    async checkIsolation(ref: SandboxRef): Promise<void> {
-      deps.provider(ref).checkIsolation?.();
+    /** Before a run starts: how its sandboxes would be isolated, or IsolationUnavailable when they would not be. */
+    async checkIsolation(ref: SandboxRef): Promise<{ isolation: Isolation }> {
+      return { isolation: deps.provider(ref).checkIsolation() };
     },
 
     async destroySandbox(ref: SandboxRef): Promise<void> {

@@ -346,6 +346,11 @@ class E2BSandbox implements Sandbox {
 
 export class E2BSandboxProvider implements SandboxProvider {
   readonly name = 'e2b';
+
+  /** A microVM per sandbox, whatever this host has. */
+  checkIsolation(): Isolation {
+    return 'e2b';
+  }
   private readonly api: E2BApi;
   private readonly template: string;
   private readonly idleTimeoutMs: number;

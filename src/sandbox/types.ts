@@ -74,7 +74,7 @@ export interface SandboxProvider {
    * How a new sandbox would be isolated here; throws a permanent IsolationUnavailable failure
    * when the provider will not run one (so a run can refuse before anything starts).
    */
-  checkIsolation?(): Isolation;
+  checkIsolation(): Isolation;
   /** Stops paying for an idle sandbox while its worker is suspended, keeping its files. */
   pause?(key: string): Promise<void>;
   /** Brings a paused sandbox back. Using it resumes it too; this just does it eagerly. */

@@ -181,9 +181,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
     result.costUsd = spent();
-    // A worker that ran unisolated (the worker's FLOTILLA_ISOLATION=none) is said in the result itself.
-    const unisolated = result.workers.filter((w) => w.runs > 0 && w.isolation === 'none').map((w) => w.workerId);
-    if (unisolated.length) message += ` (WARNING: not isolated: ${unisolated.join(', ')} ran with isolation none)`;
+    // Sandboxes that ran unisolated (the worker's FLOTILLA_ISOLATION=none) are said in the result itself.
+    if (result.isolation === 'none') message += ' (WARNING: the sandboxes were not isolated: isolation none)';
     Object.assign(result, { outcome, message });
     Object.assign(status, { outcome, message, phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
     if (status.phase === 'done') return result;
@@ -192,11 +191,12 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
 
   try {
     // Refuse before anything starts when this worker would run the sandboxes unisolated without being told to.
-    const refused = await checkIsolation({ key: `${runKey}/preflight`, ...req.sandbox }).then(
-      () => undefined,
-      (err: unknown) => (isFailure(err, 'IsolationUnavailable') ? rootMessage(err) : Promise.reject(err)),
+    const checked = await checkIsolation({ key: `${runKey}/preflight`, ...req.sandbox }).then(
+      ({ isolation }) => ({ isolation }),
+      (err: unknown) => (isFailure(err, 'IsolationUnavailable') ? { refused: rootMessage(err) } : Promise.reject(err)),
     );
-    if (refused) return finish('failed', refused);
+    if ('refused' in checked) return finish('failed', checked.refused);
+    status.isolation = result.isolation = checked.isolation;
     const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
     status.baseSha = result.baseSha = baseSha;
     const settled = await settlePlan(req, { runKey, baseSha, status, heartbeatTimeoutMs, timeoutMs: minutes(req.limits.workerTimeoutMinutes) });

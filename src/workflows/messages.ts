@@ -7,7 +7,7 @@
  *   temporal workflow query  --workflow-id RUN --type status
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { GateDecision, GateName, IntegrationReport, PlanningReport, RunOutcome } from '../spec';
+import type { GateDecision, GateName, IntegrationReport, Isolation, PlanningReport, RunOutcome } from '../spec';
 
 export type RunPhase =
   | 'resolving'
@@ -63,6 +63,8 @@ export interface RunStatus {
   repo: string;
   targetRef: string;
   baseSha?: string;
+  /** How this run's sandboxes are isolated ('none' only when the worker was started with the opt-out). */
+  isolation?: Isolation;
   gate?: GateReview;
   workers: WorkerStatus[];
   integratedSha?: string;

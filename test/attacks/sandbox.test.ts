@@ -6,6 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { formatStatus } from '../../src/client';
+import { statusQuery } from '../../src/workflows/messages';
 import { workerWorkflowId } from '../../src/workflows/worker';
 import { TestEnv, makeRemote } from '../helpers';
 
@@ -70,6 +72,7 @@ describe('attacks on the local sandbox', () => {
     expect(Number((await remote.show('main', 'out/uid.txt'))?.trim())).toBeGreaterThanOrEqual(200_000);
     expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(corePattern);
     expect(end.result?.workers[0].isolation).toBe('bubblewrap');
+    expect(end.result?.isolation).toBe('bubblewrap');
     remote.cleanup();
   });
 
@@ -151,7 +154,11 @@ describe('a worker without working isolation', () => {
       const { end, remote } = await attack(optedOut, recording({}));
       expect(end.result?.outcome).toBe('pushed');
       expect(end.result?.workers[0].isolation).toBe('none');
-      expect(end.result?.message).toContain('WARNING: not isolated: attacker ran with isolation none');
+      expect(end.result?.isolation).toBe('none');
+      expect(end.result?.message).toMatch(/\(WARNING: the sandboxes were not isolated: isolation none\)$/);
+      const status = await optedOut.client.workflow.getHandle(end.workflowId).query(statusQuery);
+      expect(status.isolation).toBe('none');
+      expect(formatStatus(status, end.workflowId)).toContain('isolation: NONE: agents run unisolated on the worker');
       remote.cleanup();
     } finally {
       await optedOut.stop();
