@@ -5,7 +5,7 @@
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -262,6 +262,19 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     const tail = (f.details?.[0] as { tail: string }).tail;
     expect(Number(/size (\d+)/.exec(tail)?.[1])).toBeLessThanOrEqual(8 * 1024 * 1024);
     expect(tail).toMatch(/^tmpfs\s+8192\s/);
+  });
+
+  it('destroy also removes the cgroups a worker that died mid-command left behind', async () => {
+    const key = `confine-${uniq()}/cgroups`;
+    const sb = await env.provider.provision(key, { network: false });
+    const leftovers = ['memory', 'pids'].map((c) => path.join('/sys/fs/cgroup', c, 'flotilla', `${sb.id}-deadbeef`));
+    for (const dir of leftovers) mkdirSync(dir, { recursive: true });
+    // A command's own cgroups are gone once it has finished.
+    await run(sb, 'true');
+    expect(leftovers.map(existsSync)).toEqual([true, true]);
+    await env.provider.destroy(key);
+    expect(leftovers.map(existsSync)).toEqual([false, false]);
+    expect(readdirSync('/sys/fs/cgroup/memory/flotilla').filter((n) => n.startsWith(sb.id))).toEqual([]);
   });
 
   it("takes its limits from the defaults, the request, and the worker's caps", () => {

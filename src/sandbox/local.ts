@@ -230,6 +230,18 @@ class CommandCgroups {
     }
   }
 
+  /**
+   * Removes the sandbox's cgroups a worker that died mid-command left behind (empty once its
+   * processes died with it; rmdir refuses any that is not).
+   */
+  static async removeLeftovers(sandboxId: string): Promise<void> {
+    for (const controller of ['memory', 'pids']) {
+      const parent = path.join(CGROUP_ROOT, controller, 'flotilla');
+      const names = await readdir(parent).catch(() => []);
+      for (const name of names.filter((n) => n.startsWith(`${sandboxId}-`))) await rmdir(path.join(parent, name)).catch(() => undefined);
+    }
+  }
+
   /** The cgroup.procs files the command's first process joins before anything else runs. */
   procsFiles(): string[] {
     return [this.dirs.memory, this.dirs.pids].map((d) => path.join(d!, 'cgroup.procs'));
@@ -560,6 +572,7 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   async destroy(key: string): Promise<void> {
     await rm(this.dirFor(key), { recursive: true, force: true, maxRetries: 3 });
+    await CommandCgroups.removeLeftovers(path.basename(this.dirFor(key)));
   }
 }
 
