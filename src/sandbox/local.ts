@@ -93,7 +93,11 @@ export function probeBubblewrap(bwrap = defaultBwrap()): BubblewrapProbe {
   if (known) return known;
   const uid = String(parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS).first);
   const inner = [bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', 'true'];
-  const argv = asRoot() ? ['unshare', '--mount', '--propagation', 'private', 'setpriv', '--reuid', uid, '--regid', uid, '--clear-groups', '--no-new-privs', ...inner] : inner;
+  // As root, also what the prelude does: a bind mount in a mount namespace of its own (a
+  // container without CAP_SYS_ADMIN cannot), then handing bwrap down to a sandbox uid.
+  const asSandboxUid = ['setpriv', '--reuid', uid, '--regid', uid, '--clear-groups', '--no-new-privs', ...inner];
+  const prelude = 'PATH=/usr/sbin:/usr/bin:/sbin:/bin mount --bind /usr /usr && exec "$@"';
+  const argv = asRoot() ? ['unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', prelude, 'flotilla-probe', ...asSandboxUid] : inner;
   const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', timeout: 10_000 });
   let probe: BubblewrapProbe;
   if (r.error) probe = { isolation: 'none', reason: `cannot start ${argv[0]}: ${r.error.message}` };
