@@ -58,7 +58,7 @@ export function rootMessage(err: unknown): string {
   let e: unknown = err;
   let message = String(err);
   while (e instanceof Error) {
-    message = e.message;
+    if (e.message) message = e.message;
     e = (e as { cause?: unknown }).cause;
   }
   return message;

@@ -346,11 +346,6 @@ class E2BSandbox implements Sandbox {
 
 export class E2BSandboxProvider implements SandboxProvider {
   readonly name = 'e2b';
-
-  /** A microVM per sandbox, whatever this host has. */
-  checkIsolation(): Isolation {
-    return 'e2b';
-  }
   private readonly api: E2BApi;
   private readonly template: string;
   private readonly idleTimeoutMs: number;
@@ -395,6 +390,11 @@ export class E2BSandboxProvider implements SandboxProvider {
       if (err instanceof SandboxNotFoundError) return undefined;
       throw failure(`connecting to E2B sandbox ${sandboxId}`, err);
     }
+  }
+
+  /** A microVM per sandbox, whatever this host has. */
+  checkIsolation(): Isolation {
+    return 'e2b';
   }
 
   async provision(key: string, options: SandboxOptions): Promise<Sandbox> {

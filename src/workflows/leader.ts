@@ -16,9 +16,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { isFailure, rootMessage } from '../failures';
 import {
   type GateDecision,
   type GateName,
+  type Isolation,
   type LeaderRequest,
   type LeaderRequestInput,
   type RunOutcome,
@@ -39,7 +41,6 @@ import {
   statusQuery,
   workerProgressSignal,
 } from './messages';
-import { isFailure, rootMessage } from '../failures';
 import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
@@ -191,9 +192,11 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
 
   try {
     // Refuse before anything starts when this worker would run the sandboxes unisolated without being told to.
-    const checked = await checkIsolation({ key: `${runKey}/preflight`, ...req.sandbox }).then(
-      ({ isolation }) => ({ isolation }),
-      (err: unknown) => (isFailure(err, 'IsolationUnavailable') ? { refused: rootMessage(err) } : Promise.reject(err)),
+    const checked: { isolation: Isolation } | { refused: string } = await checkIsolation({ key: `${runKey}/preflight`, ...req.sandbox }).catch(
+      (err: unknown) => {
+        if (isFailure(err, 'IsolationUnavailable')) return { refused: rootMessage(err) };
+        throw err;
+      },
     );
     if ('refused' in checked) return finish('failed', checked.refused);
     status.isolation = result.isolation = checked.isolation;
