@@ -264,6 +264,21 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     expect(tail).toMatch(/^tmpfs\s+8192\s/);
   });
 
+  it('stops a command that fills the disk while it runs, without waiting for it to end', async () => {
+    const sb = await env.provider.provision(`confine-${uniq()}/disk-watch`, { network: false, limits: { workspaceMiB: 8 } });
+    const m = `sleep 60.${randomBytes(3).readUIntBE(0, 3)}`;
+    const started = Date.now();
+    // Each file stays under the per-file limit; only their sum is over it.
+    const failure = await sb
+      .exec(`for i in 1 2 3; do head -c 6M /dev/zero > part$i; done; ${m}`, { timeoutMs: 50_000 })
+      .then(() => undefined, (e: unknown) => e);
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect([(failure as ApplicationFailure).type, (failure as ApplicationFailure).message]).toEqual(['ResourceLimit', 'workspace holds 18 MiB; the limit is 8 MiB']);
+    // Within a couple of disk checks (every 5 s), not at the deadline.
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(spawnSync('pgrep', ['-f', m]).status).toBe(1);
+  });
+
   it('destroy also removes the cgroups a worker that died mid-command left behind', async () => {
     const key = `confine-${uniq()}/cgroups`;
     const sb = await env.provider.provision(key, { network: false });

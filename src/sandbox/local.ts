@@ -30,6 +30,8 @@ const MIB = 1024 * 1024;
 /** Where an exec's own mount namespace puts the sandbox's directories for bwrap to pick up. */
 const STAGE = '/run/flotilla-sandbox';
 const CGROUP_ROOT = '/sys/fs/cgroup';
+/** How often the disk is counted while a command runs, so a long one cannot fill it until it ends. */
+const DISK_CHECK_MS = 5_000;
 /** Exit status of a process killed by SIGXFSZ: it wrote past the file size limit. */
 const EXIT_FILE_TOO_LARGE = 128 + osConstants.signals.SIGXFSZ;
 
@@ -383,13 +385,38 @@ class LocalSandbox implements Sandbox {
     if (this.uid !== undefined) await ensureStage();
     const cgroups = await CommandCgroups.create(`${this.id}-${randomBytes(4).toString('hex')}`, this.limits);
     let tmpReport = '';
+    // Stopped by the caller's signal, or by the disk watch below.
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    if (options.signal?.aborted) stop.abort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    let diskFull: string | undefined;
+    let counting = false;
+    const diskWatch = setInterval(() => {
+      if (counting) return;
+      counting = true;
+      void this.diskOverLimit()
+        .then((reason) => {
+          diskFull ??= reason;
+          if (diskFull) stop.abort();
+        })
+        .finally(() => (counting = false));
+    }, DISK_CHECK_MS);
     try {
       const argv = this.sandboxArgv(command, cwd, options, cgroups);
-      const result = await runProcessGroup(argv, '/', { ...options, env }, (text) => (tmpReport += text));
-      const reason = (await cgroups?.hit(this.limits)) ?? this.tmpFull(tmpReport) ?? (await this.diskOverLimit(result));
+      const result = await runProcessGroup(argv, '/', { ...options, env, signal: stop.signal }, (text) => (tmpReport += text));
+      clearInterval(diskWatch);
+      const reason =
+        diskFull ??
+        (await cgroups?.hit(this.limits)) ??
+        this.tmpFull(tmpReport) ??
+        (result.exitCode === EXIT_FILE_TOO_LARGE ? `a command in the sandbox wrote a file past the size limit (${this.limits.workspaceMiB} MiB)` : undefined) ??
+        (await this.diskOverLimit());
       if (reason) throw permanent('ResourceLimit', reason, { exitCode: result.exitCode, tail: result.output.slice(-2000) });
       return result;
     } finally {
+      clearInterval(diskWatch);
+      options.signal?.removeEventListener('abort', onAbort);
       await cgroups?.remove();
     }
   }
@@ -440,10 +467,9 @@ class LocalSandbox implements Sandbox {
     return available < Math.max(64, size / 100) ? `the sandbox's /tmp is full (limit ${this.limits.tmpMiB} MiB)` : undefined;
   }
 
-  /** Checked after every command: the workspace lives on the host's disk. */
-  private async diskOverLimit(result: ExecResult): Promise<string | undefined> {
+  /** Counted while a command runs and after it: the workspace lives on the host's disk. */
+  private async diskOverLimit(): Promise<string | undefined> {
     const l = this.limits;
-    if (result.exitCode === EXIT_FILE_TOO_LARGE) return `a command in the sandbox wrote a file past the size limit (${l.workspaceMiB} MiB)`;
     const stopAt = l.workspaceFiles * 10;
     const used = await measure([path.join(this.root, 'workspace'), path.join(this.root, 'scratch')], stopAt);
     if (used.files > l.workspaceFiles) {
