@@ -309,6 +309,36 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
   });
 });
 
+describe.runIf(bwrapWorks && process.getuid?.() === 0)('local sandbox: a worker that is not root', () => {
+  it('still confines commands in a user namespace, with the same mounts and limits', async () => {
+    // The worker itself runs as nobody: no uid to hand out, no cgroups, rlimits instead.
+    const base = mkdtempSync(path.join(os.tmpdir(), 'flotilla-nonroot-'));
+    chownSync(base, 65534, 65534);
+    const script = `
+      const { LocalSandboxProvider } = require(${JSON.stringify(LOCAL_TS)});
+      (async () => {
+        const sb = await new LocalSandboxProvider(${JSON.stringify(path.join(base, 'sandboxes'))}).provision('k', { network: false, limits: { tmpMiB: 8 } });
+        const r = await sb.exec('id -u; echo x 2>/dev/null > /proc/sys/kernel/core_pattern || echo refused; echo ok > f && cat f', { timeoutMs: 10000 });
+        const full = await sb.exec('head -c 64M /dev/zero > /tmp/fill', { timeoutMs: 10000 }).then(() => 'no failure', (e) => e.type + ': ' + e.message);
+        console.log(JSON.stringify({ isolation: sb.isolation, r, full }));
+      })().catch((e) => { console.error(e); process.exit(1); });
+    `;
+    try {
+      const stdout = await new Promise<string>((resolve, reject) => {
+        execFile('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', TSX, '-e', script], { env: { ...process.env, HOME: base }, timeout: 60_000 }, (err, out, errOut) =>
+          err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out),
+        );
+      });
+      const got = JSON.parse(stdout.trim().split('\n').pop()!);
+      expect(got.isolation).toBe('bubblewrap');
+      expect(got.r.output).toBe('65534\nrefused\nok\n');
+      expect(got.full).toBe("ResourceLimit: the sandbox's /tmp is full (limit 8 MiB)");
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('local sandbox: fails closed', () => {
   it('refuses to provision without a working bubblewrap, and runs unisolated only when told to', async () => {
     const { baseDir, cleanup } = await tempProvider();
