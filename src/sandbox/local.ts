@@ -385,37 +385,25 @@ class LocalSandbox implements Sandbox {
     if (this.uid !== undefined) await ensureStage();
     const cgroups = await CommandCgroups.create(`${this.id}-${randomBytes(4).toString('hex')}`, this.limits);
     let tmpReport = '';
-    // Stopped by the caller's signal, or by the disk watch below.
+    // The command stops at the caller's signal, or once the disk watch finds it over a limit.
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     if (options.signal?.aborted) stop.abort();
     options.signal?.addEventListener('abort', onAbort, { once: true });
     let diskFull: string | undefined;
-    let counting = false;
-    const diskWatch = setInterval(() => {
-      if (counting) return;
-      counting = true;
-      void this.diskOverLimit()
-        .then((reason) => {
-          diskFull ??= reason;
-          if (diskFull) stop.abort();
-        })
-        .finally(() => (counting = false));
-    }, DISK_CHECK_MS);
+    const unwatch = this.watchDisk((reason) => {
+      diskFull ??= reason;
+      stop.abort();
+    });
     try {
       const argv = this.sandboxArgv(command, cwd, options, cgroups);
       const result = await runProcessGroup(argv, '/', { ...options, env, signal: stop.signal }, (text) => (tmpReport += text));
-      clearInterval(diskWatch);
-      const reason =
-        diskFull ??
-        (await cgroups?.hit(this.limits)) ??
-        this.tmpFull(tmpReport) ??
-        (result.exitCode === EXIT_FILE_TOO_LARGE ? `a command in the sandbox wrote a file past the size limit (${this.limits.workspaceMiB} MiB)` : undefined) ??
-        (await this.diskOverLimit());
+      unwatch();
+      const reason = diskFull ?? (await cgroups?.hit(this.limits)) ?? this.tmpFull(tmpReport) ?? (await this.fileOrDiskOverLimit(result));
       if (reason) throw permanent('ResourceLimit', reason, { exitCode: result.exitCode, tail: result.output.slice(-2000) });
       return result;
     } finally {
-      clearInterval(diskWatch);
+      unwatch();
       options.signal?.removeEventListener('abort', onAbort);
       await cgroups?.remove();
     }
@@ -467,7 +455,25 @@ class LocalSandbox implements Sandbox {
     return available < Math.max(64, size / 100) ? `the sandbox's /tmp is full (limit ${this.limits.tmpMiB} MiB)` : undefined;
   }
 
-  /** Counted while a command runs and after it: the workspace lives on the host's disk. */
+  /** Counts the disk every few seconds while a command runs; calls `over` once it is past a limit. */
+  private watchDisk(over: (reason: string) => void): () => void {
+    let counting = false;
+    const timer = setInterval(() => {
+      if (counting) return;
+      counting = true;
+      void this.diskOverLimit()
+        .then((reason) => reason && over(reason))
+        .finally(() => (counting = false));
+    }, DISK_CHECK_MS);
+    return () => clearInterval(timer);
+  }
+
+  private async fileOrDiskOverLimit(result: ExecResult): Promise<string | undefined> {
+    if (result.exitCode === EXIT_FILE_TOO_LARGE) return `a command in the sandbox wrote a file past the size limit (${this.limits.workspaceMiB} MiB)`;
+    return this.diskOverLimit();
+  }
+
+  /** The workspace lives on the host's disk: counted while a command runs and after it. */
   private async diskOverLimit(): Promise<string | undefined> {
     const l = this.limits;
     const stopAt = l.workspaceFiles * 10;
