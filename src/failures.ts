@@ -54,3 +54,14 @@ export function isFailure(err: unknown, type: FailureType): boolean {
   }
   return false;
 }
+
+/** The innermost cause's message: what went wrong, rather than "Activity task failed" around it. */
+export function rootMessage(err: unknown): string {
+  let e: unknown = err;
+  let message = String(err);
+  while (e instanceof Error) {
+    if (e.message) message = e.message;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return message;
+}

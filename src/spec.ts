@@ -223,6 +223,25 @@ export type GateName = 'plan' | 'push';
 const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout: 'fail' as const };
 
 const ALLOW_HOST = /^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$/;
+/**
+ * Resource limits of one sandbox (enforced by the local provider). Each one left out takes the
+ * worker's default; each one given is capped at the worker's maximum.
+ */
+export const SandboxLimitsSpec = z
+  .object({
+    /** Size of the sandbox's private /tmp (a tmpfs, so host memory). Default 256. */
+    tmpMiB: z.number().int().positive().optional(),
+    /** Bytes in the workspace and scratch directories together, and the largest file. Default 4096. */
+    workspaceMiB: z.number().int().positive().optional(),
+    /** Files and directories in the workspace and scratch directories. Default 100,000. */
+    workspaceFiles: z.number().int().positive().optional(),
+    /** Processes (and threads) running at once. Default 1024. */
+    processes: z.number().int().positive().optional(),
+    /** Memory of all the sandbox's processes together. Default 4096. */
+    memoryMiB: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SandboxLimitsRequest = z.infer<typeof SandboxLimitsSpec>;
 
 export const SandboxSpec = z
   .object({
@@ -238,6 +257,7 @@ export const SandboxSpec = z
      * link-local address, whatever the name resolves to.
      */
     allowHosts: z.array(z.string().regex(ALLOW_HOST, 'must be a host name, host:port or *.domain')).max(100).optional(),
+    limits: SandboxLimitsSpec.optional(),
   })
   .strict();
 
@@ -493,6 +513,8 @@ export interface RunResult {
   baseSha: string;
   targetRef: string;
   workers: WorkerReport[];
+  /** How the run's sandboxes were isolated ('none' only when the worker was started with the opt-out). */
+  isolation?: Isolation;
   integratedSha?: string;
   pushedSha?: string;
   conflict?: ConflictReport;

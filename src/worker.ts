@@ -53,12 +53,17 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
   });
 }
 
-/** Says loudly, once, when agents will run without isolation. */
+/** Says loudly, once, when agents will run without isolation, or when local sandboxes will be refused. */
 export function warnIfUnisolated(log: (line: string) => void = console.error): void {
+  if (process.env.FLOTILLA_ISOLATION === 'none') {
+    log('WARNING: FLOTILLA_ISOLATION=none: local sandboxes are NOT isolated. Agents, and the code they write,');
+    log("         run as plain processes with this worker's user and access. Every report says isolation none.");
+    return;
+  }
   const probe = probeBubblewrap();
   if (probe.isolation === 'none') {
-    log('WARNING: sandboxes are NOT isolated: agents run as plain processes with your user\'s access.');
-    log(`         reason: ${probe.reason}. Install bubblewrap (apt-get install bubblewrap) to isolate them.`);
+    log(`WARNING: local sandboxes will be refused: ${probe.reason}.`);
+    log('         Install bubblewrap (apt-get install bubblewrap), or set FLOTILLA_ISOLATION=none to run agents unisolated.');
   }
 }
 

@@ -134,6 +134,8 @@ describe('crash safety', () => {
     );
 
     await waitFor('the agent to run', async () => ((await processesRunning(agentMarker)).length ? true : undefined));
+    // Only alpha is interrupted: beta, which has nothing to wait for, must be done before the kill.
+    await waitFor('beta to finish', async () => ((await handle.query(statusQuery)).workers.find((w) => w.id === 'beta')?.state === 'done' ? true : undefined));
     await kill9(worker);
     // The agent dies with its worker (bubblewrap --die-with-parent).
     await waitFor('the agent to die', async () => ((await processesMatching(agentMarker)).length === 0 ? true : undefined));

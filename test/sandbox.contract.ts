@@ -298,6 +298,17 @@ export function sandboxContract(
         expect(Buffer.from(await sb.readFile(text)).toString()).toBe('x');
       });
 
+      it('writes a read-only file whose exact contents commands can read, and can write it again', async () => {
+        const sb = await provision('read-only');
+        const file = `${sb.workspace}/oracle/check.txt`;
+        await sb.writeFile(file, 'first', { readOnly: true });
+        expect(await run(sb, `cat ${q(file)}`)).toMatchObject({ exitCode: 0, output: 'first' });
+        // A retried activity writes the same file again.
+        await sb.writeFile(file, 'second', { readOnly: true });
+        expect(Buffer.from(await sb.readFile(file)).toString()).toBe('second');
+        expect((await run(sb, `stat -c %a ${q(file)}`)).output.trim()).toBe('444');
+      });
+
       it('rejects reading a missing file', async () => {
         const sb = await provision('missing');
         await expect(sb.readFile(`${sb.workspace}/nope.txt`)).rejects.toThrow();

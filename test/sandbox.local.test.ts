@@ -5,14 +5,15 @@
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
-import { LocalSandboxProvider, probeBubblewrap } from '../src/sandbox/local';
+import { ApplicationFailure } from '@temporalio/common';
+import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, parseMaxLimits, probeBubblewrap } from '../src/sandbox/local';
 import type { Sandbox } from '../src/sandbox/types';
 import { sandboxContract } from './sandbox.contract';
 
@@ -35,23 +36,10 @@ const uniq = () => randomBytes(6).toString('hex');
 
 sandboxContract(`local (${bwrapWorks ? 'bubblewrap' : 'no isolation'})`, tempProvider);
 
-// probeBubblewrap() caches its answer per module instance, so a fresh instance of the module
-// loaded while FLOTILLA_ISOLATION=none is set gives the plain-process path the whole contract too.
+// The explicit opt-out gives the plain-process path the whole contract too.
 sandboxContract('local (FLOTILLA_ISOLATION=none)', async () => {
-  const saved = process.env.FLOTILLA_ISOLATION;
-  process.env.FLOTILLA_ISOLATION = 'none';
-  try {
-    vi.resetModules();
-    const fresh: typeof import('../src/sandbox/local') = await import('../src/sandbox/local');
-    // Probe now, while the variable is set; the answer sticks to this module instance.
-    const probe = fresh.probeBubblewrap();
-    if (probe.isolation !== 'none') throw new Error('could not get a provider without bubblewrap');
-    const { baseDir, cleanup } = await tempProvider();
-    return { provider: new fresh.LocalSandboxProvider(baseDir), cleanup };
-  } finally {
-    if (saved === undefined) delete process.env.FLOTILLA_ISOLATION;
-    else process.env.FLOTILLA_ISOLATION = saved;
-  }
+  const { baseDir, cleanup } = await tempProvider();
+  return { provider: new LocalSandboxProvider(baseDir, { noIsolation: true }), cleanup };
 });
 
 describe('local sandbox: host side', () => {
@@ -106,14 +94,14 @@ describe('local sandbox: host side', () => {
     expect(readFileSync(hostSecret, 'utf8')).toBe('host secret');
   });
 
-  it('runs as plain processes when FLOTILLA_ISOLATION=none is set, and says so', async () => {
-    // A separate process, because the probe's answer is cached for the life of a process.
+  it('runs as plain processes when the worker starts with FLOTILLA_ISOLATION=none, and says so', async () => {
+    // A separate process, started with the variable as an operator would.
     const script = `
-      const { LocalSandboxProvider, probeBubblewrap } = require(${JSON.stringify(LOCAL_TS)});
+      const { LocalSandboxProvider } = require(${JSON.stringify(LOCAL_TS)});
       (async () => {
         const sb = await new LocalSandboxProvider(${JSON.stringify(env.baseDir)}).provision('none-probe', { network: false });
         const r = await sb.exec('echo hi', { timeoutMs: 10000 });
-        console.log(JSON.stringify({ probe: probeBubblewrap(), isolation: sb.isolation, workspace: sb.workspace, r }));
+        console.log(JSON.stringify({ isolation: sb.isolation, workspace: sb.workspace, r }));
       })().catch((e) => { console.error(e); process.exit(1); });
     `;
     const stdout = await new Promise<string>((resolve, reject) => {
@@ -123,7 +111,6 @@ describe('local sandbox: host side', () => {
     });
     const got = JSON.parse(stdout.trim().split('\n').pop()!);
     expect(got.isolation).toBe('none');
-    expect(got.probe).toEqual({ isolation: 'none', reason: 'FLOTILLA_ISOLATION=none was set' });
     expect(got.r).toMatchObject({ exitCode: 0, output: 'hi\n', timedOut: false, aborted: false });
     // Without a mount namespace the workspace is simply the host directory.
     expect(got.workspace).toBe(path.join(env.provider.dirFor('none-probe'), 'workspace'));
@@ -226,6 +213,164 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     } finally {
       vi.unstubAllEnvs();
       server.close();
+    }
+  });
+
+  it('runs as an unprivileged host uid of its own, which owns the workspace and scratch but not the sandbox root', async () => {
+    const [a, b] = [await provision('uid-a'), await provision('uid-b')];
+    const ids = [];
+    for (const sb of [a, b]) {
+      const r = await run(sb, `id -u; stat -c %u ${q(sb.workspace)} ${q(sb.scratch)}; id -un`);
+      expect(r.exitCode).toBe(0);
+      const [uid, ws, scratch, name] = r.output.trim().split('\n');
+      expect(Number(uid)).toBeGreaterThanOrEqual(200_000);
+      expect([ws, scratch]).toEqual([uid, uid]);
+      // It has a name, so tools that look themselves up work.
+      expect(name).toBe('sandbox');
+      ids.push(uid);
+    }
+    expect(ids[0]).not.toBe(ids[1]);
+    // A sandbox's id is its directory's name.
+    const root = statSync(path.join(env.baseDir, a.id));
+    expect([root.uid, root.mode & 0o777]).toEqual([0, 0o700]);
+  });
+
+  it('gives a setuid-root binary no effect', async () => {
+    const sb = await provision('setuid');
+    const planted = path.join(env.baseDir, sb.id, 'workspace', 'id-suid');
+    copyFileSync('/usr/bin/id', planted);
+    chownSync(planted, 0, 0);
+    chmodSync(planted, 0o4755);
+    expect(statSync(planted).mode & 0o4000).toBe(0o4000);
+    const r = await run(sb, './id-suid -u; ./id-suid -ru; grep NoNewPrivs /proc/self/status');
+    const [euid, ruid, nnp] = r.output.trim().split('\n');
+    expect(euid).not.toBe('0');
+    expect(euid).toBe(ruid);
+    expect(nnp).toMatch(/NoNewPrivs:\s+1/);
+  });
+
+  it('writeFile makes files the sandbox can use, and read-only ones it cannot change', async () => {
+    const sb = await provision('ownership');
+    await sb.writeFile(`${sb.workspace}/new/dirs/file.txt`, 'mine');
+    await sb.writeFile(`${sb.workspace}/oracle/test.sh`, 'oracle', { readOnly: true });
+    const usable = await run(sb, 'echo more >> new/dirs/file.txt && touch new/dirs/another && cat new/dirs/file.txt');
+    expect(usable).toMatchObject({ exitCode: 0, output: 'minemore\n' });
+    const tamper = await run(sb, 'cat oracle/test.sh; echo x > oracle/test.sh; echo x >> oracle/test.sh; chmod u+w oracle/test.sh; rm -f oracle/test.sh; touch oracle/planted');
+    expect(tamper.output.startsWith('oracle')).toBe(true);
+    expect(await text(sb, `${sb.workspace}/oracle/test.sh`)).toBe('oracle');
+    await expect(sb.readFile(`${sb.workspace}/oracle/planted`)).rejects.toThrow();
+  });
+
+  it('bounds /tmp in memory: a command filling it gets no further than the limit, and fails saying so', async () => {
+    const sb = await env.provider.provision(`confine-${uniq()}/tmp-full`, { network: false, limits: { tmpMiB: 8 } });
+    const failure = await sb.exec('df -k /tmp | tail -1; head -c 64M /dev/zero > /tmp/fill; stat -c "size %s" /tmp/fill', { timeoutMs: 10_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    const f = failure as ApplicationFailure;
+    expect([f.type, f.nonRetryable, f.message]).toEqual(['ResourceLimit', true, "the sandbox's /tmp is full (limit 8 MiB)"]);
+    const tail = (f.details?.[0] as { tail: string }).tail;
+    expect(Number(/size (\d+)/.exec(tail)?.[1])).toBeLessThanOrEqual(8 * 1024 * 1024);
+    expect(tail).toMatch(/^tmpfs\s+8192\s/);
+  });
+
+  it('stops a command that fills the disk while it runs, without waiting for it to end', async () => {
+    const sb = await env.provider.provision(`confine-${uniq()}/disk-watch`, { network: false, limits: { workspaceMiB: 8 } });
+    const m = `sleep 60.${randomBytes(3).readUIntBE(0, 3)}`;
+    const started = Date.now();
+    // Each file stays under the per-file limit; only their sum is over it.
+    const failure = await sb
+      .exec(`for i in 1 2 3; do head -c 6M /dev/zero > part$i; done; ${m}`, { timeoutMs: 50_000 })
+      .then(() => undefined, (e: unknown) => e);
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect([(failure as ApplicationFailure).type, (failure as ApplicationFailure).message]).toEqual(['ResourceLimit', 'workspace holds 18 MiB; the limit is 8 MiB']);
+    // Within a couple of disk checks (every 5 s), not at the deadline.
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(spawnSync('pgrep', ['-f', m]).status).toBe(1);
+  });
+
+  it('destroy also removes the cgroups a worker that died mid-command left behind', async () => {
+    const key = `confine-${uniq()}/cgroups`;
+    const sb = await env.provider.provision(key, { network: false });
+    const leftovers = ['memory', 'pids'].map((c) => path.join('/sys/fs/cgroup', c, 'flotilla', `${sb.id}-deadbeef`));
+    for (const dir of leftovers) mkdirSync(dir, { recursive: true });
+    // A command's own cgroups are gone once it has finished.
+    await run(sb, 'true');
+    expect(leftovers.map(existsSync)).toEqual([true, true]);
+    await env.provider.destroy(key);
+    expect(leftovers.map(existsSync)).toEqual([false, false]);
+    expect(readdirSync('/sys/fs/cgroup/memory/flotilla').filter((n) => n.startsWith(sb.id))).toEqual([]);
+  });
+
+  it("takes its limits from the defaults, the request, and the worker's caps", () => {
+    const capped = new LocalSandboxProvider(env.baseDir, { maxLimits: { memoryMiB: 512 } });
+    expect(capped.limitsFor()).toEqual({ ...DEFAULT_LIMITS, memoryMiB: 512 });
+    expect(capped.limitsFor({ processes: 10, memoryMiB: 100_000, tmpMiB: MAX_LIMITS.tmpMiB * 2 })).toEqual({
+      ...DEFAULT_LIMITS,
+      processes: 10,
+      memoryMiB: 512,
+      tmpMiB: MAX_LIMITS.tmpMiB,
+    });
+    // How an operator sets the caps: FLOTILLA_SANDBOX_MAX_LIMITS.
+    expect(parseMaxLimits(' memoryMiB=8192, processes=512 ')).toEqual({ memoryMiB: 8192, processes: 512 });
+    expect(parseMaxLimits(undefined)).toEqual({});
+    expect(() => parseMaxLimits('memory=1')).toThrow('FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "memory"');
+    expect(() => parseMaxLimits('tmpMiB=0')).toThrow('FLOTILLA_SANDBOX_MAX_LIMITS: tmpMiB must be a positive whole number (got "0")');
+  });
+});
+
+describe.runIf(bwrapWorks && process.getuid?.() === 0)('local sandbox: a worker that is not root', () => {
+  it('still confines commands in a user namespace, with the same mounts and limits', async () => {
+    // The worker itself runs as nobody: no uid to hand out, no cgroups, rlimits instead.
+    const base = mkdtempSync(path.join(os.tmpdir(), 'flotilla-nonroot-'));
+    chownSync(base, 65534, 65534);
+    const script = `
+      const { LocalSandboxProvider } = require(${JSON.stringify(LOCAL_TS)});
+      (async () => {
+        const sb = await new LocalSandboxProvider(${JSON.stringify(path.join(base, 'sandboxes'))}).provision('k', { network: false, limits: { tmpMiB: 8 } });
+        const r = await sb.exec('id -u; echo x 2>/dev/null > /proc/sys/kernel/core_pattern || echo refused; echo ok > f && cat f', { timeoutMs: 10000 });
+        const full = await sb.exec('head -c 64M /dev/zero > /tmp/fill', { timeoutMs: 10000 }).then(() => 'no failure', (e) => e.type + ': ' + e.message);
+        console.log(JSON.stringify({ isolation: sb.isolation, r, full }));
+      })().catch((e) => { console.error(e); process.exit(1); });
+    `;
+    try {
+      const stdout = await new Promise<string>((resolve, reject) => {
+        execFile('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', TSX, '-e', script], { env: { ...process.env, HOME: base }, timeout: 60_000 }, (err, out, errOut) =>
+          err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out),
+        );
+      });
+      const got = JSON.parse(stdout.trim().split('\n').pop()!);
+      expect(got.isolation).toBe('bubblewrap');
+      expect(got.r.output).toBe('65534\nrefused\nok\n');
+      expect(got.full).toBe("ResourceLimit: the sandbox's /tmp is full (limit 8 MiB)");
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('local sandbox: fails closed', () => {
+  it('refuses to provision without a working bubblewrap, and runs unisolated only when told to', async () => {
+    const { baseDir, cleanup } = await tempProvider();
+    try {
+      const broken = new LocalSandboxProvider(baseDir, { bwrap: '/bin/false', noIsolation: false });
+      const refused = await broken.provision('refused', { network: false }).then(() => undefined, (e: unknown) => e);
+      expect(refused).toBeInstanceOf(ApplicationFailure);
+      expect((refused as ApplicationFailure).type).toBe('IsolationUnavailable');
+      expect((refused as ApplicationFailure).nonRetryable).toBe(true);
+      expect((refused as ApplicationFailure).message).toContain('bubblewrap (/bin/false) failed to start a sandbox');
+      expect(existsSync(broken.dirFor('refused'))).toBe(false);
+
+      const missing = new LocalSandboxProvider(baseDir, { bwrap: '/no/such/bwrap', noIsolation: false });
+      await expect(missing.provision('missing', { network: false })).rejects.toThrow(/refusing to run agents without isolation: .*\/no\/such\/bwrap/);
+
+      const optedOut = new LocalSandboxProvider(baseDir, { bwrap: '/bin/false', noIsolation: true });
+      const sb = await optedOut.provision('opted-out', { network: false });
+      expect(sb.isolation).toBe('none');
+      expect(await sb.exec('echo ran', { timeoutMs: 10_000 })).toMatchObject({ exitCode: 0, output: 'ran\n' });
+    } finally {
+      await cleanup();
     }
   });
 });

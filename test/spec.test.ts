@@ -46,6 +46,9 @@ describe('parseLeaderRequest', () => {
 
   it.each<[string, (r: any) => void, string]>([
     ['missing objective', (r) => delete r.objective, 'objective: is required'],
+    ['a negative sandbox limit', (r) => (r.sandbox = { limits: { memoryMiB: -1 } }), 'sandbox.limits.memoryMiB: '],
+    ['a fractional sandbox limit', (r) => (r.sandbox = { limits: { processes: 1.5 } }), 'sandbox.limits.processes: '],
+    ['an unknown sandbox limit', (r) => (r.sandbox = { limits: { diskMiB: 5 } }), 'sandbox.limits: unknown field(s) "diskMiB"'],
     ['empty sub-task list', (r) => (r.subTasks = []), 'subTasks: must list at least one sub-task'],
     ['duplicate ids', (r) => (r.subTasks[1].id = 'a'), 'subTasks[1].id: duplicate id "a" (also subTasks[0])'],
     ['a bad id', (r) => (r.subTasks[0].id = 'a/b'), 'subTasks[0].id: must be 1-63 letters'],

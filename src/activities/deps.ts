@@ -5,8 +5,9 @@ import { ArtifactStore } from '../artifacts';
 import { makePrivateDir } from '../config';
 import { StagingRepo } from '../gitstore';
 import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
-import { LocalSandboxProvider } from '../sandbox/local';
+import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
+import type { SandboxLimitsRequest } from '../spec';
 
 /** How a workflow names a sandbox: a stable key plus the options it was made with. */
 export interface SandboxRef {
@@ -17,6 +18,8 @@ export interface SandboxRef {
   allowHosts?: string[];
   /** The E2B template, for provider e2b. */
   template?: string;
+  /** Resource limits asked for by the request (the provider caps them). */
+  limits?: SandboxLimitsRequest;
 }
 
 export interface ActivityDeps {
@@ -30,12 +33,14 @@ export interface ActivityDeps {
 export interface DepsOptions {
   /** The E2B API to use instead of the real SDK (a test double). */
   e2bApi?: E2BApi;
+  /** How local sandboxes are made (the bubblewrap binary, the isolation opt-out, the worker's limit caps). */
+  local?: LocalProviderOptions;
 }
 
 export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
   makePrivateDir(dataDir);
   let staging: Promise<StagingRepo> | undefined;
-  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'));
+  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), options.local);
   const e2b = new Map<string, E2BSandboxProvider>();
   return {
     dataDir,
@@ -50,7 +55,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
   };
 }
 
-export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({ network: ref.network, allowHosts: ref.allowHosts });
+export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({ network: ref.network, allowHosts: ref.allowHosts, limits: ref.limits });
 
 /** The existing sandbox for `ref`; a missing one is a hard failure, since retrying cannot bring it back. */
 export async function openSandbox(deps: ActivityDeps, ref: SandboxRef): Promise<Sandbox> {

@@ -217,12 +217,8 @@ async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role
  * this is a tripwire; the hash check after the run is the guarantee.
  */
 async function placeReadOnly(sb: Sandbox, files: OracleFile[]): Promise<void> {
-  for (const f of files) await sb.writeFile(`${sb.workspace}/${f.path}`, f.content);
-  await script(
-    sb,
-    files.map((f) => `chmod ${f.executable ? '0555' : '0444'} -- ${sh(f.path)}`).join('\n'),
-    'making the hidden tests read-only',
-  );
+  // Owned by the host's user, not the sandbox's: test code cannot chmod them back and rewrite them.
+  for (const f of files) await sb.writeFile(`${sb.workspace}/${f.path}`, f.content, { readOnly: true, executable: f.executable });
 }
 
 /** How many hidden test files are no longer exactly what was placed (changed, replaced or gone). */

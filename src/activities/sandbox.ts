@@ -15,6 +15,11 @@ export function sandboxActivities(deps: ActivityDeps) {
       return { isolation: sb.isolation };
     },
 
+    /** Before a run starts: how its sandboxes would be isolated, or IsolationUnavailable when they would not be. */
+    async checkIsolation(ref: SandboxRef): Promise<{ isolation: Isolation }> {
+      return { isolation: deps.provider(ref).checkIsolation() };
+    },
+
     async destroySandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).destroy(ref.key);
     },

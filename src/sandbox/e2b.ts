@@ -338,12 +338,18 @@ class E2BSandbox implements Sandbox {
     throw new Error(`path ${p} is outside the sandbox's workspace and scratch directories`);
   }
 
-  async writeFile(p: string, data: Uint8Array | string): Promise<void> {
+  async writeFile(p: string, data: Uint8Array | string, options: { readOnly?: boolean; executable?: boolean } = {}): Promise<void> {
     const file = this.inside(p);
     const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
     const sandbox = await this.use();
     // A copy, so the SDK gets exactly these bytes even when `data` is a view into a larger buffer.
     await call(`writing ${file} in E2B sandbox ${this.id}`, () => sandbox.files.write(file, bytes.slice().buffer));
+    // As good as E2B allows: the file is owned by the sandbox's user, which could chmod it back.
+    if (options.readOnly || options.executable) {
+      const mode = (options.readOnly ? 0o444 : 0o644) | (options.executable ? 0o111 : 0);
+      const r = await this.exec(`chmod ${mode.toString(8)} '${file.replace(/'/g, `'\\''`)}'`, { timeoutMs: 30_000 });
+      if (r.exitCode !== 0) throw new Error(`making ${file} read-only in E2B sandbox ${this.id} failed: ${r.output.trim()}`);
+    }
   }
 
   async readFile(p: string): Promise<Uint8Array> {
@@ -399,6 +405,11 @@ export class E2BSandboxProvider implements SandboxProvider {
       if (err instanceof SandboxNotFoundError) return undefined;
       throw failure(`connecting to E2B sandbox ${sandboxId}`, err);
     }
+  }
+
+  /** A microVM per sandbox, whatever this host has. */
+  checkIsolation(): Isolation {
+    return 'e2b';
   }
 
   async provision(key: string, options: SandboxOptions): Promise<Sandbox> {

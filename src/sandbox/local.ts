@@ -1,18 +1,25 @@
 /**
- * Local sandboxes: one directory per sandbox under the data directory. Commands run under
- * bubblewrap when it works here (read-only system, writable workspace, private /tmp, own pid
- * and network namespaces — the network only through the allowlisting proxy of egress.ts, when
- * asked —, dies with its parent). Without it they run as plain processes, and every report says so.
+ * Local sandboxes: one directory per sandbox under the data directory, whose commands run under
+ * bubblewrap as an unprivileged host uid of their own (read-only system, writable workspace, a
+ * bounded private /tmp, own pid and network namespaces (the network only through the allowlisting proxy of egress.ts,
+ * when asked), no /sys, read-only /proc/sys,
+ * dies with its parent), inside memory and process cgroups, with limits on disk bytes and files.
+ *
+ * Isolation fails closed: without a working bubblewrap, provisioning refuses (IsolationUnavailable)
+ * unless the worker was started with FLOTILLA_ISOLATION=none, in which case commands run as plain
+ * processes and every report says so.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { lstat, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, open, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
-import type { Isolation } from '../spec';
-import { sandboxRules, withSandboxNet } from './egress';
+import { permanent } from '../failures';
+import type { Isolation, SandboxLimitsRequest } from '../spec';
+import { type SandboxNet, sandboxRules, withSandboxNet } from './egress';
 import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from './types';
 
 /** Output kept in ExecResult.output; more is only streamed through onOutput. */
@@ -21,6 +28,32 @@ const INSIDE_WORKSPACE = '/workspace';
 const INSIDE_SCRATCH = '/scratch';
 /** Host directories mounted read-only so tools work inside the sandbox. */
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'];
+const MIB = 1024 * 1024;
+/** Where an exec's own mount namespace puts the sandbox's directories for bwrap to pick up. */
+const STAGE = '/run/flotilla-sandbox';
+const CGROUP_ROOT = '/sys/fs/cgroup';
+/** How often the disk is counted while a command runs, so a long one cannot fill it until it ends. */
+const DISK_CHECK_MS = 5_000;
+/** Exit status of a process killed by SIGXFSZ: it wrote past the file size limit. */
+const EXIT_FILE_TOO_LARGE = 128 + osConstants.signals.SIGXFSZ;
+
+export type SandboxLimits = Required<SandboxLimitsRequest>;
+
+/** What a sandbox gets when the request does not say. */
+export const DEFAULT_LIMITS: SandboxLimits = { tmpMiB: 256, workspaceMiB: 4096, workspaceFiles: 100_000, processes: 1024, memoryMiB: 4096 };
+/** The most a request may ask for, unless the worker is configured otherwise. */
+export const MAX_LIMITS: SandboxLimits = { tmpMiB: 4096, workspaceMiB: 65_536, workspaceFiles: 2_000_000, processes: 8192, memoryMiB: 32_768 };
+
+export interface LocalProviderOptions {
+  /** The bubblewrap binary. Default: $FLOTILLA_BWRAP, else "bwrap" on the PATH. */
+  bwrap?: string;
+  /** true runs commands as plain processes, unisolated: the explicit opt-out. Default: FLOTILLA_ISOLATION=none. */
+  noIsolation?: boolean;
+  /** The worker's maximum for each limit. Default: $FLOTILLA_SANDBOX_MAX_LIMITS, else MAX_LIMITS. */
+  maxLimits?: Partial<SandboxLimits>;
+  /** Host uids handed out to sandboxes, one per sandbox key. Default: $FLOTILLA_SANDBOX_UIDS ("200000-265535"). */
+  uids?: { first: number; count: number };
+}
 
 export interface BubblewrapProbe {
   isolation: Isolation;
@@ -28,23 +61,58 @@ export interface BubblewrapProbe {
   reason?: string;
 }
 
-let probed: BubblewrapProbe | undefined;
+/** Commands run as root before the sandbox starts, so its uid can reach directories root keeps private. */
+const asRoot = () => process.getuid?.() === 0;
 
-/** Checks once per process whether bubblewrap can actually start a sandbox here. */
-export function probeBubblewrap(): BubblewrapProbe {
-  if (probed) return probed;
-  if (process.env.FLOTILLA_ISOLATION === 'none') {
-    probed = { isolation: 'none', reason: 'FLOTILLA_ISOLATION=none was set' };
-    return probed;
+function parseUidRange(text: string | undefined): { first: number; count: number } {
+  const m = /^(\d+)-(\d+)$/.exec(text ?? '200000-265535');
+  const [first, last] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
+  if (!(first >= 1000 && last >= first && last < 2 ** 32 - 1)) {
+    throw new Error(`FLOTILLA_SANDBOX_UIDS must be "first-last" with 1000 <= first <= last (got "${text}")`);
   }
-  const r = spawnSync('bwrap', ['--ro-bind', '/', '/', '--unshare-pid', '--die-with-parent', 'true'], {
-    encoding: 'utf8',
-    timeout: 10_000,
-  });
-  if (r.error) probed = { isolation: 'none', reason: `bubblewrap (bwrap) not found: ${r.error.message}` };
-  else if (r.status !== 0) probed = { isolation: 'none', reason: `bubblewrap failed to start: ${r.stderr.trim()}` };
-  else probed = { isolation: 'bubblewrap' };
-  return probed;
+  return { first, count: last - first + 1 };
+}
+
+/** The worker's caps from "memoryMiB=8192,processes=512" (FLOTILLA_SANDBOX_MAX_LIMITS). */
+export function parseMaxLimits(text: string | undefined): Partial<SandboxLimits> {
+  const caps: Partial<SandboxLimits> = {};
+  for (const item of (text ?? '').split(',').filter((x) => x.trim())) {
+    const [name, value] = item.split('=').map((x) => x.trim());
+    if (!(name in MAX_LIMITS)) throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "${name}" (known: ${Object.keys(MAX_LIMITS).join(', ')})`);
+    if (!/^[1-9]\d*$/.test(value ?? '')) throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: ${name} must be a positive whole number (got "${value ?? ''}")`);
+    caps[name as keyof SandboxLimits] = Number(value);
+  }
+  return caps;
+}
+
+const probes = new Map<string, BubblewrapProbe>();
+
+/**
+ * Checks once per process and binary whether bubblewrap can start a sandbox here the way exec
+ * does: as an unprivileged uid in its own user namespace (root hands it down with setpriv).
+ * Whether to run without it is not its question: that is the worker's explicit opt-out.
+ */
+export function probeBubblewrap(bwrap = defaultBwrap()): BubblewrapProbe {
+  const known = probes.get(bwrap);
+  if (known) return known;
+  const uid = String(parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS).first);
+  const inner = [bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', 'true'];
+  // As root, also what the prelude does: a bind mount in a mount namespace of its own (a
+  // container without CAP_SYS_ADMIN cannot), then handing bwrap down to a sandbox uid.
+  const asSandboxUid = ['setpriv', '--reuid', uid, '--regid', uid, '--clear-groups', '--no-new-privs', ...inner];
+  const prelude = 'PATH=/usr/sbin:/usr/bin:/sbin:/bin mount --bind /usr /usr && exec "$@"';
+  const argv = asRoot() ? ['unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', prelude, 'flotilla-probe', ...asSandboxUid] : inner;
+  const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', timeout: 10_000 });
+  let probe: BubblewrapProbe;
+  if (r.error) probe = { isolation: 'none', reason: `cannot start ${argv[0]}: ${r.error.message}` };
+  else if (r.status !== 0) probe = { isolation: 'none', reason: `bubblewrap (${bwrap}) failed to start a sandbox: ${(r.stderr || `exit ${r.status}`).trim()}` };
+  else probe = { isolation: 'bubblewrap' };
+  probes.set(bwrap, probe);
+  return probe;
+}
+
+function defaultBwrap(): string {
+  return process.env.FLOTILLA_BWRAP || 'bwrap';
 }
 
 export function readOnlyDirs(): string[] {
@@ -75,7 +143,13 @@ export function killTree(pid: number | undefined): void {
  * Runs argv as its own process group and enforces the deadline and abort signal by killing
  * the whole group, so no grandchild outlives the command.
  */
-export function runProcessGroup(argv: string[], cwd: string, options: ExecOptions): Promise<ExecResult> {
+export function runProcessGroup(
+  argv: string[],
+  cwd: string,
+  options: ExecOptions,
+  /** When given, the command gets a pipe on fd 3 whose text goes here (bwrap's wrapper reports through it). */
+  onReport?: (text: string) => void,
+): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
     if (options.signal?.aborted) {
       resolve({ exitCode: -1, output: '', timedOut: false, aborted: true });
@@ -85,8 +159,9 @@ export function runProcessGroup(argv: string[], cwd: string, options: ExecOption
       cwd,
       env: options.env,
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: onReport ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
     });
+    if (onReport) child.stdio[3]!.on('data', (buf: Buffer) => onReport(buf.toString('utf8')));
     let output = '';
     let timedOut = false;
     let aborted = false;
@@ -98,8 +173,8 @@ export function runProcessGroup(argv: string[], cwd: string, options: ExecOption
     };
     // One decoder per stream, so a multi-byte character split across two reads is not mangled.
     const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')];
-    child.stdout.on('data', (buf: Buffer) => onText(decoders[0].write(buf)));
-    child.stderr.on('data', (buf: Buffer) => onText(decoders[1].write(buf)));
+    child.stdout!.on('data', (buf: Buffer) => onText(decoders[0].write(buf)));
+    child.stderr!.on('data', (buf: Buffer) => onText(decoders[1].write(buf)));
     const timer = setTimeout(() => {
       timedOut = true;
       killTree(child.pid);
@@ -134,6 +209,131 @@ export function runProcessGroup(argv: string[], cwd: string, options: ExecOption
   });
 }
 
+/** Memory and process cgroups (v1) for one command, when this host lets us make them. */
+class CommandCgroups {
+  private constructor(private readonly dirs: { memory?: string; pids?: string }) {}
+
+  /** Undefined when cgroups are not writable here; rlimits then stand in where they can. */
+  static async create(name: string, limits: SandboxLimits): Promise<CommandCgroups | undefined> {
+    if (!asRoot()) return undefined;
+    const memory = path.join(CGROUP_ROOT, 'memory/flotilla', name);
+    const pids = path.join(CGROUP_ROOT, 'pids/flotilla', name);
+    try {
+      await mkdir(memory, { recursive: true });
+      await mkdir(pids, { recursive: true });
+      const bytes = String(limits.memoryMiB * MIB);
+      await writeFile(path.join(memory, 'memory.limit_in_bytes'), bytes);
+      // Swap counts too where the kernel accounts it, or a hog would just swap the host.
+      await writeFile(path.join(memory, 'memory.memsw.limit_in_bytes'), bytes).catch(() => undefined);
+      await writeFile(path.join(pids, 'pids.max'), String(limits.processes));
+      return new CommandCgroups({ memory, pids });
+    } catch {
+      await new CommandCgroups({ memory, pids }).remove();
+      return undefined;
+    }
+  }
+
+  /**
+   * Removes the sandbox's cgroups a worker that died mid-command left behind (empty once its
+   * processes died with it; rmdir refuses any that is not).
+   */
+  static async removeLeftovers(sandboxId: string): Promise<void> {
+    for (const controller of ['memory', 'pids']) {
+      const parent = path.join(CGROUP_ROOT, controller, 'flotilla');
+      const names = await readdir(parent).catch(() => []);
+      for (const name of names.filter((n) => n.startsWith(`${sandboxId}-`))) await rmdir(path.join(parent, name)).catch(() => undefined);
+    }
+  }
+
+  /** The cgroup.procs files the command's first process joins before anything else runs. */
+  procsFiles(): string[] {
+    return [this.dirs.memory, this.dirs.pids].map((d) => path.join(d!, 'cgroup.procs'));
+  }
+
+  /** What the kernel stopped, in words, when it did. */
+  async hit(limits: SandboxLimits): Promise<string | undefined> {
+    const read = (f: string) => readFile(f, 'utf8').catch(() => '');
+    const oomKills = /^oom_kill (\d+)$/m.exec(await read(path.join(this.dirs.memory!, 'memory.oom_control')));
+    if (oomKills && Number(oomKills[1]) > 0) return `the sandbox ran out of memory (limit ${limits.memoryMiB} MiB) and the kernel killed its process`;
+    const refusedForks = /^max (\d+)$/m.exec(await read(path.join(this.dirs.pids!, 'pids.events')));
+    if (refusedForks && Number(refusedForks[1]) > 0) return `the sandbox reached its process limit (${limits.processes} processes at once)`;
+    return undefined;
+  }
+
+  /** Removes the cgroups once the kernel has finished reaping the command's processes. */
+  async remove(): Promise<void> {
+    for (const dir of [this.dirs.memory, this.dirs.pids]) {
+      if (!dir) continue;
+      for (let attempt = 0; attempt < 40; attempt++) {
+        const err = await rmdir(dir).then(() => undefined, (e: NodeJS.ErrnoException) => e);
+        if (!err || err.code === 'ENOENT') break;
+        if (err.code !== 'EBUSY') break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  }
+}
+
+/**
+ * Runs as root in the command's own mount namespace, before the sandbox starts: joins the
+ * cgroups, then bind-mounts the sandbox's directories (under the worker's private data directory,
+ * which the sandbox uid cannot traverse) onto the stage, where bwrap, already unprivileged, finds
+ * them. bwrap's --bind-fd does not help here: it resolves the fd back to a path.
+ */
+const PRELUDE = `set -e
+procs=$1 workspace=$2 scratch=$3 passwd=$4 stage=$5
+shift 5
+for f in $procs; do echo $$ > "$f"; done
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount --bind "$workspace" "$stage/workspace"
+mount --bind "$scratch" "$stage/scratch"
+mount --bind "$passwd" "$stage/passwd"
+exec "$@"`;
+
+/**
+ * Runs the command inside the sandbox, then reports how full /tmp is on fd 3, which the command
+ * itself does not get. The tmpfs is gone once bwrap exits, so this is the only moment to look.
+ */
+const WRAPPER = '"$@" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
+
+/**
+ * The empty mount points of the stage, made on first use by each worker process (/run does not
+ * survive a reboot; the sandboxes do).
+ */
+let staged: Promise<void> | undefined;
+function ensureStage(): Promise<void> {
+  staged ??= (async () => {
+    await mkdir(path.join(STAGE, 'workspace'), { recursive: true, mode: 0o755 });
+    await mkdir(path.join(STAGE, 'scratch'), { recursive: true, mode: 0o755 });
+    await writeFile(path.join(STAGE, 'passwd'), '', { flag: 'a' });
+  })().catch((err) => {
+    staged = undefined;
+    throw err;
+  });
+  return staged;
+}
+
+/**
+ * Bytes and entries under the directories, not following symlinks. It stops counting entries at
+ * `stopAt`: a flood of millions should not hold the worker up for minutes to say so.
+ */
+async function measure(dirs: string[], stopAt: number): Promise<{ bytes: number; files: number }> {
+  const total = { bytes: 0, files: 0 };
+  const walk = async (at: string): Promise<void> => {
+    for (const e of await readdir(at, { withFileTypes: true }).catch(() => [])) {
+      if (total.files >= stopAt) return;
+      total.files++;
+      const full = path.join(at, e.name);
+      if (e.isDirectory()) await walk(full);
+      else if (e.isFile()) total.bytes += (await lstat(full).catch(() => undefined))?.size ?? 0;
+    }
+  };
+  for (const dir of dirs) await walk(dir);
+  return total;
+}
+
+const count = (n: number) => n.toLocaleString('en-US');
+
 class LocalSandbox implements Sandbox {
   readonly workspace: string;
   readonly scratch: string;
@@ -142,7 +342,13 @@ class LocalSandbox implements Sandbox {
     readonly id: string,
     private readonly root: string,
     readonly isolation: Isolation,
-    private readonly options: SandboxOptions,
+    private readonly network: boolean,
+    /** Hosts the request adds to the egress allowlist. */
+    private readonly allowHosts: string[] | undefined,
+    private readonly limits: SandboxLimits,
+    private readonly bwrap: string,
+    /** The host uid commands run as; undefined when the worker is not root and cannot hand one out. */
+    private readonly uid: number | undefined,
   ) {
     const isolated = isolation === 'bubblewrap';
     this.workspace = isolated ? INSIDE_WORKSPACE : path.join(root, 'workspace');
@@ -175,25 +381,110 @@ class LocalSandbox implements Sandbox {
     if (this.isolation === 'none') {
       return runProcessGroup(['bash', '-c', command], this.hostPath(cwd), { ...options, env });
     }
-    const argv = ['bwrap'];
+    if (this.uid !== undefined) await ensureStage();
+    const cgroups = await CommandCgroups.create(`${this.id}-${randomBytes(4).toString('hex')}`, this.limits);
+    let tmpReport = '';
+    // The command stops at the caller's signal, or once the disk watch finds it over a limit.
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    if (options.signal?.aborted) stop.abort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    let diskFull: string | undefined;
+    const unwatch = this.watchDisk((reason) => {
+      diskFull ??= reason;
+      stop.abort();
+    });
+    try {
+      // Its own network namespace always; with network on, the allowlisting proxy is its one way out.
+      const rules = this.network ? sandboxRules(this.allowHosts, options.egress) : undefined;
+      const result = await withSandboxNet(rules, options.onOutput, (net) =>
+        runProcessGroup(this.sandboxArgv(command, cwd, options, cgroups, net), '/', { ...options, env: { ...env, ...net.env }, signal: stop.signal }, (text) => (tmpReport += text)),
+      );
+      unwatch();
+      const reason = diskFull ?? (await cgroups?.hit(this.limits)) ?? this.tmpFull(tmpReport) ?? (await this.fileOrDiskOverLimit(result));
+      if (reason) throw permanent('ResourceLimit', reason, { exitCode: result.exitCode, tail: result.output.slice(-2000) });
+      return result;
+    } finally {
+      unwatch();
+      options.signal?.removeEventListener('abort', onAbort);
+      await cgroups?.remove();
+    }
+  }
+
+  /**
+   * unshare (root: a mount namespace for the prelude) → prelude (root: cgroups, staged mounts) →
+   * prlimit (file size; processes and memory without cgroups) → setpriv (the sandbox's uid, no
+   * new privileges) → bwrap (user namespace and the sandbox's view) → wrapper → the command.
+   */
+  private sandboxArgv(command: string, cwd: string, options: ExecOptions, cgroups: CommandCgroups | undefined, net: SandboxNet): string[] {
+    const l = this.limits;
+    // Without cgroups, rlimits stand in: processes per uid (each sandbox has its own) and
+    // address space per process. With them, the cgroups decide, and say so afterwards.
+    const rlimits = [`--fsize=${l.workspaceMiB * MIB}`];
+    if (!cgroups) rlimits.push(`--nproc=${l.processes}`, `--as=${l.memoryMiB * MIB}`);
+    const host = (name: string) => path.join(this.root, name);
+    const source = (name: 'workspace' | 'scratch') => (this.uid === undefined ? host(name) : path.join(STAGE, name));
+
+    const argv: string[] = [];
+    if (this.uid !== undefined) {
+      argv.push('unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', PRELUDE, 'flotilla-prelude');
+      argv.push(cgroups?.procsFiles().join(' ') ?? '', host('workspace'), host('scratch'), host('passwd'), STAGE);
+    }
+    argv.push('prlimit', ...rlimits, '--');
+    if (this.uid !== undefined) argv.push('setpriv', '--reuid', String(this.uid), '--regid', String(this.uid), '--clear-groups', '--no-new-privs', '--');
+    argv.push(this.bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL');
     // Mounts apply in order: the private /tmp first, so a tool directory that lives under the
-    // host's /tmp (a checkout there) is mounted on top of it rather than hidden by it.
-    argv.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+    // host's /tmp (a checkout there) is mounted on top of it rather than hidden by it. No /sys at
+    // all, and /proc/sys read-only on top of the uid that already cannot write it.
+    argv.push('--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys', '--dev', '/dev', '--size', String(l.tmpMiB * MIB), '--tmpfs', '/tmp');
     for (const dir of readOnlyDirs()) argv.push('--ro-bind', dir, dir);
+    if (this.uid !== undefined) argv.push('--ro-bind', path.join(STAGE, 'passwd'), '/etc/passwd');
     argv.push(
-      options.readOnlyWorkspace ? '--ro-bind' : '--bind', path.join(this.root, 'workspace'), INSIDE_WORKSPACE,
-      '--bind', path.join(this.root, 'scratch'), INSIDE_SCRATCH,
-      '--unshare-pid', '--unshare-ipc', '--unshare-uts',
-      '--die-with-parent',
-      // Run as root, bwrap otherwise keeps every capability, and root could remount the
-      // read-only system writable (or mount anything else) from inside.
-      '--cap-drop', 'ALL',
+      options.readOnlyWorkspace ? '--ro-bind' : '--bind', source('workspace'), INSIDE_WORKSPACE,
+      '--bind', source('scratch'), INSIDE_SCRATCH,
+      ...net.bwrapArgs,
       '--chdir', cwd,
+      '--', 'bash', '-c', WRAPPER, 'flotilla-sandbox', ...net.command(['bash', '-c', command]),
     );
-    const rules = this.options.network ? sandboxRules(this.options.allowHosts, options.egress) : undefined;
-    return withSandboxNet(rules, options.onOutput, (net) =>
-      runProcessGroup([...argv, ...net.bwrapArgs, '--', ...net.command(['bash', '-c', command])], this.root, { ...options, env: { ...env, ...net.env } }),
-    );
+    return argv;
+  }
+
+  /** The wrapper's `df -Pk /tmp` line, read as "full" when less than 1% (or 64 KiB) is left. */
+  private tmpFull(report: string): string | undefined {
+    const m = /\n\S+\s+(\d+)\s+(\d+)\s+(\d+)/.exec(report);
+    if (!m) return undefined;
+    const [size, available] = [Number(m[1]), Number(m[3])];
+    return available < Math.max(64, size / 100) ? `the sandbox's /tmp is full (limit ${this.limits.tmpMiB} MiB)` : undefined;
+  }
+
+  /** Counts the disk every few seconds while a command runs; calls `over` once it is past a limit. */
+  private watchDisk(over: (reason: string) => void): () => void {
+    let counting = false;
+    const timer = setInterval(() => {
+      if (counting) return;
+      counting = true;
+      void this.diskOverLimit()
+        .then((reason) => reason && over(reason))
+        .finally(() => (counting = false));
+    }, DISK_CHECK_MS);
+    return () => clearInterval(timer);
+  }
+
+  private async fileOrDiskOverLimit(result: ExecResult): Promise<string | undefined> {
+    if (result.exitCode === EXIT_FILE_TOO_LARGE) return `a command in the sandbox wrote a file past the size limit (${this.limits.workspaceMiB} MiB)`;
+    return this.diskOverLimit();
+  }
+
+  /** The workspace lives on the host's disk: counted while a command runs and after it. */
+  private async diskOverLimit(): Promise<string | undefined> {
+    const l = this.limits;
+    const stopAt = l.workspaceFiles * 10;
+    const used = await measure([path.join(this.root, 'workspace'), path.join(this.root, 'scratch')], stopAt);
+    if (used.files > l.workspaceFiles) {
+      return `workspace holds ${used.files >= stopAt ? 'at least ' : ''}${count(used.files)} files; the limit is ${count(l.workspaceFiles)}`;
+    }
+    if (used.bytes > l.workspaceMiB * MIB) return `workspace holds ${count(Math.ceil(used.bytes / MIB))} MiB; the limit is ${count(l.workspaceMiB)} MiB`;
+    return undefined;
   }
 
   /**
@@ -211,11 +502,24 @@ class LocalSandbox implements Sandbox {
     }
   }
 
-  async writeFile(inside: string, data: Uint8Array | string): Promise<void> {
+  async writeFile(inside: string, data: Uint8Array | string, options: { readOnly?: boolean; executable?: boolean } = {}): Promise<void> {
     const host = this.hostPath(inside);
     await this.checkNoSymlinks(host);
-    await mkdir(path.dirname(host), { recursive: true });
-    await writeFile(host, data);
+    // Who owns what we create: the sandbox's uid, or root for a file it must not change.
+    const owner = this.uid === undefined ? undefined : options.readOnly ? 0 : this.uid;
+    const created = await mkdir(path.dirname(host), { recursive: true });
+    if (created !== undefined && owner !== undefined) {
+      for (let dir = path.dirname(host); dir.length >= created.length; dir = path.dirname(dir)) await chown(dir, owner, owner);
+    }
+    // O_NOFOLLOW: a symlink planted since the check above is refused rather than followed.
+    const file = await open(host, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW, 0o644);
+    try {
+      await file.writeFile(data);
+      if (owner !== undefined) await file.chown(owner, owner);
+      await file.chmod((options.readOnly ? 0o444 : 0o644) | (options.executable ? 0o111 : 0));
+    } finally {
+      await file.close();
+    }
   }
 
   async readFile(inside: string): Promise<Uint8Array> {
@@ -227,8 +531,20 @@ class LocalSandbox implements Sandbox {
 
 export class LocalSandboxProvider implements SandboxProvider {
   readonly name = 'local';
+  private readonly bwrap: string;
+  private readonly noIsolation: boolean;
+  private readonly maxLimits: SandboxLimits;
+  private readonly uids: { first: number; count: number };
 
-  constructor(private readonly baseDir: string) {}
+  constructor(
+    private readonly baseDir: string,
+    options: LocalProviderOptions = {},
+  ) {
+    this.bwrap = options.bwrap ?? defaultBwrap();
+    this.noIsolation = options.noIsolation ?? process.env.FLOTILLA_ISOLATION === 'none';
+    this.maxLimits = { ...MAX_LIMITS, ...(options.maxLimits ?? parseMaxLimits(process.env.FLOTILLA_SANDBOX_MAX_LIMITS)) };
+    this.uids = options.uids ?? parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS);
+  }
 
   /** A readable, collision-free directory name for a key such as "run-1/worker/api". */
   dirFor(key: string): string {
@@ -237,16 +553,55 @@ export class LocalSandboxProvider implements SandboxProvider {
     return path.join(this.baseDir, `${readable}-${hash}`);
   }
 
+  /** The host uid of a key's sandbox: stable, so a worker that restarts finds its files owned right. */
+  uidFor(key: string): number | undefined {
+    if (!asRoot()) return undefined;
+    return this.uids.first + (createHash('sha256').update(key).digest().readUInt32BE(0) % this.uids.count);
+  }
+
+  /** The defaults, overridden by the request, each capped at the worker's maximum. */
+  limitsFor(requested: SandboxLimitsRequest = {}): SandboxLimits {
+    const limits = { ...DEFAULT_LIMITS };
+    for (const name of Object.keys(limits) as (keyof SandboxLimits)[]) {
+      limits[name] = Math.min(requested[name] ?? DEFAULT_LIMITS[name], this.maxLimits[name]);
+    }
+    return limits;
+  }
+
+  /** How this provider isolates, or a permanent failure saying why it will not run anything. */
+  checkIsolation(): Isolation {
+    if (this.noIsolation) return 'none';
+    const probe = probeBubblewrap(this.bwrap);
+    if (probe.isolation === 'bubblewrap') return 'bubblewrap';
+    throw permanent(
+      'IsolationUnavailable',
+      `refusing to run agents without isolation: ${probe.reason}. Install or fix bubblewrap, or start the worker with FLOTILLA_ISOLATION=none to run them unisolated`,
+    );
+  }
+
   private open(key: string, options: SandboxOptions): Sandbox {
     const root = this.dirFor(key);
-    return new LocalSandbox(path.basename(root), root, probeBubblewrap().isolation, options);
+    const isolation = this.checkIsolation();
+    const uid = isolation === 'bubblewrap' ? this.uidFor(key) : undefined;
+    return new LocalSandbox(path.basename(root), root, isolation, options.network, options.allowHosts, this.limitsFor(options.limits), this.bwrap, uid);
   }
 
   async provision(key: string, options: SandboxOptions): Promise<Sandbox> {
+    const sandbox = this.open(key, options);
     const root = this.dirFor(key);
+    const uid = sandbox.isolation === 'bubblewrap' ? this.uidFor(key) : undefined;
+    // Root's alone: no sandbox uid gets into another sandbox's directory, whatever the data directory's mode.
+    await mkdir(root, { recursive: true, mode: 0o700 });
+    await chmod(root, 0o700);
     await mkdir(path.join(root, 'workspace'), { recursive: true });
     await mkdir(path.join(root, 'scratch'), { recursive: true });
-    return this.open(key, options);
+    if (uid !== undefined) {
+      // The sandbox's own directories belong to its uid; the root holding them stays root's.
+      await chown(path.join(root, 'workspace'), uid, uid);
+      await chown(path.join(root, 'scratch'), uid, uid);
+      await writeFile(path.join(root, 'passwd'), await passwdWith(uid), { mode: 0o444 });
+    }
+    return sandbox;
   }
 
   async find(key: string, options: SandboxOptions): Promise<Sandbox | undefined> {
@@ -255,5 +610,12 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   async destroy(key: string): Promise<void> {
     await rm(this.dirFor(key), { recursive: true, force: true, maxRetries: 3 });
+    await CommandCgroups.removeLeftovers(path.basename(this.dirFor(key)));
   }
+}
+
+/** The host's passwd plus the sandbox's user, so tools that look themselves up (ssh, node's os.userInfo) work. */
+async function passwdWith(uid: number): Promise<string> {
+  const host = await readFile('/etc/passwd', 'utf8').catch(() => 'root:x:0:0:root:/root:/bin/sh\n');
+  return `${host.trimEnd()}\nsandbox:x:${uid}:${uid}:Flotilla sandbox:${INSIDE_SCRATCH}:/bin/bash\n`;
 }

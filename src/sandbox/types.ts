@@ -2,7 +2,7 @@
  * The one interface Flotilla uses to run anything an agent or a repository controls. Every
  * provider (local, E2B) passes the same contract suite in test/sandbox.contract.ts.
  */
-import type { Isolation } from '../spec';
+import type { Isolation, SandboxLimitsRequest } from '../spec';
 import type { EgressRules } from './egress';
 
 export interface ExecOptions {
@@ -41,9 +41,14 @@ export interface Sandbox {
   readonly workspace: string;
   /** A private scratch directory outside the workspace (prompts, bundles), inside the sandbox. */
   readonly scratch: string;
-  /** Runs `bash -c command`. */
+  /** Runs `bash -c command`. Throws a permanent ResourceLimit failure when it hit a sandbox limit. */
   exec(command: string, options: ExecOptions): Promise<ExecResult>;
-  writeFile(path: string, data: Uint8Array | string): Promise<void>;
+  /**
+   * Writes a file the sandbox's user can use. With `readOnly`, the sandbox can read it but not
+   * change its contents (local: owned by root, mode 0444; directories this call creates for it
+   * are root's too). It can still remove it from a directory it owns.
+   */
+  writeFile(path: string, data: Uint8Array | string, options?: { readOnly?: boolean; executable?: boolean }): Promise<void>;
   readFile(path: string): Promise<Uint8Array>;
 }
 
@@ -52,6 +57,11 @@ export interface SandboxOptions {
   network: boolean;
   /** Hosts the request adds to the allowlist; public addresses only. */
   allowHosts?: string[];
+  /**
+   * Resource limits asked for; the provider fills in its defaults and caps each at the worker's
+   * maximum. A command that hits one fails with a permanent ResourceLimit failure saying which.
+   */
+  limits?: SandboxLimitsRequest;
 }
 
 export interface SandboxProvider {
@@ -65,6 +75,11 @@ export interface SandboxProvider {
   find(key: string, options: SandboxOptions): Promise<Sandbox | undefined>;
   /** Destroys the sandbox and everything in it; destroying a missing sandbox is not an error. */
   destroy(key: string): Promise<void>;
+  /**
+   * How a new sandbox would be isolated here; throws a permanent IsolationUnavailable failure
+   * when the provider will not run one (so a run can refuse before anything starts).
+   */
+  checkIsolation(): Isolation;
   /** Stops paying for an idle sandbox while its worker is suspended, keeping its files. */
   pause?(key: string): Promise<void>;
   /** Brings a paused sandbox back. Using it resumes it too; this just does it eagerly. */

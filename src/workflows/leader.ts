@@ -22,9 +22,10 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { permanent } from '../failures';
+import { isFailure, permanent, rootMessage } from '../failures';
 import {
   type GateName,
+  type Isolation,
   type LeaderRequest,
   type LeaderRequestInput,
   type RunOutcome,
@@ -87,7 +88,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   });
   const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
   const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
+  const { checkIsolation, resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
 
   /** Waits at a gate; returns normally when it is passed, ends the run when it is not. */
   const passGate = async (name: GateName, review: Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>) => {
@@ -138,7 +139,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       report = {
         workerId: given.task.id,
         status: 'failed',
-        reason: err.cause?.message ?? err.message,
+        reason: rootMessage(err),
         commits: 0,
         filesChanged: 0,
         isolation: 'none',
@@ -164,6 +165,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [], refusals: [], refusedCount: 0 };
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
+    // Sandboxes that ran unisolated (the worker's FLOTILLA_ISOLATION=none) are said in the result itself.
+    if (result.isolation === 'none') message += ' (WARNING: the sandboxes were not isolated: isolation none)';
     Object.assign(result, { outcome, message, costUsd: spent(), refusals: status.refusals, refusedCount: status.refusedCount });
     Object.assign(status, { outcome, message, endedAt: Date.now(), phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
     if (status.phase === 'done') return result;
@@ -171,6 +174,15 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   };
 
   try {
+    // Refuse before anything starts when this worker would run the sandboxes unisolated without being told to.
+    const checked: { isolation: Isolation } | { refused: string } = await checkIsolation({ key: `${runKey}/preflight`, ...req.sandbox }).catch(
+      (err: unknown) => {
+        if (isFailure(err, 'IsolationUnavailable')) return { refused: rootMessage(err) };
+        throw err;
+      },
+    );
+    if ('refused' in checked) return finish('failed', checked.refused);
+    status.isolation = result.isolation = checked.isolation;
     const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
     status.baseSha = result.baseSha = baseSha;
     // Before any agent spends anything: hidden tests that cannot be fetched or used end the run here.

@@ -9,7 +9,7 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
-import { type GateDecision, type GateName, type IntegrationReport, type PlanningReport, type Refusal, type RunOutcome, MAX_CHARS, boundedText, describeIssues } from '../spec';
+import { type GateDecision, type GateName, type IntegrationReport, type Isolation, type PlanningReport, type Refusal, type RunOutcome, MAX_CHARS, boundedText, describeIssues } from '../spec';
 
 export type RunPhase =
   | 'resolving'
@@ -65,6 +65,8 @@ export interface RunStatus {
   repo: string;
   targetRef: string;
   baseSha?: string;
+  /** How this run's sandboxes are isolated ('none' only when the worker was started with the opt-out). */
+  isolation?: Isolation;
   gate?: GateReview;
   workers: WorkerStatus[];
   integratedSha?: string;
