@@ -508,8 +508,10 @@ class LocalSandbox implements Sandbox {
     // Who owns what we create: the sandbox's uid, or root for a file it must not change.
     const owner = this.uid === undefined ? undefined : options.readOnly ? 0 : this.uid;
     const created = await mkdir(path.dirname(host), { recursive: true });
-    if (created !== undefined && owner !== undefined) {
-      for (let dir = path.dirname(host); dir.length >= created.length; dir = path.dirname(dir)) await chown(dir, owner, owner);
+    // Directories are the sandbox's even for a read-only file: it may remove the file (and the
+    // next checkout must be able to), it just cannot change what the file says.
+    if (created !== undefined && this.uid !== undefined) {
+      for (let dir = path.dirname(host); dir.length >= created.length; dir = path.dirname(dir)) await chown(dir, this.uid, this.uid);
     }
     // O_NOFOLLOW: a symlink planted since the check above is refused rather than followed.
     const file = await open(host, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW, 0o644);

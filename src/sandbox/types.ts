@@ -45,8 +45,8 @@ export interface Sandbox {
   exec(command: string, options: ExecOptions): Promise<ExecResult>;
   /**
    * Writes a file the sandbox's user can use. With `readOnly`, the sandbox can read it but not
-   * change its contents (local: owned by root, mode 0444; directories this call creates for it
-   * are root's too). It can still remove it from a directory it owns.
+   * change its contents (local: owned by root, mode 0444). It can still remove it from the
+   * directory, which stays the sandbox's.
    */
   writeFile(path: string, data: Uint8Array | string, options?: { readOnly?: boolean; executable?: boolean }): Promise<void>;
   readFile(path: string): Promise<Uint8Array>;
