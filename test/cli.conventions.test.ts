@@ -142,7 +142,9 @@ describe('refusals and exit codes', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let printed = '';
+    // The worker logs to stderr (pino); stdout too, in case.
     worker.stdout!.on('data', (b) => (printed += b));
+    worker.stderr!.on('data', (b) => (printed += b));
     await waitFor('the worker to poll', async () => (printed.includes('polling task queue') ? true : undefined), 90_000);
     expect((await flotilla(['status', id])).code).toBe(0);
     await new Promise((resolve) => {

@@ -76,6 +76,8 @@ describe('FLOTILLA_REQUIRE_ISOLATION', () => {
     const bin = tempDir('fake-bwrap');
     writeFileSync(path.join(bin, 'bwrap'), '#!/bin/sh\necho "bwrap: No permissions to creating new namespace" >&2\nexit 1\n');
     chmodSync(path.join(bin, 'bwrap'), 0o755);
+    // Sandboxes start bwrap as their own uid, which must reach it.
+    chmodSync(bin, 0o755);
     const r = await worker({ PATH: `${bin}:${process.env.PATH}` });
     expect(r.code).not.toBe(0);
     expect(r.err).toContain('refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated');

@@ -160,7 +160,8 @@ echo "visible tests ok"`;
     const base = await repo.head();
     const swap = `for t in $(find . -name '*.check.sh' -not -path './.git/*' -not -path './alpha/*'); do
   chmod u+w "$t" "$(dirname "$t")"
-  case "$t" in *more*) rm -f "$t" ;; *) printf '#!/bin/bash\\necho "oracle ok"\\n' > "$t" ;; esac
+  # Read-only and the host's, so it cannot be rewritten in place: replaced instead.
+  case "$t" in *more*) rm -f "$t" ;; *) rm -f "$t"; printf '#!/bin/bash\\necho "oracle ok"\\n' > "$t"; chmod +x "$t" ;; esac
 done
 echo "visible tests ok"`;
     const end = await env.run(request(repo.url, swap, { oracle: { repo: hidden.url, ref: 'main' } }));

@@ -137,10 +137,10 @@ describe('a worker without working isolation', () => {
       expect(end.failureMessage).toMatch(
         /^refusing to run agents without isolation: bubblewrap \(\/bin\/false\) failed to start a sandbox: exit 1\. .*FLOTILLA_ISOLATION=none to run them unisolated$/,
       );
-      // Refused before anything started: no worker, no sandbox, one attempt at the check.
+      // Refused before anything started: no worker, no sandbox; the request's parse and the check, once each.
       expect(end.result?.workers).toEqual([]);
       expect(broken.sandboxesLeft()).toEqual([]);
-      expect(await activityAttempts(broken, end.workflowId)).toEqual([1]);
+      expect(await activityAttempts(broken, end.workflowId)).toEqual([1, 1]);
       expect(await remote.head()).toBe(base);
       remote.cleanup();
     } finally {
