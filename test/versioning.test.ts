@@ -3,6 +3,7 @@
  * Two real versioned workers on the suite's dev server, versions made current with the real
  * `temporal` CLI exactly as the README's rainbow deploy says.
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
@@ -15,7 +16,7 @@ import { createFlotillaWorker, defaultBuildId } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';
 import { approveSignal, statusQuery } from '../src/workflows/messages';
 import { makeRemote, tempDir, writeAgent } from './helpers';
-import { run, waitFor } from './processes';
+import { CLI, run, waitFor } from './processes';
 
 const address = () => inject('temporalAddress');
 const deploymentName = `flotilla-${randomUUID().slice(0, 8)}`;
@@ -157,5 +158,36 @@ describe('deployment settings', () => {
     expect(defaultBuildId(workflowBundle.code)).toMatch(/^0\.1\.0-[0-9a-f]{12}$/);
     expect(defaultBuildId(workflowBundle.code)).toBe(defaultBuildId(workflowBundle.code));
     expect(defaultBuildId(`${workflowBundle.code}\n// changed`)).not.toBe(defaultBuildId(workflowBundle.code));
+  });
+});
+
+describe('flotilla worker with FLOTILLA_DEPLOYMENT', () => {
+  it('polls as <deployment>:<package version>-<hash of its workflow code>, the same ID a bundle of the same sources gets', async () => {
+    const name = `flotilla-${randomUUID().slice(0, 8)}`;
+    let stderr = '';
+    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
+      env: { ...process.env, TEMPORAL_ADDRESS: address(), FLOTILLA_TASK_QUEUE: `cli-${randomUUID()}`, FLOTILLA_HOME: tempDir('cli'), FLOTILLA_DEPLOYMENT: name, FLOTILLA_BUILD_ID: '' },
+    });
+    worker.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
+    try {
+      const line = await waitFor('the worker to poll', async () => stderr.split('\n').find((l) => l.includes('polling task queue')), 120_000);
+      const buildId = defaultBuildId(workflowBundle.code);
+      expect(line).toContain(` as ${name}:${buildId} (runs pinned)`);
+      const version = await waitFor('the version to be registered', async () => {
+        const r = await run(temporalBinary(), ['worker', 'deployment', 'describe-version', '--address', address(), '--deployment-name', name, '--build-id', buildId]);
+        return r.code === 0 ? r.out : undefined;
+      });
+      expect(version).toContain(buildId);
+    } finally {
+      worker.kill('SIGTERM');
+      await exited;
+    }
+  });
+
+  it('refuses a bad deployment name before it connects, naming the variable (exit 2)', async () => {
+    const r = await run(CLI[0], [...CLI.slice(1), 'worker'], { TEMPORAL_ADDRESS: address(), FLOTILLA_DEPLOYMENT: 'prod.v2' });
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('FLOTILLA_DEPLOYMENT must be 1-100 letters, digits, "-" or "_" (starting with a letter or digit), not "prod.v2"');
   });
 });
