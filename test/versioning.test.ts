@@ -5,12 +5,13 @@
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
-import { deploymentSetting } from '../src/config';
+import { type DeploymentVersion, deploymentSetting } from '../src/config';
 import { temporalBinary } from '../src/temporal';
 import { createFlotillaWorker, defaultBuildId } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';
@@ -39,20 +40,21 @@ afterAll(async () => {
   await Promise.all(running.map((r) => r.done));
   await connection?.close();
   await client?.connection.close();
+  rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** A worker of this deployment as `buildId`, sharing one data directory as a deployment's workers do. */
-async function startWorker(buildId: string): Promise<void> {
-  const worker = await createFlotillaWorker({ connection, namespace: 'default', taskQueue, dataDir, workflowBundle, deployment: { deploymentName, buildId } });
+/** A worker of `deployment` (none: unversioned), sharing one data directory as a deployment's workers do. */
+async function startWorker(deployment: DeploymentVersion | undefined, queue = taskQueue): Promise<void> {
+  const worker = await createFlotillaWorker({ connection, namespace: 'default', taskQueue: queue, dataDir, workflowBundle, deployment });
   running.push({ worker, done: worker.run() });
 }
 
 /** The README's step: make a version current with the Temporal CLI, once its workers have polled. */
-async function setCurrent(buildId: string): Promise<void> {
+async function setCurrent(buildId: string, name = deploymentName): Promise<void> {
   await waitFor(`version ${buildId} to be set current`, async () => {
     const r = await run(temporalBinary(), [
       'worker', 'deployment', 'set-current-version', '--address', address(),
-      '--deployment-name', deploymentName, '--build-id', buildId, '--yes',
+      '--deployment-name', name, '--build-id', buildId, '--yes',
     ]);
     return r.code === 0 ? true : undefined;
   });
@@ -90,7 +92,7 @@ describe('worker deployment versioning', () => {
     const remote = await makeRemote({ 'README.md': 'hi\n' });
     // The first build as the worker names it by default; its successor by hand (FLOTILLA_BUILD_ID).
     const a = defaultBuildId(workflowBundle.code);
-    await startWorker(a);
+    await startWorker({ deploymentName, buildId: a });
     await setCurrent(a);
 
     const old = await client.workflow.start(leaderWorkflow, {
@@ -99,7 +101,7 @@ describe('worker deployment versioning', () => {
     await waitFor('the plan gate', async () => ((await old.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined));
 
     // Deploy: build "b" starts polling and becomes current while the old run waits at its gate.
-    await startWorker('b');
+    await startWorker({ deploymentName, buildId: 'b' });
     await setCurrent('b');
 
     // The operator's view from the README: which runs still hold the old version.
@@ -123,6 +125,26 @@ describe('worker deployment versioning', () => {
     expect(freshEnd.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'two/greeting.txt')).toBe('hello from two\n');
     expect(await buildsThatRan(fresh)).toEqual([`${deploymentName}:b`]);
+    remote.cleanup();
+  });
+
+  it('adopting versioning: a run an unversioned worker started moves to the first current version and is pinned there', async () => {
+    const queue = `adopt-${randomUUID()}`;
+    const name = `flotilla-${randomUUID().slice(0, 8)}`;
+    const remote = await makeRemote({ 'README.md': 'hi\n' });
+    await startWorker(undefined, queue);
+    const before = await client.workflow.start(leaderWorkflow, {
+      taskQueue: queue, workflowId: `run-${randomUUID()}`, args: [request(remote.url, 'three', { gates: { plan: { mode: 'manual' } } }) as never],
+    });
+    await waitFor('the plan gate', async () => ((await before.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined));
+
+    // The old, unversioned workers keep polling while the first versioned build takes over.
+    await startWorker({ deploymentName: name, buildId: 'first' }, queue);
+    await setCurrent('first', name);
+    await before.signal(approveSignal, { gate: 'plan', by: 'ana' });
+    expect((await awaitRun(before)).result?.outcome).toBe('pushed');
+    expect(await buildsThatRan(before)).toEqual([`${name}:first`, 'unversioned']);
+    expect((await before.describe()).raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion).toMatchObject({ deploymentName: name, buildId: 'first' });
     remote.cleanup();
   });
 });
@@ -164,9 +186,10 @@ describe('deployment settings', () => {
 describe('flotilla worker with FLOTILLA_DEPLOYMENT', () => {
   it('polls as <deployment>:<package version>-<hash of its workflow code>, the same ID a bundle of the same sources gets', async () => {
     const name = `flotilla-${randomUUID().slice(0, 8)}`;
+    const home = tempDir('cli');
     let stderr = '';
     const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: { ...process.env, TEMPORAL_ADDRESS: address(), FLOTILLA_TASK_QUEUE: `cli-${randomUUID()}`, FLOTILLA_HOME: tempDir('cli'), FLOTILLA_DEPLOYMENT: name, FLOTILLA_BUILD_ID: '' },
+      env: { ...process.env, TEMPORAL_ADDRESS: address(), FLOTILLA_TASK_QUEUE: `cli-${randomUUID()}`, FLOTILLA_HOME: home, FLOTILLA_DEPLOYMENT: name, FLOTILLA_BUILD_ID: '' },
     });
     worker.stderr.on('data', (d) => (stderr += d));
     const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
@@ -182,6 +205,7 @@ describe('flotilla worker with FLOTILLA_DEPLOYMENT', () => {
     } finally {
       worker.kill('SIGTERM');
       await exited;
+      rmSync(home, { recursive: true, force: true });
     }
   });
 
