@@ -7,11 +7,11 @@
  * Temporal client is loaded only by the commands that talk to Temporal, so `help`, `validate`,
  * `request`, `schema` and `init` answer at once.
  */
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { ConfigError, dataDir, taskQueue } from './config';
+import { ConfigError, dataDir, packageVersion, taskQueue } from './config';
 import type { AgentSpec, LeaderRequest } from './spec';
 import { type Painter, colourEnabled, inert, painter } from './terminal';
 import type { RunStatus } from './workflows/messages';
@@ -37,10 +37,6 @@ function json(value: unknown): void {
 
 function warn(text: string): void {
   process.stderr.write(`${paintErr('yellow', 'flotilla: warning:')} ${inert(text)}\n`);
-}
-
-function version(): string {
-  return (JSON.parse(readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 function who(by: string | undefined): string {
@@ -268,6 +264,7 @@ async function workerCommand(o: { verbose?: boolean; logFormat?: string }): Prom
   const { runWorkerProcess } = load.worker();
   const args = [...(o.verbose ? ['--verbose'] : []), ...(o.logFormat ? ['--log-format', o.logFormat] : [])];
   await runWorkerProcess(args).catch((err: Error) => {
+    if (err instanceof ConfigError) throw new UsageError(err.message);
     throw /no Temporal server|ECONNREFUSED|UNAVAILABLE/.test(err.message) ? new UnreachableError(err.message) : err;
   });
   return EXIT.ok;
@@ -299,6 +296,8 @@ Environment:
   FLOTILLA_TEMPORAL_PORT  port of the embedded dev server (default 7233; Web UI on port + 1000)
   FLOTILLA_TASK_QUEUE     task queue of runs and workers (default "flotilla"); both must agree
   FLOTILLA_HOME           data directory (default ~/.flotilla)
+  FLOTILLA_DEPLOYMENT     worker: poll as a version of this worker deployment, runs pinned to it
+  FLOTILLA_BUILD_ID       worker: that version's build ID (default: package version + workflow code hash)
   NO_COLOR                no colours, even on a terminal
 
 Exit codes:
@@ -319,7 +318,7 @@ function example(...lines: string[]): string {
 function buildProgram(run: (action: Promise<number>) => Promise<void>): Command {
   const program = new Command('flotilla')
     .description('Run a team of coding agents on one repository as a single durable job, on Temporal.')
-    .version(version(), '-v, --version', 'print the version')
+    .version(packageVersion(), '-v, --version', 'print the version')
     .helpOption('-h, --help', 'show help (also after any command)')
     .helpCommand('help [command]', 'show help for a command')
     .showHelpAfterError('(add --help for usage)')

@@ -1,5 +1,5 @@
 /** Where Flotilla keeps its state, and which Temporal it talks to; all from the environment. */
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -52,4 +52,43 @@ export function embeddedPort(): number {
     throw new ConfigError(`FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "${raw}"`);
   }
   return port;
+}
+
+/** Flotilla's own version, from its package.json (next to src/ and dist/ alike). */
+export function packageVersion(): string {
+  return (JSON.parse(readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** The worker deployment version a worker polls as: its runs stay on it until they end. */
+export interface DeploymentVersion {
+  deploymentName: string;
+  buildId: string;
+}
+
+// Temporal joins the two into "<deployment>:<build>" (in search attributes too; older servers
+// used a dot), so a name holds neither, a build ID no colon (dots: the package version), and
+// neither anything a shell command in the README would need to quote.
+const DEPLOYMENT_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/;
+const BUILD_ID = /^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$/;
+
+/**
+ * FLOTILLA_DEPLOYMENT (and optionally FLOTILLA_BUILD_ID): poll as that version of a worker
+ * deployment, every run pinned to the version that started it. Unset: an unversioned worker, which
+ * takes any task of its queue. A missing build ID is left to the worker, which names the workflow
+ * code it runs (see defaultBuildId).
+ */
+export function deploymentSetting(): { deploymentName: string; buildId?: string } | undefined {
+  const name = process.env.FLOTILLA_DEPLOYMENT || undefined;
+  const buildId = process.env.FLOTILLA_BUILD_ID || undefined;
+  if (!name) {
+    if (buildId) throw new ConfigError('FLOTILLA_BUILD_ID is set but FLOTILLA_DEPLOYMENT is not: a build ID names a version of a deployment; set both, or neither for an unversioned worker');
+    return undefined;
+  }
+  if (!DEPLOYMENT_NAME.test(name)) {
+    throw new ConfigError(`FLOTILLA_DEPLOYMENT must be 1-100 letters, digits, "-" or "_" (starting with a letter or digit), not "${name}"`);
+  }
+  if (buildId !== undefined && !BUILD_ID.test(buildId)) {
+    throw new ConfigError(`FLOTILLA_BUILD_ID must be 1-100 letters, digits, ".", "-", "_" or "+" (starting with a letter or digit), not "${buildId}"`);
+  }
+  return { deploymentName: name, buildId };
 }

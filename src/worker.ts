@@ -4,13 +4,17 @@
  * processes of one deployment share that directory (one host, or a shared volume).
  *
  *   flotilla worker [--verbose] [--log-format text|json]     (in a checkout: npm run worker)
+ *
+ * With FLOTILLA_DEPLOYMENT set it polls as one version of that worker deployment and every run it
+ * starts stays pinned to that version: a deploy never moves a run in flight onto new workflow code.
  */
-import { existsSync, realpathSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { type NativeConnection, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, defaultDeps } from './activities/deps';
-import { dataDir, taskQueue } from './config';
+import { type DeploymentVersion, dataDir, deploymentSetting, packageVersion, taskQueue } from './config';
 import { connectWorker } from './connection';
 import { createLogger, installSdkLogger, logOptions } from './log';
 import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
@@ -27,13 +31,15 @@ export interface FlotillaWorkerOptions {
   deps?: DepsOptions;
   /** How long a running activity may go on after SIGTERM before it is cancelled (default 0). */
   shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
+  /** Poll as this worker deployment version, runs pinned to it; without it, an unversioned worker. */
+  deployment?: DeploymentVersion;
 }
 
 /**
  * `npm run build` bundles the workflows into dist/, next to the compiled worker, so an installed
  * package starts without webpack. Run from the sources (a checkout, tests), there is none.
  */
-function packagedBundle(): WorkerOptions['workflowBundle'] | undefined {
+function packagedBundle(): { codePath: string } | undefined {
   const codePath = path.join(__dirname, 'workflow-bundle.js');
   return existsSync(codePath) ? { codePath } : undefined;
 }
@@ -50,7 +56,30 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     // or paused agent is stopped within seconds, not the default half-minute.
     maxHeartbeatThrottleInterval: '2 seconds',
     shutdownGraceTime: opts.shutdownGraceTime ?? 0,
+    // PINNED: a run, its workers and their activities stay on the version that started the run,
+    // so new code only ever sees histories it wrote. The leader waits at gates for days: with
+    // AUTO_UPGRADE a deploy would replay those runs on code they were not recorded with.
+    ...(opts.deployment
+      ? { workerDeploymentOptions: { version: opts.deployment, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' } }
+      : {}),
   });
+}
+
+/** The default build ID: the package version and a hash of the workflow bundle, so changed workflow code is a new build. */
+export function defaultBuildId(workflowCode: string): string {
+  return `${packageVersion()}-${createHash('sha256').update(workflowCode).digest('hex').slice(0, 12)}`;
+}
+
+/**
+ * The workflow code and, if FLOTILLA_DEPLOYMENT asks for one, the version it runs as. Bundled once
+ * here, so the build ID names exactly the code the worker then runs.
+ */
+async function versionedWorkflows(): Promise<Pick<FlotillaWorkerOptions, 'workflowBundle' | 'deployment'>> {
+  const setting = deploymentSetting();
+  if (!setting) return {};
+  const packaged = packagedBundle();
+  const bundle = packaged ? { code: readFileSync(packaged.codePath, 'utf8') } : await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows') });
+  return { workflowBundle: bundle, deployment: { deploymentName: setting.deploymentName, buildId: setting.buildId ?? defaultBuildId(bundle.code) } };
 }
 
 /** Says loudly, once, when agents will run without isolation, or when local sandboxes will be refused. */
@@ -98,6 +127,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const log = createLogger(opts);
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
+  const versioned = await versionedWorkflows();
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });
   if (temporal.started) log.info(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);
@@ -111,8 +141,10 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       taskQueue: taskQueue(),
       dataDir: dir,
       shutdownGraceTime: SHUTDOWN_GRACE_TIME,
+      ...versioned,
     });
-    log.info(`Flotilla worker polling task queue "${taskQueue()}" in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
+    const as = versioned.deployment ? ` as ${versioned.deployment.deploymentName}:${versioned.deployment.buildId} (runs pinned)` : '';
+    log.info(`Flotilla worker polling task queue "${taskQueue()}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
     await worker.run();
     log.info('Flotilla worker stopped');
   } finally {
