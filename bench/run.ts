@@ -1,0 +1,242 @@
+/**
+ * `npm run bench`: what Flotilla's orchestration costs next to the agents, as a table. Flotilla
+ * is a real worker (in this process) on an embedded Temporal dev server, driven through the
+ * client; the baseline is bench/baseline.sh doing the same job with `git worktree add`. Rounds
+ * interleave the two so a change of load hits both; the table shows min/median and the ratios
+ * against the targets of issue #12.
+ *
+ *   npm run bench               full sizes (a 20,000-file / 150 MB repository, 5 s agents, 20 runs at once)
+ *   npm run bench -- --quick    CI-size check of the same (2,000 files / 15 MB, 1 s agents, 5 runs)
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { awaitRun, newRunId, startRun } from '../src/client';
+import { parseLeaderRequest } from '../src/spec';
+import { ensureTemporal } from '../src/temporal';
+import { createFlotillaWorker } from '../src/worker';
+
+const quick = process.argv.includes('--quick');
+const P = quick
+  ? { rounds: 2, agentS: 1, fanout: 8, more: 16, files: 2000, mb: 15, history: 20, concurrent: 5, perRun: 4 }
+  : { rounds: 3, agentS: 5, fanout: 8, more: 16, files: 20000, mb: 150, history: 50, concurrent: 20, perRun: 4 };
+
+const root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-bench-'));
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', ...args], { cwd, encoding: 'utf8' }).trim();
+
+/** A bare remote with `files` files of `mb` megabytes in all (incompressible) and `history` commits. */
+function makeRemote(name: string, files: number, mb: number, history: number): { url: string; checkoutBytes: number } {
+  const work = path.join(root, `${name}-src`);
+  mkdirSync(work, { recursive: true });
+  git(work, 'init', '-q', '-b', 'main');
+  const size = Math.max(16, Math.floor((mb * 1024 * 1024) / files / 1.34));
+  for (let i = 0; i < files; i++) {
+    const dir = path.join(work, `d${i % 100}`);
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, `f${i}.txt`), randomBytes(size).toString('base64'));
+  }
+  git(work, 'add', '-A');
+  git(work, 'commit', '-qm', 'initial');
+  for (let c = 1; c < history; c++) {
+    const k = c % files;
+    writeFileSync(path.join(work, `d${k % 100}`, `f${k}.txt`), `revision ${c}\n`);
+    git(work, 'commit', '-qam', `revision ${c}`);
+  }
+  const url = path.join(root, `${name}.git`);
+  git(root, 'clone', '-q', '--bare', work, url);
+  const checkoutBytes = Number(execFileSync('du', ['-sb', '--exclude=.git', work], { encoding: 'utf8' }).split('\t')[0]);
+  rmSync(work, { recursive: true, force: true });
+  return { url, checkoutBytes };
+}
+
+const agent = (i: number, secs: number) =>
+  `sleep ${secs} && mkdir -p t${i} && echo "hello from ${i}" > t${i}/out.txt && git add -A && git commit -qm "task ${i}"`;
+
+function request(url: string, n: number, secs: number) {
+  return parseLeaderRequest({
+    objective: 'bench',
+    repo: { url, baseRef: 'main', targetRef: `bench-${newRunId()}` },
+    testCmd: 'true',
+    subTasks: Array.from({ length: n }, (_, i) => ({ id: `t${i}`, prompt: 'bench', ownedPaths: [`t${i}`], agent: { kind: 'shell', command: agent(i, secs) } })),
+    limits: { maxParallel: Math.min(n, 64) },
+  });
+}
+
+/** Seconds the baseline script took, per phase. */
+function baseline(url: string, n: number, secs: number): Record<string, number> {
+  const work = mkdtempSync(path.join(root, 'script-'));
+  const r = spawnSync(path.join(__dirname, 'baseline.sh'), [url, work, String(n), String(secs)], { encoding: 'utf8' });
+  rmSync(work, { recursive: true, force: true });
+  if (r.status !== 0) throw new Error(`baseline.sh failed: ${r.stderr}`);
+  return Object.fromEntries([...r.stdout.matchAll(/^phase (\w+) ([\d.]+)$/gm)].map((m) => [m[1], Number(m[2])]));
+}
+
+/** Seconds between two events of a history, by predicate; undefined when either is missing. */
+type HistoryEvent = { eventTime?: { seconds?: unknown; nanos?: number | null } | null; [k: string]: unknown };
+const at = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) + (e.eventTime?.nanos ?? 0) / 1e9;
+
+/** Phase times of a finished run from its histories: seeding (first worker) and integration. */
+async function phases(client: Client, handle: WorkflowHandle): Promise<{ seed?: number; integrate?: number }> {
+  const events = ((await handle.fetchHistory()).events ?? []) as unknown as HistoryEvent[];
+  const childDone = events.filter((e) => e.childWorkflowExecutionCompletedEventAttributes);
+  const push = events.find((e) => (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } })?.activityType?.name === 'pushResult');
+  const integrate = childDone.length && push ? at(push) - at(childDone[childDone.length - 1]) : undefined;
+  const first = childDone[0]?.childWorkflowExecutionCompletedEventAttributes as { workflowExecution?: { workflowId?: string } } | undefined;
+  let seed: number | undefined;
+  if (first?.workflowExecution?.workflowId) {
+    const child = ((await client.workflow.getHandle(first.workflowExecution.workflowId).fetchHistory()).events ?? []) as unknown as HistoryEvent[];
+    const idOf = (e: HistoryEvent) => (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } } | undefined)?.activityType?.name;
+    const i = child.findIndex((e) => idOf(e) === 'seedWorkspace');
+    const done = child.slice(i).find((e) => e.activityTaskCompletedEventAttributes);
+    if (i >= 0 && done) seed = at(done) - at(child[i]);
+  }
+  return { seed, integrate };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+const min = (xs: number[]) => Math.min(...xs);
+const fmt = (x: number | undefined, unit = 's') => (x === undefined || Number.isNaN(x) ? '-' : `${x.toFixed(x < 10 ? 3 : 1)}${unit}`);
+
+async function main(): Promise<void> {
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  console.log(`# Flotilla bench (${quick ? 'quick' : 'full'}), ${os.cpus().length} cores, load average ${load()}`);
+  const small = makeRemote('small', 10, 0.01, 1);
+  const big = makeRemote('big', P.files, P.mb, P.history);
+  console.log(`repositories ready: big = ${P.files} files, ${(big.checkoutBytes / 1e6).toFixed(0)} MB checkout, ${P.history} commits`);
+
+  const dataDir = path.join(root, 'data');
+  const port = 17233 + (process.pid % 1000);
+  const temporal = await ensureTemporal({ dataDir, port });
+  const connection = await NativeConnection.connect({ address: temporal.address });
+  const client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: temporal.namespace });
+  const taskQueue = `bench-${process.pid}`;
+
+  let peakRss = 0;
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 100);
+  const rssBefore = process.memoryUsage().rss;
+  const t0 = performance.now();
+  const worker = await createFlotillaWorker({ connection, namespace: temporal.namespace, taskQueue, dataDir });
+  const running = worker.run();
+  while (worker.getState() !== 'RUNNING') await new Promise((r) => setTimeout(r, 20));
+  const readyS = (performance.now() - t0) / 1000;
+
+  const flotilla = async (url: string, n: number, secs: number) => {
+    const started = performance.now();
+    const handle = await startRun(client, request(url, n, secs), { taskQueue });
+    const end = await awaitRun(handle);
+    const seconds = (performance.now() - started) / 1000;
+    if (end.result?.outcome !== 'pushed') throw new Error(`run ${handle.workflowId} did not push: ${end.failureMessage}`);
+    return { seconds, bytes: JSON.stringify(end.result).length, ...(await phases(client, handle)) };
+  };
+  const diskDuring = async <T>(work: Promise<T>): Promise<{ value: T; peak: number }> => {
+    let peak = 0;
+    let done = false;
+    const value = work.finally(() => (done = true));
+    while (!done) {
+      const r = spawnSync('du', ['-sb', path.join(dataDir, 'sandboxes')], { encoding: 'utf8' });
+      peak = Math.max(peak, Number(r.stdout.split('\t')[0]) || 0);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    return { value: await value, peak };
+  };
+
+  // The first run pays for caches and connections that every later run finds warm.
+  await flotilla(small.url, 2, 0);
+  const m: Record<string, { f: number[]; b: number[] }> = {};
+  const add = (k: string, f?: number, b?: number) => {
+    m[k] ??= { f: [], b: [] };
+    if (f !== undefined) m[k].f.push(f);
+    if (b !== undefined) m[k].b.push(b);
+  };
+  let resultBytesPerWorker = 0;
+  let diskPerSandbox = 0;
+  for (let round = 0; round < P.rounds; round++) {
+    console.log(`round ${round + 1}/${P.rounds}, load average ${load()}`);
+    // Alternate which side goes first, so neither always meets the other's leftovers.
+    const pairs: [() => Promise<void>, () => Promise<void>][] = [
+      [
+        async () => {
+          const r = await flotilla(small.url, P.fanout, P.agentS);
+          add('fanout', r.seconds);
+          resultBytesPerWorker = r.bytes / P.fanout;
+        },
+        async () => add('fanout', undefined, baseline(small.url, P.fanout, P.agentS).total),
+      ],
+      [async () => add('more', (await flotilla(small.url, P.more, P.agentS)).seconds), async () => add('more', undefined, baseline(small.url, P.more, P.agentS).total)],
+      [
+        async () => {
+          const { value: r, peak } = await diskDuring(flotilla(big.url, 4, P.agentS));
+          add('seed', r.seed);
+          add('integrate', r.integrate);
+          diskPerSandbox = Math.max(diskPerSandbox, peak / 4);
+        },
+        async () => {
+          const b = baseline(big.url, 4, P.agentS);
+          add('seed', undefined, b.seed);
+          add('integrate', undefined, b.integrate);
+        },
+      ],
+    ];
+    for (const [f, b] of pairs) {
+      if (round % 2 === 0) {
+        await f();
+        await b();
+      } else {
+        await b();
+        await f();
+      }
+    }
+  }
+
+  // Many runs at once on one worker, against one run alone (same worker, same sizes).
+  const alone = (await flotilla(small.url, P.perRun, P.agentS)).seconds;
+  const cpu0 = process.cpuUsage();
+  const many = await Promise.all(Array.from({ length: P.concurrent }, () => flotilla(small.url, P.perRun, P.agentS)));
+  const cpu = process.cpuUsage(cpu0);
+  clearInterval(sampler);
+
+  const row = (what: string, f: string, b: string, ratio: string, target: string, ok: boolean | undefined) =>
+    console.log(`| ${what} | ${f} | ${b} | ${ratio} | ${target} | ${ok === undefined ? '-' : ok ? 'met' : 'MISSED'} |`);
+  console.log(`\nload average at the end ${load()}\n`);
+  console.log('| measure | Flotilla (min / median) | baseline (min / median) | ratio of medians | target | |');
+  console.log('|---|---|---|---|---|---|');
+  const pair = (k: string, label: string, limit: number) => {
+    const { f, b } = m[k];
+    const ratio = median(f) / median(b);
+    row(label, `${fmt(min(f))} / ${fmt(median(f))}`, `${fmt(min(b))} / ${fmt(median(b))}`, `${ratio.toFixed(2)}x`, `<= ${limit}x`, ratio <= limit);
+  };
+  pair('fanout', `${P.fanout} sub-tasks of a ${P.agentS} s agent`, 1.25);
+  const extraF = (median(m.more.f) - median(m.fanout.f)) / (P.more - P.fanout);
+  const extraB = (median(m.more.b) - median(m.fanout.b)) / (P.more - P.fanout);
+  row(`each extra sub-task (${P.fanout} -> ${P.more})`, fmt(extraF), fmt(extraB), '-', '<= 0.1 s', extraF <= 0.1);
+  pair('seed', `seeding one sandbox (${P.files} files) vs \`git worktree add\``, 1.1);
+  pair('integrate', 'integration of 4 workers vs `git merge` in a clone', 3);
+  row('worker memory (peak RSS of worker + client process)', fmt((peakRss - 0) / 1e6, ' MB'), '-', '-', '<= 350 MB', peakRss <= 350e6);
+  row('sandbox disk, per sandbox, vs checkout', fmt(diskPerSandbox / 1e6, ' MB'), fmt(big.checkoutBytes / 1e6, ' MB'), `${(diskPerSandbox / big.checkoutBytes).toFixed(2)}x`, '<= 1.1x', diskPerSandbox <= big.checkoutBytes * 1.1);
+  const manyMedian = median(many.map((r) => r.seconds));
+  row(`${P.concurrent} runs x ${P.perRun} at once: median latency vs one alone`, fmt(manyMedian), fmt(alone), `${(manyMedian / alone).toFixed(2)}x`, '<= 2.5x', manyMedian / alone <= 2.5);
+  const cpuPerRun = (cpu.user + cpu.system) / 1e6 / P.concurrent;
+  row('worker CPU per run (this process; git and sandboxes excluded)', fmt(cpuPerRun), '-', '-', '<= 0.4 s', cpuPerRun <= 0.4);
+  row('worker ready (create + bundle workflows)', fmt(readyS), '-', '-', '<= 1.5 s', readyS <= 1.5);
+  row('RunResult bytes per worker (x100 must stay < 64 KiB)', `${resultBytesPerWorker.toFixed(0)} B`, '-', '-', '<= 655 B', resultBytesPerWorker <= 655);
+  console.log(`\n(worker RSS before start ${(rssBefore / 1e6).toFixed(0)} MB)`);
+
+  worker.shutdown();
+  await running;
+  await client.connection.close();
+  await connection.close();
+  await temporal.stop();
+  rmSync(root, { recursive: true, force: true });
+}
+
+main().catch((err) => {
+  console.error(`bench failed: ${err instanceof Error ? err.stack ?? err.message : err}`);
+  rmSync(root, { recursive: true, force: true });
+  process.exit(1);
+});
