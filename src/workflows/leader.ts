@@ -40,7 +40,7 @@ import { type GateReview, type RunStatus, type WorkerStatus, statusQuery } from 
 import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
-import { clip, firstLine } from './text';
+import { clip, excerpt, firstLine } from './text';
 import { type WorkerInput, workerWorkflow, workerWorkflowId } from './worker';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
@@ -159,7 +159,23 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       costUsd: report.costUsd,
       turns: report.turns,
     });
-    return report;
+    return brief(report);
+  };
+
+  /**
+   * A worker's report as the result carries it: its text shrinks with the number of workers, so
+   * a hundred reports still fit one 64 KiB payload; the full output stays in its logRef.
+   */
+  const brief = (r: WorkerReport): WorkerReport => {
+    const share = (total: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, Math.floor(total / Math.max(1, status.workers.length))));
+    const tail = share(12 * 1024, 64, 4096);
+    const reason = share(6 * 1024, 64, 1024);
+    return {
+      ...r,
+      ...(r.reason !== undefined && { reason: excerpt(r.reason, Math.ceil(reason / 2), Math.floor(reason / 2)) }),
+      ...(r.tail !== undefined && { tail: excerpt(r.tail, Math.ceil(tail / 4), Math.floor((3 * tail) / 4)) }),
+      ...(r.outOfScope && { outOfScope: r.outOfScope.slice(0, 3).map((p) => excerpt(p, 40, 40)) }),
+    };
   };
 
   const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [], refusals: [], refusedCount: 0 };
@@ -228,7 +244,9 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) => runWorker(workerInput(task), status.workers[i]));
     const failed = result.workers.filter((w) => w.status !== 'done');
     if (failed.length > 0) {
-      return finish('failed', `${failed.length} of ${plan.subTasks.length} workers failed: ${failed.map((w) => `${w.workerId}: ${w.reason}`).join('; ')}`);
+      const named = failed.slice(0, 3).map((w) => `${w.workerId}: ${w.reason}`);
+      if (failed.length > named.length) named.push(`${failed.length - named.length} more in the result`);
+      return finish('failed', `${failed.length} of ${plan.subTasks.length} workers failed: ${named.join('; ')}`);
     }
 
     // ---- Integrate and test ----

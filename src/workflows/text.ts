@@ -15,3 +15,36 @@ export function clip(text: string, max: number): string {
   const keep = Math.max(0, max - `… (+${text.length} chars)`.length);
   return `${text.slice(0, keep)}… (+${text.length - keep} chars)`;
 }
+
+/** Bytes one UTF-16 unit takes in a JSON payload (escapes, UTF-8; a surrogate is half of 4). */
+function jsonBytes(code: number): number {
+  if (code === 0x22 || code === 0x5c || code === 0x08 || code === 0x0c || code === 0x0a || code === 0x0d || code === 0x09) return 2;
+  if (code < 0x20) return 6;
+  if (code < 0x80) return 1;
+  if (code < 0x800 || (code >= 0xd800 && code <= 0xdfff)) return 2;
+  return 3;
+}
+
+/** The longest prefix (or, with fromEnd, suffix) of `text` that takes at most `max` bytes in JSON. */
+function within(text: string, max: number, fromEnd: boolean): string {
+  let used = 0;
+  let n = 0;
+  for (; n < text.length; n++) {
+    used += jsonBytes(text.charCodeAt(fromEnd ? text.length - 1 - n : n));
+    if (used > max) break;
+  }
+  // Never split a surrogate pair: half of one would be escaped to six bytes, and is not text.
+  const edge = fromEnd ? text.charCodeAt(text.length - n) : text.charCodeAt(n - 1);
+  if (n > 0 && n < text.length && (fromEnd ? edge >= 0xdc00 && edge <= 0xdfff : edge >= 0xd800 && edge <= 0xdbff)) n--;
+  return fromEnd ? text.slice(text.length - n) : text.slice(0, n);
+}
+
+/**
+ * `text` as a short excerpt for a report that many workers add up in one payload: its first and
+ * last bytes with a marker between, each end bounded by its size once JSON-encoded. The full
+ * text stays in the artifact the report names.
+ */
+export function excerpt(text: string, headBytes: number, tailBytes: number): string {
+  if (within(text, headBytes + tailBytes, false).length === text.length) return text;
+  return `${within(text, headBytes, false)}\n…\n${within(text, tailBytes, true)}`;
+}
