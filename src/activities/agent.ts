@@ -144,12 +144,14 @@ export function agentActivities(deps: ActivityDeps) {
       const bundle = `${sb.scratch}/work.bundle`;
       const base = sh(input.baseSha);
       // The size pre-check only saves hashing a huge file just to refuse it; the host decides.
+      // The agent's processes are gone by now, so an index.lock is stale (a git it killed).
       const r = await runScript(
         sb,
         `rm -f ${sh(bundle)}
 newer=(); if [ -f ${SEEDED_MARKER} ]; then newer=(-newer ${SEEDED_MARKER}); fi
 big=$(find . -path ./.git -prune -o -type f -size +${policy.maxFileBytes}c "\${newer[@]}" -print -quit)
 if [ -n "$big" ]; then echo; echo "BIG $(stat -c %s -- "$big") $big"; exit ${EXIT_TOO_BIG}; fi
+rm -rf .git/index.lock
 git add -A
 git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${input.workerId}`)}
 if [ "$(git rev-parse HEAD)" = ${base} ]; then exit ${EXIT_NO_COMMITS}; fi
