@@ -86,6 +86,21 @@ describe('salvage', () => {
     remote.cleanup();
   });
 
+  it('work that cannot be collected (over the policy) leaves the original failure first in the reason, and nothing in staging', async () => {
+    const remote = await makeRemote({ 'README.md': '# sample\n' });
+    const agent = `mkdir -p huge && head -c 5000 /dev/zero > huge/blob.bin && git add -A && git commit -qm blob && exit 9`;
+    const end = await env.run(request(remote.url, 'huge', agent, { policy: { maxFileBytes: 1000 } }));
+    const huge = end.result?.workers.find((w) => w.workerId === 'huge');
+    expect(huge?.status).toBe('failed');
+    expect(huge?.reason).toBe(
+      'the agent exited with code 9; its work could not be collected: "huge/blob.bin" is 5000 bytes, over the limit of 1000 bytes (policy.maxFileBytes)',
+    );
+    expect(huge?.salvaged).toBeUndefined();
+    expect(await staging().raw(['for-each-ref', '--format=%(refname)', 'refs/'])).not.toContain('workers/huge');
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
   it('a cancelled run collects nothing: the committed work goes with its sandbox', async () => {
     const remote = await makeRemote({ 'README.md': '# sample\n' });
     const marker = `sleep 5${Math.floor(Math.random() * 1e6)}`;
