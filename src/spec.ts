@@ -489,6 +489,8 @@ export interface WorkerReport {
    * recover it. Unverified: no tests ran on it, and nothing builds on it.
    */
   salvaged?: { ref: string; headSha: string; commits: number };
+  /** Why that work could not be collected, when it could not. */
+  salvageFailed?: string;
   isolation: Isolation;
   exitCode?: number;
   /** Artifact holding the agent's full output; `tail` is its last lines. */

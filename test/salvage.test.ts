@@ -66,7 +66,7 @@ describe('salvage', () => {
 
     expect(end.failureType).toBe('failed');
     const full = end.result?.workers.find((w) => w.workerId === 'full');
-    expect(full).toMatchObject({ status: 'failed', reason: "the agent's run failed: the sandbox's /tmp is full (limit 8 MiB)", isolation: 'bubblewrap' });
+    expect(full).toMatchObject({ status: 'failed', reason: "the sandbox's /tmp is full (limit 8 MiB)", isolation: 'bubblewrap' });
     expect(full?.salvaged?.commits).toBe(1);
     expect(await staging().show([`${full!.salvaged!.ref}:full/greeting.txt`])).toBe('hello before the limit\n');
     expect(end.failureMessage).toContain('/tmp is full');
@@ -86,16 +86,17 @@ describe('salvage', () => {
     remote.cleanup();
   });
 
-  it('work that cannot be collected (over the policy) leaves the original failure first in the reason, and nothing in staging', async () => {
+  it('work that cannot be collected (over the policy) leaves the reason the agent failed, says why beside it, and nothing in staging', async () => {
     const remote = await makeRemote({ 'README.md': '# sample\n' });
     const agent = `mkdir -p huge && head -c 5000 /dev/zero > huge/blob.bin && git add -A && git commit -qm blob && exit 9`;
     const end = await env.run(request(remote.url, 'huge', agent, { policy: { maxFileBytes: 1000 } }));
     const huge = end.result?.workers.find((w) => w.workerId === 'huge');
     expect(huge?.status).toBe('failed');
-    expect(huge?.reason).toBe(
-      'the agent exited with code 9; its work could not be collected: "huge/blob.bin" is 5000 bytes, over the limit of 1000 bytes (policy.maxFileBytes)',
-    );
+    expect(huge?.reason).toBe('the agent exited with code 9');
+    const why = '"huge/blob.bin" is 5000 bytes, over the limit of 1000 bytes (policy.maxFileBytes)';
+    expect(huge?.salvageFailed).toBe(why);
     expect(huge?.salvaged).toBeUndefined();
+    expect(formatRunEnd(end)).toContain(`not salvaged: ${why}`);
     expect(await staging().raw(['for-each-ref', '--format=%(refname)', 'refs/'])).not.toContain('workers/huge');
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();

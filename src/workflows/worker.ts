@@ -67,6 +67,11 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     activityOptions(input.heartbeatTimeoutMs),
   );
   const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs));
+  // Salvage is best effort after a failure already decided: a workspace that cannot be collected holds the worker only briefly.
+  const salvageWork = proxyActivities<Activities>({
+    ...activityOptions(input.heartbeatTimeoutMs),
+    scheduleToCloseTimeout: Math.max(2 * 60_000, 4 * input.heartbeatTimeoutMs),
+  }).collectWork;
   const { runAgent } = proxyActivities<Activities>(commandOptions(input.workerTimeoutMs, input.heartbeatTimeoutMs));
   const { task } = input;
   const sandbox: SandboxRef = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
@@ -127,8 +132,8 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       tail: run.tail,
       logRef: run.logRef,
     });
-  const collect = () =>
-    collectWork({
+  const collect = (collectWith = collectWork) =>
+    collectWith({
       sandbox,
       runKey: input.runKey,
       workerId: task.id,
@@ -138,18 +143,18 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     });
   /**
    * A failed agent run's report, with the work it left collected into staging before the sandbox
-   * goes: unverified (no tests ran on it), but recoverable. A failure to collect is added to the
-   * reason, never put in its place.
+   * goes: unverified (no tests ran on it), but recoverable. A failure to collect is reported
+   * beside the reason, never in its place.
    */
   const salvage = async (failed: WorkerReport): Promise<WorkerReport> => {
     if (!patched(SALVAGE_FAILED_RUNS)) return failed;
     try {
-      const work = await collect();
+      const work = await collect(salvageWork);
       if (work.commits === 0 || !work.ref) return failed;
       return { ...failed, salvaged: { ref: work.ref, headSha: work.headSha, commits: work.commits } };
     } catch (err) {
       if (isCancellation(err)) throw err;
-      return { ...failed, reason: `${failed.reason}; its work could not be collected: ${clip(rootMessage(err), 500)}` };
+      return { ...failed, salvageFailed: clip(rootMessage(err), 500) };
     }
   };
 
@@ -208,7 +213,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       } catch (err) {
         // Cancelled: nothing is collected. Failed for good (a sandbox limit, its time bound spent): its work is.
         if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
-        return await salvage(report({ status: 'failed', reason: `the agent's run failed: ${rootMessage(err)}` }));
+        return await salvage(report({ status: 'failed', reason: rootMessage(err) }));
       }
       if (run) {
         costUsd += run.agent.costUsd;
