@@ -212,7 +212,8 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
         run = pauseRequested ? undefined : await runAgentOnce();
       } catch (err) {
         // Cancelled: nothing is collected. Failed for good (a sandbox limit, its time bound spent): its work is.
-        if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
+        // Runs from before salvage fail the worker with the error, as they did then.
+        if (isCancellation(err) || !(err instanceof ActivityFailure) || !patched(SALVAGE_FAILED_RUNS)) throw err;
         return await salvage(report({ status: 'failed', reason: rootMessage(err) }));
       }
       if (run) {
