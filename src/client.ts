@@ -223,6 +223,9 @@ export function formatRunEnd(end: RunEnd): string {
   if (!r) return lines.join('\n');
   for (const w of r.workers) {
     lines.push(`  worker ${w.workerId}: ${w.status}, ${w.commits} commit(s), ${w.filesChanged} file(s), isolation ${w.isolation}${w.reason ? ` — ${w.reason}` : ''}`);
+    const s = w.salvaged;
+    if (s) lines.push(`    salvaged: ${s.commits} unverified commit(s) at ${s.ref} (${s.headSha.slice(0, 12)}) in the worker's staging repository`);
+    if (w.salvageFailed) lines.push(`    not salvaged: ${w.salvageFailed}`);
   }
   lines.push(...formatAttempts(r.integration));
   if (r.conflict) lines.push(`  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`);

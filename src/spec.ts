@@ -484,6 +484,13 @@ export interface WorkerReport {
   filesChanged: number;
   /** Paths changed outside ownedPaths (capped), when the scope check failed. */
   outOfScope?: string[];
+  /**
+   * The work a failed agent run left, collected into the staging repository so a person can
+   * recover it. Unverified: no tests ran on it, and nothing builds on it.
+   */
+  salvaged?: { ref: string; headSha: string; commits: number };
+  /** Why that work could not be collected, when it could not. */
+  salvageFailed?: string;
   isolation: Isolation;
   exitCode?: number;
   /** Artifact holding the agent's full output; `tail` is its last lines. */

@@ -2,7 +2,10 @@
  * One sub-task: a sandbox of its own, the agent run in it, its commits collected and checked
  * against the paths it may change. An agent that runs out of budget or turns, asks a question,
  * or is paused by an operator suspends the worker instead of failing it: the sandbox is kept
- * and the worker waits for `resume`. The sandbox is destroyed however the worker ends.
+ * and the worker waits for `resume`. An agent run that fails (exits non-zero, times out, or its
+ * activity fails for good) still has its work collected into staging first, reported as
+ * `salvaged` (unverified) so a person can recover it. The sandbox is destroyed however the
+ * worker ends.
  */
 import {
   ActivityFailure,
@@ -11,12 +14,14 @@ import {
   condition,
   getExternalWorkflowHandle,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, AgentRunReport, CommandReport, SandboxRef } from '../activities';
 import type { WorkerSeed } from '../activities/integrate';
+import { rootMessage } from '../failures';
 import type { AgentSpec, CommitPolicy, Isolation, WorkerReport } from '../spec';
 import { MAX_CHARS } from '../spec';
 import { ResumeInput, type WorkerProgress, parseMessage, pauseSignal, resumeSignal, workerProgressSignal } from './messages';
@@ -54,11 +59,19 @@ function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | u
   return undefined;
 }
 
+/** Runs started before failed agent runs had their work salvaged destroy the sandbox at once, as they did then. */
+const SALVAGE_FAILED_RUNS = 'salvage-failed-agent-runs';
+
 export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> {
   const { provisionSandbox, seedWorkspace, checkoutSeed, collectWork, destroySandbox, pauseSandbox, resumeSandbox } = proxyActivities<Activities>(
     activityOptions(input.heartbeatTimeoutMs),
   );
   const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs));
+  // Salvage is best effort after a failure already decided: a workspace that cannot be collected holds the worker only briefly.
+  const salvageWork = proxyActivities<Activities>({
+    ...activityOptions(input.heartbeatTimeoutMs),
+    scheduleToCloseTimeout: Math.max(2 * 60_000, 4 * input.heartbeatTimeoutMs),
+  }).collectWork;
   const { runAgent } = proxyActivities<Activities>(commandOptions(input.workerTimeoutMs, input.heartbeatTimeoutMs));
   const { task } = input;
   const sandbox: SandboxRef = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
@@ -119,6 +132,31 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       tail: run.tail,
       logRef: run.logRef,
     });
+  const collect = (collectWith = collectWork) =>
+    collectWith({
+      sandbox,
+      runKey: input.runKey,
+      workerId: task.id,
+      baseSha: input.seed?.sha ?? input.baseSha,
+      allowedPaths: [...task.ownedPaths, ...task.sharedPaths],
+      policy: input.policy,
+    });
+  /**
+   * A failed agent run's report, with the work it left collected into staging before the sandbox
+   * goes: unverified (no tests ran on it), but recoverable. A failure to collect is reported
+   * beside the reason, never in its place.
+   */
+  const salvage = async (failed: WorkerReport): Promise<WorkerReport> => {
+    if (!patched(SALVAGE_FAILED_RUNS)) return failed;
+    try {
+      const work = await collect(salvageWork);
+      if (work.commits === 0 || !work.ref) return failed;
+      return { ...failed, salvaged: { ref: work.ref, headSha: work.headSha, commits: work.commits } };
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      return { ...failed, salvageFailed: clip(rootMessage(err), 500) };
+    }
+  };
 
   try {
     ({ isolation } = await provisionSandbox(sandbox));
@@ -169,7 +207,15 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     };
     let finished: AgentRunReport | undefined;
     while (!finished) {
-      const run = pauseRequested ? undefined : await runAgentOnce();
+      let run: AgentRunReport | undefined;
+      try {
+        run = pauseRequested ? undefined : await runAgentOnce();
+      } catch (err) {
+        // Cancelled: nothing is collected. Failed for good (a sandbox limit, its time bound spent): its work is.
+        // Runs from before salvage fail the worker with the error, as they did then.
+        if (isCancellation(err) || !(err instanceof ActivityFailure) || !patched(SALVAGE_FAILED_RUNS)) throw err;
+        return await salvage(report({ status: 'failed', reason: rootMessage(err) }));
+      }
       if (run) {
         costUsd += run.agent.costUsd;
         turns += run.agent.turns;
@@ -198,18 +244,11 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       await tellLeader('running');
     }
     const run = finished;
-    if (run.exitCode !== 0 || run.timedOut) return failedCommand('the agent', run);
+    if (run.exitCode !== 0 || run.timedOut) return await salvage(failedCommand('the agent', run));
 
     let work;
     try {
-      work = await collectWork({
-        sandbox,
-        runKey: input.runKey,
-        workerId: task.id,
-        baseSha: input.seed?.sha ?? input.baseSha,
-        allowedPaths: [...task.ownedPaths, ...task.sharedPaths],
-        policy: input.policy,
-      });
+      work = await collect();
     } catch (err) {
       // Work that cannot be collected (too large, refused by the policy) fails the worker with the reason.
       if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
