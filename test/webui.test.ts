@@ -109,6 +109,43 @@ describe('the Web UI', () => {
     expect(await (await handle.describe()).staticSummary()).toBe('flotilla: greet in two languages');
     remote.cleanup();
   });
+
+  it('a suspended worker shows the resume command; a repair round and the tests after it say which round they are', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    // Over its budget until resumed; then writes the answer. The tests want a file only the repair writes.
+    const spender = `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then mkdir -p spender && echo "$FLOTILLA_RESUME_MESSAGE" > spender/answer.txt && git add -A && git commit -qm answer; else echo '::flotilla {"costUsd": 2}'; sleep 30; fi`;
+    const request = parseLeaderRequest({
+      objective: 'answer and repair',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'test -f spender/fixed.txt',
+      limits: { workerBudgetUsd: 1 },
+      repair: { agent: { kind: 'shell', command: 'echo fixed > spender/fixed.txt' }, maxRounds: 2 },
+      subTasks: [{ id: 'spender', prompt: 'answer', ownedPaths: ['spender'], agent: { kind: 'shell', command: spender } }],
+    });
+    const workflowId = `run-${randomUUID()}`;
+    env.runs.push(workflowId);
+    const handle = await startRun(env.client, request, { taskQueue: env.taskQueue, workflowId });
+
+    const worker = `${workflowId}/spender`;
+    const suspended = await waitFor('the suspension details', async () => {
+      const d = await currentDetails(worker).catch(() => '');
+      return d.includes('Suspended') ? d : undefined;
+    });
+    expect(suspended).toContain('the agent used its budget ($2.00 of $1.00)');
+    expect(suspended).toContain(`\`flotilla resume ${workflowId} --worker spender --message "..."\``);
+    expect((await flotilla(env.taskQueue, ['resume', workflowId, '--worker', 'spender', '--message', 'blue', '--add-budget', '5'])).code).toBe(0);
+
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await currentDetails(worker)).toBe('');
+    expect(await activitySummaries(worker)).toEqual(expect.arrayContaining(['agent shell on spender, run 1', 'agent shell on spender, run 2']));
+    const leader = await activitySummaries(workflowId);
+    const at = (summary: string) => leader.indexOf(summary);
+    expect(at('tests: test -f spender/fixed.txt')).toBeGreaterThan(-1);
+    expect(at('repair round 1 by shell')).toBeGreaterThan(at('tests: test -f spender/fixed.txt'));
+    expect(at('tests, repair round 1: test -f spender/fixed.txt')).toBeGreaterThan(at('repair round 1 by shell'));
+    remote.cleanup();
+  });
 });
 
 describeReplay(() => env, 0);
