@@ -236,7 +236,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       resume = undefined;
       await tellLeader('suspended', { reason: why, question: run?.agent.question });
       await pauseSandbox(sandbox);
-      setCurrentDetails(`**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${parentId ?? "RUN"} --worker ${task.id} --message "..."\``);
+      setCurrentDetails(`**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${parentId ?? 'RUN'} --worker ${task.id} --message "..."\``);
       const resumed = await condition(() => resume !== undefined, input.suspendTimeoutMs, { summary: `${task.id} suspended: waiting for resume` });
       setCurrentDetails('');
       if (!resumed) {
