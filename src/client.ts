@@ -39,7 +39,22 @@ export async function startRun(
     taskQueue: opts.taskQueue,
     workflowId: opts.workflowId ?? newRunId(),
     args: [request],
+    ...runMetadata(request),
   }) as Promise<WorkflowHandle<typeof leaderWorkflow>>;
+}
+
+/** What the Web UI shows for a run: the objective in its list, where it lands and what was asked on its page. */
+export function runMetadata(request: LeaderRequest): { staticSummary: string; staticDetails: string } {
+  const target = request.repo.targetRef ?? request.repo.baseRef;
+  const tasks = (request.subTasks ?? []).map((t) => `- **${t.id}**: ${t.prompt.split('\n')[0]}`);
+  return {
+    staticSummary: `flotilla: ${request.objective.split('\n')[0]}`.slice(0, 200),
+    staticDetails: [
+      `**Objective**: ${request.objective}`,
+      `**Repository**: ${request.repo.url} (${request.repo.baseRef} → ${target})`,
+      ...(tasks.length ? ['**Sub-tasks**:', ...tasks] : ['**Sub-tasks**: planned by the agent']),
+    ].join('\n'),
+  };
 }
 
 export interface RunEnd {

@@ -6,7 +6,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -19,6 +18,7 @@ import { makeRemote, tempDir } from './helpers';
 import { CLI, processesMatching, processesRunning, waitFor } from './processes';
 import { priceClaudeReply } from '../src/agents/prices';
 import { INPUT_TOKENS, ModelServer, userTexts } from './support/model-server';
+import { freePort } from './support/ports';
 
 let serverDir: string;
 let port: number;
@@ -28,14 +28,6 @@ let models: ModelServer;
 const taskQueue = `crash-${process.pid}`;
 const workers: ChildProcess[] = [];
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(p));
-    });
-  });
-}
 
 async function connect(): Promise<Client> {
   return new Client({ connection: await Connection.connect({ address: server.address }) });

@@ -1,6 +1,6 @@
 /** The planner: an agent that looks at the repository (read-only) and proposes sub-tasks. */
 import { tail } from '../artifacts';
-import type { AgentSpec } from '../spec';
+import { type AgentSpec, type LeaderRequest, RequestError, type SubTask, parseLeaderRequest } from '../spec';
 import { runHarness } from './agent';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 
@@ -48,8 +48,10 @@ export function extractPlan(text: string): unknown {
 export function planActivities(deps: ActivityDeps) {
   return {
     /**
-     * Runs the planner once. Returns the proposed sub-tasks exactly as the agent wrote them, for
-     * the workflow to validate like a caller's plan, or why there is nothing to validate.
+     * Runs the planner once. With `request`, validates the proposal exactly like a caller's plan
+     * and returns it parsed and defaulted (`plan`), or every reason it is refused (`problems`):
+     * the result is in history, so a later release's schema cannot change a run in flight.
+     * Without it (runs started before that), the sub-tasks come back as the agent wrote them.
      */
     async proposePlan(input: {
       sandbox: SandboxRef;
@@ -60,7 +62,9 @@ export function planActivities(deps: ActivityDeps) {
       problems: string[];
       timeoutMs: number;
       budgetUsd?: number;
-    }): Promise<{ subTasks?: unknown; problem?: string; costUsd: number; tail: string; logRef: string }> {
+      /** The run's request, to validate the proposal against. */
+      request?: LeaderRequest;
+    }): Promise<{ subTasks?: unknown; plan?: SubTask[]; problems?: string[]; problem?: string; costUsd: number; tail: string; logRef: string }> {
       const sb = await openSandbox(deps, input.sandbox);
       const planFile = `${sb.scratch}/plan.json`;
       await sb.writeFile(planFile, '');
@@ -86,7 +90,13 @@ export function planActivities(deps: ActivityDeps) {
       if (Buffer.byteLength(JSON.stringify(plan.subTasks)) > MAX_PLAN_BYTES) {
         return { ...common, problem: `the plan is larger than ${MAX_PLAN_BYTES / 1024} KiB` };
       }
-      return { ...common, subTasks: plan.subTasks };
+      if (!input.request) return { ...common, subTasks: plan.subTasks };
+      try {
+        return { ...common, plan: parseLeaderRequest({ ...input.request, subTasks: plan.subTasks }).subTasks };
+      } catch (err) {
+        if (err instanceof RequestError) return { ...common, problems: err.problems };
+        throw err;
+      }
     },
   };
 }

@@ -132,7 +132,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       rounds++;
       await prepare(fixerSandbox);
       const { end } = track({ kind: 'resolve', workerId: conflict.workerId, round: rounds, files: conflict.files });
-      const resolved = await resolveConflict({
+      const resolved = await resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${rounds}` }, [{
         ...fixer(),
         agent: resolver.agent,
         round: rounds,
@@ -148,7 +148,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
           return other ? [{ workerId: id, prompt: other.prompt }] : [];
         }),
         previousFailure,
-      });
+      }]);
       spent.resolver += resolved.costUsd;
       end(resolved.ok ? 'succeeded' : 'failed', {
         reason: resolved.reason,
@@ -178,13 +178,13 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     });
     if (redo.status !== 'done') reason = redo.reason ?? `the worker ended ${redo.status}`;
     else if (redo.headSha) {
-      const merged = await mergeWorkers({
+      const merged = await mergeWorkers.executeWithOptions({ summary: `merge ${task.id} (redone)` }, [{
         runKey,
         baseSha,
         into: head,
         workers: [{ workerId: task.id, headSha: redo.headSha, title: `${title} (redone on the integrated tree)` }],
         at,
-      });
+      }]);
       if (merged.status === 'merged') head = merged.sha;
       else reason = `its redone commits conflict in ${merged.files.join(', ')}`;
     }
@@ -200,13 +200,13 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     const titleOf = (task: SubTask) => `Integrate ${task.id}: ${firstLine(task.prompt)}`;
     let pending = result.workers.filter((w) => w.ref && w.headSha);
     while (pending.length) {
-      const merged = await mergeWorkers({
+      const merged = await mergeWorkers.executeWithOptions({ summary: `merge ${pending.map((w) => w.workerId).join(', ')}` }, [{
         runKey,
         baseSha,
         into: head,
         workers: pending.map((w) => ({ workerId: w.workerId, headSha: w.headSha!, title: titleOf(tasks.get(w.workerId)!) })),
         at,
-      });
+      }]);
       head = merged.sha;
       if (merged.status === 'merged') break;
       const index = pending.findIndex((w) => w.workerId === merged.workerId);
@@ -220,8 +220,12 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     // ---- The test gate, and repair rounds while it fails ----
     status.phase = 'testing';
     await prepare(testSandbox);
-    const runGate = async (): Promise<TestRun | Failure> => {
-      const run = await runTests({ sandbox: testSandbox, runKey, baseSha, sha: head, setupCmd: req.setupCmd, testCmd: req.testCmd, timeoutMs: commandTimeoutMs, oracleSha });
+    /** `round` names the run in the Web UI: 0 is the first, n the one after repair round n. */
+    const runGate = async (round: number): Promise<TestRun | Failure> => {
+      const summary = round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`;
+      const run = await runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
+        { sandbox: testSandbox, runKey, baseSha, sha: head, setupCmd: req.setupCmd, testCmd: req.testCmd, timeoutMs: commandTimeoutMs, oracleSha },
+      ]);
       if (run.discarded) (report.discarded ??= []).push(run.discarded);
       if (run.logRef) result.test = { exitCode: run.exitCode, tail: run.tail, logRef: run.logRef };
       if (run.problem) return { ok: false, outcome: 'failed', message: `${run.problem}; nothing is pushed` };
@@ -229,7 +233,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     };
 
     const allowedPaths = [...new Set([...req.subTasks.flatMap((t) => t.ownedPaths), ...req.sharedPaths].map(normalizeRepoPath))];
-    let gate = await runGate();
+    let gate = await runGate(0);
     let rounds = 0;
     while (!('ok' in gate) && !gate.passed) {
       const message = `${gate.what} ${how(gate)} on the integrated tree`;
@@ -247,7 +251,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       rounds++;
       await prepare(fixerSandbox);
       const { end } = track({ kind: 'repair', round: rounds, failed: lastLines(gate.tail, FAILED_TAIL_LINES) });
-      const repaired = await repairTests({
+      const repaired = await repairTests.executeWithOptions({ summary: `repair round ${rounds} by ${repair.agent.kind}` }, [{
         ...fixer(),
         agent: repair.agent,
         round: rounds,
@@ -261,7 +265,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         logRef: oracleSha ? undefined : gate.logRef,
         commandTimeoutMs,
         allowedPaths,
-      });
+      }]);
       spent.repair += repaired.costUsd;
       const spentRound = { costUsd: repaired.costUsd, logRef: repaired.logRef, diffstat: repaired.diffstat };
       if (!repaired.ok) {
@@ -269,7 +273,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         continue;
       }
       head = repaired.sha;
-      gate = await runGate();
+      gate = await runGate(rounds);
       if ('ok' in gate) end('failed', { ...spentRound, reason: gate.message });
       else end(gate.passed ? 'succeeded' : 'failed', { ...spentRound, reason: gate.passed ? undefined : `${gate.what} still ${how(gate)}` });
     }

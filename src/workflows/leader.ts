@@ -16,6 +16,7 @@ import {
   isCancellation,
   patched,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   startChild,
   uuid4,
@@ -98,7 +99,9 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
     status.gate = { gate: name, openedAt: Date.now(), expiresAt: Date.now() + timeoutMs, onTimeout: gate.onTimeout, refused: [], ...review };
     crew.decision = undefined;
-    const decided = await condition(() => crew.decision !== undefined, timeoutMs);
+    setCurrentDetails(gateDetails(info.workflowId, status.gate));
+    const decided = await condition(() => crew.decision !== undefined, timeoutMs, { summary: `${name} gate: waiting for a person` });
+    setCurrentDetails('');
     const taken = decided
       ? crew.decision!
       : { gate: name, approved: gate.onTimeout === 'approve', by: 'timeout', expired: true, sha: status.gate.sha };
@@ -131,6 +134,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
         workflowId: workerWorkflowId(info.workflowId, given.task.id),
         args: [given],
         parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        staticSummary: `worker ${given.task.id}: ${firstLine(given.task.prompt)}`,
+        staticDetails: `**Sub-task** ${given.task.id} of run ${info.workflowId}\n**Agent**: ${given.agent.kind}\n**Owns**: ${given.task.ownedPaths.join(', ')}\n\n${given.task.prompt}`,
       });
       crew.children.set(given.task.id, child);
       report = await child.result();
@@ -359,4 +364,15 @@ async function pool<T, R>(items: T[], limit: number, fn: (item: T, index: number
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
   return results;
+}
+
+/** The Web UI's current details at an open gate: what waits, and the exact command that passes it. */
+function gateDetails(runId: string, gate: GateReview): string {
+  const approve = `flotilla approve ${runId} --gate ${gate.gate}${gate.sha ? ` --sha ${gate.sha}` : ''}`;
+  return [
+    `**Waiting for a person at the ${gate.gate} gate** (on timeout: ${gate.onTimeout}, at ${new Date(gate.expiresAt).toISOString()})`,
+    ...(gate.testSummary ? [`Tests: ${gate.testSummary}`] : []),
+    `Approve: \`${approve}\``,
+    `Reject: \`flotilla reject ${runId} --gate ${gate.gate} --reason "why"\``,
+  ].join('\n');
 }

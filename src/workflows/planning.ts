@@ -3,13 +3,15 @@
  * a caller's plan. An invalid proposal is retried once with the reasons; after that the run falls
  * back to a single worker with the whole objective, and says so.
  */
-import { CancellationScope, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../activities';
 import { type LeaderRequest, type PlannedRequest, type PlanningReport, RequestError, parseLeaderRequest } from '../spec';
 import type { RunStatus } from './messages';
 import { activityOptions, commandOptions } from './options';
 
 const PLANNER_ATTEMPTS = 2;
+/** Proposals are validated by the proposePlan activity, whose result is in history. */
+const PLAN_VALIDATED_BY_ACTIVITY = 'plan-validated-by-activity';
 const MAX_PLANNED_SUBTASKS = 12;
 
 export async function settlePlan(
@@ -28,9 +30,11 @@ export async function settlePlan(
   try {
     await provisionSandbox(sandbox);
     await seedWorkspace({ sandbox, runKey: ctx.runKey, baseSha: ctx.baseSha, branch: `flotilla/${ctx.runKey}/planner`, author: 'Flotilla planner' });
+    const byActivity = patched(PLAN_VALIDATED_BY_ACTIVITY);
     while (planning.attempts < PLANNER_ATTEMPTS) {
       planning.attempts++;
       const proposal = await proposePlan({
+        ...(byActivity && { request: { ...req, subTasks: undefined } }),
         sandbox,
         agent,
         objective: req.objective,
@@ -44,6 +48,12 @@ export async function settlePlan(
         planning.problems = [proposal.problem];
         continue;
       }
+      if (byActivity) {
+        if (proposal.plan) return { request: { ...req, subTasks: proposal.plan }, planning };
+        planning.problems = proposal.problems ?? ['the planner\'s proposal was refused'];
+        continue;
+      }
+      // Runs started before proposals were validated by the activity validate them here, as then.
       try {
         const checked = parseLeaderRequest({ ...req, subTasks: proposal.subTasks });
         return { request: { ...checked, subTasks: checked.subTasks! }, planning };

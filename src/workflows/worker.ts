@@ -16,6 +16,7 @@ import {
   isCancellation,
   patched,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -169,7 +170,9 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     });
     if (input.seed) await checkoutSeed({ sandbox, baseSha: input.baseSha, seed: input.seed });
     if (input.setupCmd) {
-      const setup = await runCommand({ sandbox, command: input.setupCmd, timeoutMs: input.commandTimeoutMs, label: 'setup' });
+      const setup = await runCommand.executeWithOptions({ summary: `setup ${task.id}: ${input.setupCmd}`.slice(0, 200) }, [
+        { sandbox, command: input.setupCmd, timeoutMs: input.commandTimeoutMs, label: 'setup' },
+      ]);
       if (setup.exitCode !== 0 || setup.timedOut) return failedCommand('the setup command', setup);
     }
 
@@ -183,7 +186,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       agentScope = new CancellationScope();
       try {
         return await agentScope.run(() =>
-          runAgent({
+          runAgent.executeWithOptions({ summary: `agent ${input.agent.kind} on ${task.id}, run ${runs}` }, [{
             sandbox,
             agent: input.agent,
             workerId: task.id,
@@ -195,7 +198,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
             maxTurns: input.maxTurns,
             budgetUsd: budget === undefined ? undefined : Math.max(0, budget - costUsd),
             sessionCostUsd,
-          }),
+          }]),
         );
       } catch (err) {
         // A pause cancels only the agent's scope; a cancellation of the worker itself goes on up.
@@ -233,7 +236,10 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       resume = undefined;
       await tellLeader('suspended', { reason: why, question: run?.agent.question });
       await pauseSandbox(sandbox);
-      if (!(await condition(() => resume !== undefined, input.suspendTimeoutMs))) {
+      setCurrentDetails(`**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${parentId ?? 'RUN'} --worker ${task.id} --message "..."\``);
+      const resumed = await condition(() => resume !== undefined, input.suspendTimeoutMs, { summary: `${task.id} suspended: waiting for resume` });
+      setCurrentDetails('');
+      if (!resumed) {
         const minutes = Math.round(input.suspendTimeoutMs / 60_000);
         return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
       }

@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { tempDir } from '../helpers';
 import { waitFor } from '../processes';
+import { freePort } from './ports';
 
 export interface TlsProxy {
   address: string;
@@ -39,16 +40,6 @@ function makeCertificates(dir: string): void {
   openssl(dir, ['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '1', '-extfile', 'server.ext', '-out', 'server.pem']);
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 function listening(port: number): Promise<true | undefined> {
   return new Promise((resolve) => {
