@@ -1,0 +1,95 @@
+/**
+ * `flotilla gc`: real runs on the suite's Temporal, then our CLI on the worker's data directory.
+ * Finished runs lose their staging refs; an open run (held at a manual plan gate) keeps all of
+ * its state; --dry-run removes nothing; what was pushed stays pushed.
+ */
+import path from 'node:path';
+import { simpleGit } from 'simple-git';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GcReport } from '../src/gc';
+import { awaitRun } from '../src/client';
+import { approveSignal, statusQuery } from '../src/workflows/messages';
+import { TestEnv, makeRemote, writeAgent } from './helpers';
+import { flotilla, waitFor } from './processes';
+
+let env: TestEnv;
+beforeAll(async () => {
+  env = await TestEnv.start();
+});
+afterAll(async () => {
+  await env?.stop();
+});
+
+function request(url: string, id: string, extra: object = {}) {
+  return {
+    objective: `gc ${id}`,
+    repo: { url, baseRef: 'main', targetRef: id },
+    testCmd: 'true',
+    subTasks: [{ id, prompt: `do ${id}`, ownedPaths: [id], agent: { kind: 'shell', command: writeAgent(`${id}/out.txt`, `from ${id}`) } }],
+    ...extra,
+  };
+}
+
+async function stagingRefs(): Promise<string[]> {
+  const out = await simpleGit({ baseDir: path.join(env.dataDir, 'staging.git') }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/']);
+  return out.split('\n').filter(Boolean);
+}
+
+async function gc(...args: string[]): Promise<GcReport> {
+  const r = await flotilla(env.taskQueue, ['gc', '--json', ...args], { FLOTILLA_HOME: env.dataDir });
+  expect(r.err).toBe('');
+  expect(r.code).toBe(0);
+  return JSON.parse(r.out) as GcReport;
+}
+
+describe('flotilla gc', () => {
+  it("removes finished runs' staging refs, never an open run's; --dry-run removes nothing", async () => {
+    const remote = await makeRemote({ 'README.md': 'gc\n' });
+    const a = await env.run(request(remote.url, 'alpha'));
+    const b = await env.run(request(remote.url, 'beta'));
+    expect([a.result?.outcome, b.result?.outcome]).toEqual(['pushed', 'pushed']);
+    const pushed = { alpha: await remote.head('alpha'), beta: await remote.head('beta') };
+    expect(pushed.alpha).toMatch(/^[0-9a-f]{40}$/);
+
+    const open = await env.start(request(remote.url, 'gamma', { gates: { plan: { mode: 'manual' } } }));
+    await waitFor('the plan gate', async () => ((await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined));
+    const openKey = (await stagingRefs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${open.workflowId}-`));
+    expect(openKey, 'the open run has staging refs').toBeDefined();
+    const openRefs = (await stagingRefs()).filter((r) => r.startsWith(`refs/flotilla/${openKey}/`));
+    const before = await stagingRefs();
+
+    // Visibility lags a close by a moment: wait until the list shows both runs closed.
+    const dry = await waitFor('both finished runs listed as closed', async () => {
+      const r = await gc('--older-than', '0', '--dry-run');
+      return r.removedRuns.length === 2 ? r : undefined;
+    });
+    expect(dry.removedRuns.map((r) => r.workflowId).sort()).toEqual([a.workflowId, b.workflowId].sort());
+    expect(dry.keptRuns).toContainEqual(expect.objectContaining({ workflowId: open.workflowId, reason: 'open' }));
+    expect(await stagingRefs(), '--dry-run removes nothing').toEqual(before);
+
+    // The default threshold (7 days) keeps runs that closed a moment ago.
+    const recent = await gc();
+    expect(recent.removedRuns).toEqual([]);
+    expect(await stagingRefs()).toEqual(before);
+
+    const done = await gc('--older-than', '0');
+    expect(done.removedRuns.map((r) => r.workflowId).sort()).toEqual([a.workflowId, b.workflowId].sort());
+    expect(done.artifacts.removed, 'an open run keeps every artifact').toBe(0);
+    const after = await stagingRefs();
+    expect(after.filter((r) => !r.startsWith(`refs/flotilla/${openKey}/`)), 'no ref of a finished run is left').toEqual([]);
+    expect(after).toEqual(openRefs);
+    expect(await remote.head('alpha')).toBe(pushed.alpha);
+    expect(await remote.head('beta')).toBe(pushed.beta);
+
+    // The open run still works: approved, it pushes from the refs gc kept.
+    await open.signal(approveSignal, { gate: 'plan', by: 'test' });
+    expect((await awaitRun(open)).result?.outcome).toBe('pushed');
+    expect(await remote.show('gamma', 'gamma/out.txt')).toBe('from gamma\n');
+  });
+
+  it('refuses a malformed --older-than, naming the option', async () => {
+    const r = await flotilla(env.taskQueue, ['gc', '--older-than', '7 days'], { FLOTILLA_HOME: env.dataDir });
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('--older-than must be a whole number with a unit');
+  });
+});
