@@ -3,6 +3,7 @@
  * Finished runs lose their staging refs; an open run (held at a manual plan gate) keeps all of
  * its state; --dry-run removes nothing; what was pushed stays pushed.
  */
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -57,6 +58,7 @@ describe('flotilla gc', () => {
     expect(openKey, 'the open run has staging refs').toBeDefined();
     const openRefs = (await stagingRefs()).filter((r) => r.startsWith(`refs/flotilla/${openKey}/`));
     const before = await stagingRefs();
+    expect(before.length, 'the finished runs have refs of their own').toBeGreaterThan(openRefs.length);
 
     // Visibility lags a close by a moment: wait until the list shows both runs closed.
     const dry = await waitFor('both finished runs listed as closed', async () => {
@@ -78,6 +80,8 @@ describe('flotilla gc', () => {
     const after = await stagingRefs();
     expect(after.filter((r) => !r.startsWith(`refs/flotilla/${openKey}/`)), 'no ref of a finished run is left').toEqual([]);
     expect(after).toEqual(openRefs);
+    const staging = simpleGit({ baseDir: path.join(env.dataDir, 'staging.git') });
+    expect(await staging.raw(['cat-file', '-t', pushed.alpha!]).catch(() => 'gone'), "a finished run's objects go with its refs").toBe('gone');
     expect(await remote.head('alpha')).toBe(pushed.alpha);
     expect(await remote.head('beta')).toBe(pushed.beta);
 
@@ -85,6 +89,21 @@ describe('flotilla gc', () => {
     await open.signal(approveSignal, { gate: 'plan', by: 'test' });
     expect((await awaitRun(open)).result?.outcome).toBe('pushed');
     expect(await remote.show('gamma', 'gamma/out.txt')).toBe('from gamma\n');
+
+    // Nothing open or recent any more: artifacts go too, and the space is accounted for.
+    const logs = () => readdirSync(path.join(env.dataDir, 'artifacts')).filter((n) => n.endsWith('.log'));
+    expect(logs().length).toBeGreaterThan(0);
+    const last = await waitFor('the third run listed as closed', async () => {
+      const r = await gc('--older-than', '0', '--dry-run');
+      return r.removedRuns.length === 1 && r.keptRuns.length === 0 ? r : undefined;
+    });
+    expect(last.artifacts.removed).toBe(logs().length);
+    const all = await gc('--older-than', '0');
+    expect(all.removedRuns.map((r) => r.workflowId)).toEqual([open.workflowId]);
+    expect(await stagingRefs()).toEqual([]);
+    expect(logs()).toEqual([]);
+    expect(all.freedBytes).toBeGreaterThan(0);
+    expect(await remote.head('gamma')).toMatch(/^[0-9a-f]{40}$/);
   });
 
   it('refuses a malformed --older-than, naming the option', async () => {
