@@ -3,6 +3,7 @@
  * Finished runs lose their staging refs; an open run (held at a manual plan gate) keeps all of
  * its state; --dry-run removes nothing; what was pushed stays pushed.
  */
+import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
@@ -104,6 +105,16 @@ describe('flotilla gc', () => {
     expect(logs()).toEqual([]);
     expect(all.freedBytes).toBeGreaterThan(0);
     expect(await remote.head('gamma')).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it('keeps the refs of a run Temporal does not know', async () => {
+    const cwd = path.join(env.dataDir, 'staging.git');
+    const tree = execFileSync('git', ['mktree'], { cwd, input: '' }).toString().trim();
+    const commit = execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit-tree', tree, '-m', 'not a run of ours'], { cwd }).toString().trim();
+    execFileSync('git', ['update-ref', 'refs/flotilla/stranger-deadbeef/result', commit], { cwd });
+    const r = await gc('--older-than', '0');
+    expect(r.keptRuns).toEqual([{ runKey: 'stranger-deadbeef', reason: 'Temporal lists no leader run with this key; kept to be safe' }]);
+    expect(await stagingRefs()).toEqual(['refs/flotilla/stranger-deadbeef/result']);
   });
 
   it('refuses a malformed --older-than, naming the option', async () => {
