@@ -65,6 +65,7 @@ const load = {
   schema: () => require('./schema') as typeof import('./schema'),
   init: () => require('./init') as typeof import('./init'),
   worker: () => require('./worker') as typeof import('./worker'),
+  gc: () => require('./gc') as typeof import('./gc'),
 };
 
 interface Connected {
@@ -256,6 +257,22 @@ async function cancelCommand(id: string): Promise<number> {
     await handle.cancel();
     say(`Cancelling ${id}: stopping agents and destroying sandboxes...`);
     say(formatRunEnd(await awaitRun(handle)));
+    return EXIT.ok;
+  });
+}
+
+async function gcCommand(o: { olderThan: string; dryRun?: boolean; json?: boolean }): Promise<number> {
+  const { collectGarbage, formatGc, parseAge } = load.gc();
+  let olderThanMs: number;
+  try {
+    olderThanMs = parseAge(o.olderThan);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  return withClient(async ({ client }) => {
+    const report = await collectGarbage(client, { dataDir: dataDir(), olderThanMs, dryRun: !!o.dryRun });
+    if (o.json) json(report);
+    else say(formatGc(report));
     return EXIT.ok;
   });
 }
@@ -457,6 +474,15 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
     .argument('<id>', 'the run id')
     .addHelpText('after', example('flotilla cancel RUN'))
     .action((id) => run(cancelCommand(id)));
+
+  program
+    .command('gc')
+    .description("on the worker's host: remove staging refs, sandboxes and artifacts of runs closed longer than --older-than; never an open run's")
+    .option('--older-than <age>', 'how long a run must have been closed (s, m, h or d)', '7d')
+    .option('--dry-run', 'print what would be removed, remove nothing')
+    .option('--json', 'print the report as JSON')
+    .addHelpText('after', example('flotilla gc --dry-run', 'flotilla gc --older-than 30d --json'))
+    .action((o) => run(gcCommand(o)));
 
   program
     .command('worker')

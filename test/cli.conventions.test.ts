@@ -38,6 +38,7 @@ const VERBS: [string, string][] = [
   ['pause', '--worker <id>'],
   ['resume', '--add-budget <usd>'],
   ['cancel', '<id>'],
+  ['gc', '--older-than <age>'],
   ['worker', 'TEMPORAL_ADDRESS'],
 ];
 
