@@ -18,6 +18,7 @@ import { lstat, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { simpleGit } from 'simple-git';
+import { runKeyOf } from './spec';
 
 export interface GcOptions {
   dataDir: string;
@@ -43,15 +44,6 @@ export function parseAge(text: string): number {
   const m = /^(\d+)([smhd])?$/.exec(text.trim());
   if (!m || (!m[2] && m[1] !== '0')) throw new Error(`--older-than must be a whole number with a unit (s, m, h or d), such as 7d or 12h, or 0; not "${text}"`);
   return Number(m[1]) * UNITS[m[2] ?? 's'];
-}
-
-/**
- * The same key the leader workflow builds (src/workflows/leader.ts runKeyOf): it names the run's
- * staging refs and prefixes its sandboxes. Kept in step by test/gc.test.ts, which runs real runs.
- */
-export function runKeyOf(workflowId: string, runId: string): string {
-  const readable = workflowId.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60) || 'run';
-  return `${readable}-${runId.slice(0, 8)}`;
 }
 
 interface KnownRun {

@@ -28,6 +28,15 @@ export function boundedText(max: number) {
   return z.string().max(max, { error: (iss) => `is ${String(iss.input).length} characters; at most ${max}` });
 }
 
+/**
+ * A name for refs, branches and sandbox keys: readable, valid in a git ref, and distinct for
+ * every run even when a workflow id is reused.
+ */
+export function runKeyOf(workflowId: string, runId: string): string {
+  const readable = workflowId.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60) || 'run';
+  return `${readable}-${runId.slice(0, 8)}`;
+}
+
 /** Rules of `git check-ref-format`, applied without running git so workflows can use them too. */
 export function refNameProblem(name: string): string | undefined {
   if (name.length === 0) return 'is empty';

@@ -35,6 +35,7 @@ import {
   type WorkerReport,
   RequestError,
   parseLeaderRequest,
+  runKeyOf,
 } from '../spec';
 import { type Crew, openInbox } from './inbox';
 import { type GateReview, type RunStatus, type WorkerStatus, statusQuery } from './messages';
@@ -339,14 +340,6 @@ async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
 
 const PARSED_BY_ACTIVITY = 'request-parsed-by-activity';
 
-/**
- * A name for refs, branches and sandbox keys: readable, valid in a git ref, and distinct for
- * every run even when a workflow id is reused.
- */
-function runKeyOf(workflowId: string, runId: string): string {
-  const readable = workflowId.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60) || 'run';
-  return `${readable}-${runId.slice(0, 8)}`;
-}
 
 function minutes(n: number): number {
   return Math.round(n * 60_000);
