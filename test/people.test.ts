@@ -273,6 +273,32 @@ describe('the Temporal CLI', () => {
     remote.cleanup();
   });
 
+  it('the Temporal CLI rejects with an update, pauses with a signal and cancels, as the README shows', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const base = await remote.head();
+    const temporal = (id: string, ...args: string[]) => run(temporalBinary(), [...args, '--address', inject('temporalAddress'), '--workflow-id', id]);
+
+    const gated = await env.start(request(remote.url, [greet('one')], { gates: { plan: manual } }));
+    await waitForStatus(gated.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
+    const rejected = await temporal(gated.workflowId, 'workflow', 'update', 'execute', '--name', 'reject', '--input', JSON.stringify({ gate: 'plan', reason: 'wrong split', by: 'ana' }));
+    expect(rejected.code, rejected.err).toBe(0);
+    const end = await awaitRun(gated);
+    expect(end.failureType).toBe('rejected');
+    expect(end.failureMessage).toContain('ana rejected the plan gate: wrong split');
+
+    const running = await env.start(request(remote.url, [{ id: 'slow', command: 'sleep 600' }]));
+    await waitForStatus(running.workflowId, 'the worker to run', (x) => x.workers[0].state === 'running');
+    const paused = await temporal(running.workflowId, 'workflow', 'signal', '--name', 'pause', '--input', JSON.stringify({ workerId: 'slow', by: 'ana' }));
+    expect(paused.code, paused.err).toBe(0);
+    await waitForStatus(running.workflowId, 'the pause', (x) => x.workers[0].state === 'suspended');
+    const cancelled = await temporal(running.workflowId, 'workflow', 'cancel');
+    expect(cancelled.code, cancelled.err).toBe(0);
+    expect((await awaitRun(running)).failureType).toBe('cancelled');
+    await waitFor('every sandbox to be gone', async () => (env.sandboxesLeft().length === 0 ? true : undefined));
+    expect(await remote.head()).toBe(base);
+    remote.cleanup();
+  });
+
   it('watch shows the open gate with the exact approve command and exits with the result', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const handle = await env.start(request(remote.url, [greet('one')], { gates: { push: manual } }));
