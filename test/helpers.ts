@@ -172,6 +172,23 @@ export function writeAgent(file: string, content: string, commit = true): string
   return commit ? `${write} && git add -A && git commit -qm 'write ${file}'` : write;
 }
 
+/** A manual gate, as requests in tests write it. */
+export const manual = { mode: 'manual' as const };
+
+/** A request whose sub-tasks are shell agents, each owning the directory named after it. */
+export function shellRequest(objective: string, url: string, tasks: { id: string; command: string }[], extra: object = {}) {
+  return {
+    objective,
+    repo: { url, baseRef: 'main' },
+    testCmd: 'true',
+    subTasks: tasks.map((t) => ({ id: t.id, prompt: `do ${t.id}`, ownedPaths: [t.id], agent: { kind: 'shell' as const, command: t.command } })),
+    ...extra,
+  };
+}
+
+/** A sub-task whose agent writes and commits `<id>/greeting.txt`. */
+export const greet = (id: string) => ({ id, command: writeAgent(`${id}/greeting.txt`, `hello from ${id}`) });
+
 /** Declares the check that every finished run of a test file replays deterministically. */
 export function describeReplay(env: () => TestEnv, atLeast: number): void {
   describe('determinism', () => {

@@ -23,7 +23,7 @@ import {
   resumeSignal,
   statusQuery,
 } from '../src/workflows/messages';
-import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
+import { TestEnv, makeRemote, tempDir, manual, shellRequest, greet } from './helpers';
 import { flotilla, processesMatching, processesRunning, run, waitFor } from './processes';
 import { E2BDouble } from './support/e2b-double';
 
@@ -38,19 +38,7 @@ afterAll(async () => {
   await double?.cleanup();
 });
 
-const manual = { mode: 'manual' as const };
-
-function request(url: string, tasks: { id: string; command: string }[], extra: object = {}) {
-  return {
-    objective: 'hostile messages',
-    repo: { url, baseRef: 'main' },
-    testCmd: 'true',
-    subTasks: tasks.map((t) => ({ id: t.id, prompt: `do ${t.id}`, ownedPaths: [t.id], agent: { kind: 'shell', command: t.command } })),
-    ...extra,
-  };
-}
-
-const greet = (id: string) => ({ id, command: writeAgent(`${id}/greeting.txt`, `hello from ${id}`) });
+const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) => shellRequest('hostile messages', url, tasks, extra);
 
 /** An agent that does `first` until it is resumed with a message, then writes the message. */
 const untilResumed = (id: string, first: string) => ({

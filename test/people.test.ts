@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
 import { temporalBinary } from '../src/temporal';
 import { type RunStatus, approveSignal, resumeSignal, statusQuery } from '../src/workflows/messages';
-import { TestEnv, makeRemote, describeReplay, writeAgent } from './helpers';
+import { TestEnv, makeRemote, describeReplay, manual, shellRequest, greet } from './helpers';
 import { CLI, flotilla, processesMatching, processesRunning, run, waitFor } from './processes';
 
 let env: TestEnv;
@@ -19,19 +19,7 @@ afterAll(async () => {
   await env?.stop();
 });
 
-const manual = { mode: 'manual' as const };
-
-function request(url: string, tasks: { id: string; command: string }[], extra: object = {}) {
-  return {
-    objective: 'people in the loop',
-    repo: { url, baseRef: 'main' },
-    testCmd: 'true',
-    subTasks: tasks.map((t) => ({ id: t.id, prompt: `do ${t.id}`, ownedPaths: [t.id], agent: { kind: 'shell', command: t.command } })),
-    ...extra,
-  };
-}
-
-const greet = (id: string) => ({ id, command: writeAgent(`${id}/greeting.txt`, `hello from ${id}`) });
+const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) => shellRequest('people in the loop', url, tasks, extra);
 
 /** An agent that, until it is resumed with a message, does `first`; then writes the message. */
 const untilResumed = (id: string, first: string) => ({
