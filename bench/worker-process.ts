@@ -32,6 +32,8 @@ export interface WorkerProcessOptions {
   logFile: string;
   /** Run it under strace, writing process-creating syscalls here. */
   straceFile?: string;
+  /** Options for node itself (--cpu-prof, to see where the worker's CPU goes). */
+  nodeArgs?: string[];
 }
 
 const WORKER_JS = path.join(__dirname, '..', 'dist', 'worker.js');
@@ -44,7 +46,7 @@ export async function startWorkerProcess(o: WorkerProcessOptions): Promise<Worke
     TEMPORAL_ADDRESS: o.address,
     TEMPORAL_NAMESPACE: o.namespace,
   };
-  const node = [process.execPath, WORKER_JS];
+  const node = [process.execPath, ...(o.nodeArgs ?? []), WORKER_JS];
   const argv = o.straceFile ? ['strace', '-f', '-qq', '-o', o.straceFile, '-e', 'trace=clone,clone3,fork,vfork,execve', ...node] : node;
   const log = openSync(o.logFile, 'a');
   const started = performance.now();

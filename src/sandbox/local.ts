@@ -9,7 +9,7 @@
  * unless the worker was started with FLOTILLA_ISOLATION=none, in which case commands run as plain
  * processes and every report says so.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, lstat, mkdir, open, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
@@ -314,22 +314,25 @@ function ensureStage(): Promise<void> {
 }
 
 /**
- * Bytes and entries under the directories, not following symlinks. It stops counting entries at
- * `stopAt`: a flood of millions should not hold the worker up for minutes to say so.
+ * Counts entries (and the bytes of regular files) below the given directories, not following
+ * symlinks: one `find` whose count stops at $STOP entries, so a flood of millions does not hold
+ * the worker up for minutes to say so. A walk in this process cost the worker ~15 µs of CPU per
+ * file at every command (0.3 s for a 20,000-file checkout); find does it in a tenth of that, in
+ * a process of its own, and also reaches entries nested deeper than a path can be long.
  */
+const MEASURE = `find "$@" -mindepth 1 -printf '%y %s\\n' 2>/dev/null | head -n "$STOP" | awk '{ n++ } $1 == "f" { s += $2 } END { printf "%.0f %.0f\\n", n, s }'`;
+const MEASURE_TIMEOUT_MS = 120_000;
+
 async function measure(dirs: string[], stopAt: number): Promise<{ bytes: number; files: number }> {
-  const total = { bytes: 0, files: 0 };
-  const walk = async (at: string): Promise<void> => {
-    for (const e of await readdir(at, { withFileTypes: true }).catch(() => [])) {
-      if (total.files >= stopAt) return;
-      total.files++;
-      const full = path.join(at, e.name);
-      if (e.isDirectory()) await walk(full);
-      else if (e.isFile()) total.bytes += (await lstat(full).catch(() => undefined))?.size ?? 0;
-    }
-  };
-  for (const dir of dirs) await walk(dir);
-  return total;
+  const env = { PATH: '/usr/bin:/bin', LC_ALL: 'C', STOP: String(stopAt) };
+  const out = await new Promise<string>((resolve, reject) => {
+    execFile('/bin/sh', ['-c', MEASURE, 'flotilla-measure', ...dirs], { env, timeout: MEASURE_TIMEOUT_MS, killSignal: 'SIGKILL' }, (err, stdout) =>
+      err ? reject(err) : resolve(stdout),
+    );
+  });
+  const m = /^(\d+) (\d+)\n$/.exec(out);
+  if (!m) throw new Error(`counting the sandbox's files failed (find printed "${out.trim().slice(0, 200)}")`);
+  return { files: Number(m[1]), bytes: Number(m[2]) };
 }
 
 const count = (n: number) => n.toLocaleString('en-US');
@@ -463,8 +466,9 @@ class LocalSandbox implements Sandbox {
     const timer = setInterval(() => {
       if (counting) return;
       counting = true;
+      // A count that fails here is retried by the one after the command, which does not swallow it.
       void this.diskOverLimit()
-        .then((reason) => reason && over(reason))
+        .then((reason) => reason && over(reason), () => undefined)
         .finally(() => (counting = false));
     }, DISK_CHECK_MS);
     return () => clearInterval(timer);
