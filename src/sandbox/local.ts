@@ -291,10 +291,13 @@ mount --bind "$passwd" "$stage/passwd"
 exec "$@"`;
 
 /**
- * Runs the command inside the sandbox, then reports how full /tmp is on fd 3, which the command
- * itself does not get. The tmpfs is gone once bwrap exits, so this is the only moment to look.
+ * Sets the command's rlimits ($1, options of bash's ulimit, which lowers soft and hard limit
+ * alike: nothing in the sandbox may raise them again), runs it, then reports how full /tmp is
+ * on fd 3, which the command itself does not get. The tmpfs is gone once bwrap exits, so this is
+ * the only moment to look. Setting the limits here rather than with prlimit before bwrap saves a
+ * process per command.
  */
-const WRAPPER = '"$@" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
+const WRAPPER = 'ulimit $1 || exit 125; shift; "$@" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
 
 /**
  * The empty mount points of the stage, made on first use by each worker process (/run does not
@@ -436,15 +439,16 @@ class LocalSandbox implements Sandbox {
 
   /**
    * unshare (root: a mount namespace for the prelude) → prelude (root: cgroups, staged mounts) →
-   * prlimit (file size; processes and memory without cgroups) → setpriv (the sandbox's uid, no
-   * new privileges) → bwrap (user namespace and the sandbox's view) → wrapper → the command.
+   * setpriv (the sandbox's uid, no new privileges) → bwrap (user namespace and the sandbox's
+   * view) → wrapper (rlimits: file size; processes and memory without cgroups) → the command.
    */
   private sandboxArgv(command: string, cwd: string, options: ExecOptions, cgroups: CommandCgroups | undefined, net: SandboxNet): string[] {
     const l = this.limits;
     // Without cgroups, rlimits stand in: processes per uid (each sandbox has its own) and
     // address space per process. With them, the cgroups decide, and say so afterwards.
-    const rlimits = [`--fsize=${l.workspaceMiB * MIB}`];
-    if (!cgroups) rlimits.push(`--nproc=${l.processes}`, `--as=${l.memoryMiB * MIB}`);
+    // In bash's units: KiB for file size and address space.
+    const rlimits = [`-f ${l.workspaceMiB * 1024}`];
+    if (!cgroups) rlimits.push(`-u ${l.processes}`, `-v ${l.memoryMiB * 1024}`);
     const host = (name: string) => path.join(this.root, name);
     const source = (name: 'workspace' | 'scratch') => (this.uid === undefined ? host(name) : path.join(STAGE, name));
 
@@ -453,7 +457,6 @@ class LocalSandbox implements Sandbox {
       argv.push('unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', PRELUDE, 'flotilla-prelude');
       argv.push(cgroups?.procsFiles().join(' ') ?? '', host('workspace'), host('scratch'), host('passwd'), STAGE);
     }
-    argv.push('prlimit', ...rlimits, '--');
     if (this.uid !== undefined) argv.push('setpriv', '--reuid', String(this.uid), '--regid', String(this.uid), '--clear-groups', '--no-new-privs', '--');
     argv.push(this.bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL');
     // Mounts apply in order: the private /tmp first, so a tool directory that lives under the
@@ -467,7 +470,7 @@ class LocalSandbox implements Sandbox {
       '--bind', source('scratch'), INSIDE_SCRATCH,
       ...net.bwrapArgs,
       '--chdir', cwd,
-      '--', 'bash', '-c', WRAPPER, 'flotilla-sandbox', ...net.command(['bash', '-c', command]),
+      '--', 'bash', '-c', WRAPPER, 'flotilla-sandbox', rlimits.join(' '), ...net.command(['bash', '-c', command]),
     );
     return argv;
   }
