@@ -168,13 +168,15 @@ export class StagingRepo {
     await this.deleteRefs([ref]);
   }
 
-  /** Removes `refs` here (in one transaction) and from the shared store (in one push). */
+  /** Removes `refs` here (in one transaction) and from the shared store (a push per thousand, to stay under the argument limit). */
   async deleteRefs(refs: string[]): Promise<void> {
     if (refs.length === 0) return;
     const r = await runGit(this.dir, ['update-ref', '--stdin'], Buffer.from(refs.map((ref) => `delete ${ref}\n`).join('')));
     if (r.code !== 0) throw new Error(`git update-ref failed in ${this.dir}: ${r.stderr.trim()}`);
     // Deleting a ref the shared store does not have is a warning, not an error.
-    if (this.shared) await this.onShared('push', ['push', '--quiet', '--', this.shared, ...refs.map((ref) => `:${ref}`)]);
+    for (let i = 0; this.shared && i < refs.length; i += 1000) {
+      await this.onShared('push', ['push', '--quiet', '--', this.shared, ...refs.slice(i, i + 1000).map((ref) => `:${ref}`)]);
+    }
   }
 
   /** The refs under `prefix` in the shared store (empty without one). */

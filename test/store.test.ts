@@ -16,8 +16,11 @@ import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { createActivities } from '../src/activities';
 import { defaultDeps } from '../src/activities/deps';
 import { awaitRun } from '../src/client';
+import type { GcReport } from '../src/gc';
 import { leaderWorkflow } from '../src/workflows';
-import { makeRemote, tempDir, writeAgent } from './helpers';
+import { approveSignal, statusQuery } from '../src/workflows/messages';
+import { makeRemote, manual, tempDir, writeAgent } from './helpers';
+import { flotilla, waitFor } from './processes';
 import { type ServedStore, fileStore, serveStore } from './support/git-daemon';
 
 type Activities = ReturnType<typeof createActivities>;
@@ -179,6 +182,69 @@ describe('one run across two hosts through the shared store', () => {
     expect(await remote.show('repaired', 'two/greeting.txt')).toBe('hello from two\n');
     remote.cleanup();
     rmSync(dataA, { recursive: true, force: true });
+    await store.stop();
+  });
+});
+
+describe('flotilla gc with a shared store', () => {
+  it("removes a closed run's refs and artifacts from the store, from any host, never an open run's", async () => {
+    const store = await fileStore();
+    const remote = await makeRemote({ 'README.md': '# gc\n', 'check.sh': CHECK.replace(/^test -f one\/repaired.*$/m, '') });
+    const taskQueue = `store-${randomUUID()}`;
+    const dataA = tempDir('host-a');
+    const host = await startHost(dataA, store, taskQueue);
+    const start = (targetRef: string, extra: object = {}) =>
+      client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-gc-${targetRef}-${randomUUID()}`, args: [request(remote.url, targetRef, extra) as never] });
+    const done = await awaitRun(await start('done'));
+    expect(done.result?.outcome, done.result?.message).toBe('pushed');
+    const open = await start('open', { gates: { plan: manual } });
+    await waitFor('the plan gate', async () => ((await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined));
+    const keyOf = (workflowId: string) => async () => (await store.refs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${workflowId.slice(0, 60)}-`));
+    const doneKey = (await keyOf(done.workflowId)())!;
+    const openKey = (await keyOf(open.workflowId)())!;
+    expect([doneKey, openKey].every(Boolean), 'both runs have refs in the store').toBe(true);
+    const runRefs = async (key: string) => (await store.refs(`refs/flotilla/${key}/`)).length;
+    const artifacts = () => store.refs('refs/flotilla/artifacts/');
+    expect(await artifacts()).not.toEqual([]);
+
+    // From another host, which ran nothing: everything it removes comes from the store's listing.
+    const elsewhere = tempDir('host-b');
+    const gc = async (dataDir: string, ...args: string[]) => {
+      const r = await flotilla(taskQueue, ['gc', '--json', '--older-than', '0', ...args], { FLOTILLA_HOME: dataDir, FLOTILLA_STAGING_URL: store.url });
+      expect(r.err).toBe('');
+      return JSON.parse(r.out) as GcReport;
+    };
+    const dry = await waitFor('the finished run listed as closed', async () => {
+      const r = await gc(elsewhere, '--dry-run');
+      return r.removedRuns.some((x) => x.runKey === doneKey) ? r : undefined;
+    });
+    expect(dry.sharedStore).toEqual({ refs: await runRefs(doneKey), artifacts: 0 });
+    const first = await gc(elsewhere);
+    expect(first.removedRuns.map((x) => x.runKey)).toEqual([doneKey]);
+    expect(first.keptRuns).toContainEqual(expect.objectContaining({ runKey: openKey, reason: 'open' }));
+    expect(await runRefs(doneKey), "the closed run's refs are gone from the store").toBe(0);
+    expect(await runRefs(openKey), "the open run's are all there").toBeGreaterThan(0);
+    expect((await artifacts()).length, 'an open run keeps every artifact').toBeGreaterThan(0);
+
+    // The open run still works from what the store kept.
+    await open.signal(approveSignal, { gate: 'plan', by: 'test' });
+    expect((await awaitRun(open)).result?.outcome).toBe('pushed');
+    await host.stop();
+    const last = await waitFor('the second run listed as closed', async () => {
+      const r = await gc(elsewhere, '--dry-run');
+      return r.keptRuns.length === 0 && r.removedRuns.length === 1 ? r : undefined;
+    });
+    expect(last.sharedStore?.artifacts).toBe((await artifacts()).length);
+    await gc(elsewhere);
+    expect(await store.refs(), 'nothing of either run is left in the store').toEqual([]);
+    // The host that ran them cleans its own cache; what the store no longer has is no error.
+    const own = await gc(dataA);
+    expect(own.removedRuns.map((x) => x.runKey).sort()).toEqual([doneKey, openKey].sort());
+    expect(await refsIn(dataA, 'refs/flotilla/')).toEqual([]);
+    expect(await remote.head('done')).toBe(done.result?.pushedSha);
+    remote.cleanup();
+    rmSync(dataA, { recursive: true, force: true });
+    rmSync(elsewhere, { recursive: true, force: true });
     await store.stop();
   });
 });
