@@ -7,6 +7,7 @@
  *
  *   npm run bench               full sizes (a 20,000-file / 150 MB repository, 5 s agents, 20 runs at once)
  *   npm run bench -- --quick    CI-size check of the same (2,000 files / 15 MB, 1 s agents, 5 runs)
+ *   npm run bench -- --cpu-prof DIR   also writes the measured worker's CPU profiles (node --cpu-prof) to DIR
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,6 +21,7 @@ import { ensureTemporal } from '../src/temporal';
 import { type WorkerProcess, countProcesses, startWorkerProcess } from './worker-process';
 
 const quick = process.argv.includes('--quick');
+const cpuProfDir = process.argv.includes('--cpu-prof') ? path.resolve(process.argv[process.argv.indexOf('--cpu-prof') + 1] ?? 'bench-profiles') : undefined;
 const P = quick
   ? { rounds: 2, agentS: 1, fanout: 8, more: 16, files: 2000, mb: 15, history: 20, concurrent: 5, perRun: 4 }
   : { rounds: 3, agentS: 5, fanout: 8, more: 16, files: 20000, mb: 150, history: 50, concurrent: 20, perRun: 4 };
@@ -118,7 +120,7 @@ async function main(): Promise<void> {
   const temporal = await ensureTemporal({ dataDir, port });
   const client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: temporal.namespace });
   let queues = 0;
-  const startWorker = (straceFile?: string) =>
+  const startWorker = (straceFile?: string, nodeArgs?: string[]) =>
     startWorkerProcess({
       client,
       address: temporal.address,
@@ -128,6 +130,7 @@ async function main(): Promise<void> {
       taskQueue: `bench-${process.pid}-${++queues}`,
       logFile: path.join(root, 'worker.log'),
       straceFile,
+      nodeArgs,
     });
 
   // Start-up alone, a few times (the embedded server is already up); the last one stays.
@@ -135,8 +138,10 @@ async function main(): Promise<void> {
   let worker: WorkerProcess | undefined;
   for (let i = 0; i < 3; i++) {
     await worker?.stop();
-    worker = await startWorker();
-    readies.push(worker.readyS);
+    const last = i === 2;
+    worker = await startWorker(undefined, last && cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : undefined);
+    // Profiling slows the start it would measure.
+    if (!(last && cpuProfDir)) readies.push(worker.readyS);
   }
   const { taskQueue } = worker!;
 
@@ -265,6 +270,7 @@ async function main(): Promise<void> {
   row('CPU per run of what the worker started (git, sandbox set-up, agents)', fmt(childCpuPerRun), '-', '-', '-', undefined);
   if (spawned) row(`processes per run of ${P.perRun} sub-tasks (strace: execs / forks)`, `${spawned.execs} / ${spawned.forks}`, '-', '-', '-', undefined);
   row('worker ready (`node dist/worker.js` until its queue is polled)', `${fmt(min(readies))} / ${fmt(median(readies))}`, '-', '-', '<= 1.5 s', median(readies) <= 1.5);
+  if (cpuProfDir) console.log(`\n(CPU profiles of the measured worker, main and workflow threads: ${cpuProfDir})`);
   row('RunResult bytes per worker (x100 must stay < 64 KiB)', `${resultBytesPerWorker.toFixed(0)} B`, '-', '-', '<= 655 B', resultBytesPerWorker <= 655);
 
   await client.connection.close();

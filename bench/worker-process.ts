@@ -34,6 +34,8 @@ export interface WorkerProcessOptions {
   straceFile?: string;
   /** Options for node itself (--cpu-prof, to see where the worker's CPU goes). */
   nodeArgs?: string[];
+  /** Another build's worker, to compare with (default: this checkout's dist/worker.js). */
+  workerJs?: string;
 }
 
 const WORKER_JS = path.join(__dirname, '..', 'dist', 'worker.js');
@@ -46,16 +48,15 @@ export async function startWorkerProcess(o: WorkerProcessOptions): Promise<Worke
     TEMPORAL_ADDRESS: o.address,
     TEMPORAL_NAMESPACE: o.namespace,
   };
-  const node = [process.execPath, ...(o.nodeArgs ?? []), WORKER_JS];
+  const node = [process.execPath, ...(o.nodeArgs ?? []), o.workerJs ?? WORKER_JS];
   const argv = o.straceFile ? ['strace', '-f', '-qq', '-o', o.straceFile, '-e', 'trace=clone,clone3,fork,vfork,execve', ...node] : node;
   const log = openSync(o.logFile, 'a');
   const started = performance.now();
   const child = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', log, log] });
   closeSync(log);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  // Under strace the pid is strace's; the worker is its child.
-  const pid = o.straceFile ? await childOf(child.pid!) : child.pid!;
   // A bench that fails must not leave a worker polling behind it.
+  let pid = child.pid!;
   const kill = () => [pid, child.pid!].forEach((p) => signal(p, 'SIGKILL'));
   process.once('exit', kill);
   await untilPolled(o, child).catch((err) => {
@@ -63,6 +64,8 @@ export async function startWorkerProcess(o: WorkerProcessOptions): Promise<Worke
     throw err;
   });
   const readyS = (performance.now() - started) / 1000;
+  // Under strace the pid is strace's; the worker is its child (by now: strace's own probe child is gone).
+  if (o.straceFile) pid = await childOf(child.pid!);
   return {
     pid,
     taskQueue: o.taskQueue,
