@@ -115,7 +115,14 @@ export async function registerSearchAttributes(operator: OperatorService, namesp
   if (mistyped.length) throw new Error(mistypedMessage(namespace, mistyped));
   if (!missing.length) return [];
   const searchAttributes = Object.fromEntries(SEARCH_ATTRIBUTES.filter((k) => missing.includes(k.name)).map((k) => [k.name, indexedValueType(k.type)!]));
-  await operator.addSearchAttributes({ namespace, searchAttributes });
+  try {
+    await operator.addSearchAttributes({ namespace, searchAttributes });
+  } catch (err) {
+    // Several workers starting at once each try: whoever lost the race finds them there.
+    const after = await checkSearchAttributes(operator, namespace).catch(() => undefined);
+    if (after && !after.missing.length && !after.mistyped.length) return [];
+    throw err;
+  }
   return missing;
 }
 
