@@ -4,6 +4,7 @@
  * fresh namespace, and a worker that refuses one without them. Visibility is eventually
  * consistent: every read waits for its condition.
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -111,6 +112,10 @@ describe('search attributes', () => {
     // ---- Finished: nobody is awaited, the outcome is set ----
     expect((await awaitRun(gated)).result?.outcome).toBe('pushed');
     expect(await attributes(gated)).toMatchObject({ phase: 'done', awaiting: 'none', outcome: 'pushed', costUsd: 0.25 });
+    // One upsert per change a filter sees (phases, gates, workers ending), not one per progress message.
+    const { events } = await gated.fetchHistory();
+    const upserts = (events ?? []).filter((e) => e.upsertWorkflowSearchAttributesEventAttributes).length;
+    expect(upserts).toBeLessThanOrEqual(12);
     await listFinds(['--awaiting', '--repo', remote.url], []);
     await listFinds(['--outcome', 'pushed', '--repo', remote.url], [gated.workflowId, finished.workflowId]);
     await listFinds(['--phase', 'done', '--repo', remote.url], [gated.workflowId, finished.workflowId]);
@@ -191,6 +196,30 @@ describe('flotilla setup-cluster', () => {
       const r = await flotilla(env.taskQueue, ['list', '--awaiting', '--json'], inFresh);
       return r.code === 0 && r.out.trim() === '[]' ? true : undefined;
     });
+  });
+});
+
+describe('FLOTILLA_REGISTER_SEARCH_ATTRIBUTES=1', () => {
+  it('lets a worker register them itself, as the compose deployment does, then poll', async () => {
+    const namespace = `owned-${randomUUID().slice(0, 8)}`;
+    await env.client.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+    await waitFor('the new namespace', async () => (await env.client.workflowService.describeNamespace({ namespace })) ?? undefined);
+    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
+      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_NAMESPACE: namespace, FLOTILLA_HOME: tempDir('home'), FLOTILLA_REGISTER_SEARCH_ATTRIBUTES: '1' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let log = '';
+    worker.stderr.on('data', (chunk) => (log += chunk));
+    const exited = new Promise((resolve) => worker.once('exit', resolve));
+    try {
+      await waitFor('the worker to poll', async () => (log.includes('worker polling') ? true : undefined), 60_000);
+      expect(log).toContain(`Registered search attributes in namespace "${namespace}": ${SEARCH_ATTRIBUTES.map((k) => k.name).join(', ')}`);
+      const { customAttributes } = await env.client.connection.operatorService.listSearchAttributes({ namespace });
+      expect(Object.keys(customAttributes ?? {})).toEqual(expect.arrayContaining(SEARCH_ATTRIBUTES.map((k) => k.name)));
+    } finally {
+      worker.kill('SIGTERM');
+      await exited;
+    }
   });
 });
 
