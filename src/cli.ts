@@ -332,6 +332,7 @@ Environment:
   FLOTILLA_TEMPORAL_PORT  port of the embedded dev server (default 7233; Web UI on port + 1000)
   FLOTILLA_TASK_QUEUE     task queue of runs and workers (default "flotilla"); both must agree
   FLOTILLA_HOME           data directory (default ~/.flotilla)
+  FLOTILLA_STAGING_URL    worker, gc: the shared store of run state every worker host reaches
   FLOTILLA_DEPLOYMENT     worker: poll as a version of this worker deployment, runs pinned to it
   FLOTILLA_BUILD_ID       worker: that version's build ID (default: package version + workflow code hash)
   NO_COLOR                no colours, even on a terminal
