@@ -335,6 +335,7 @@ Environment:
   FLOTILLA_STAGING_URL    worker, gc: the shared store of run state every worker host reaches
   FLOTILLA_DEPLOYMENT     worker: poll as a version of this worker deployment, runs pinned to it
   FLOTILLA_BUILD_ID       worker: that version's build ID (default: package version + workflow code hash)
+  FLOTILLA_REGISTER_SEARCH_ATTRIBUTES  worker: 1 registers Flotilla's search attributes at start (else: flotilla setup-cluster)
   NO_COLOR                no colours, even on a terminal
 
 Exit codes:
