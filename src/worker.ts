@@ -18,6 +18,7 @@ import { type DeploymentVersion, dataDir, deploymentSetting, packageVersion, tas
 import { connectWorker } from './connection';
 import { createLogger, installSdkLogger, logOptions } from './log';
 import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
+import { TRACED_WORKFLOW_MODULES, type Tracing, startTracing } from './telemetry';
 import { credentialFiles } from './temporal';
 
 export interface FlotillaWorkerOptions {
@@ -33,19 +34,25 @@ export interface FlotillaWorkerOptions {
   shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
   /** Poll as this worker deployment version, runs pinned to it; without it, an unversioned worker. */
   deployment?: DeploymentVersion;
+  /** OpenTelemetry tracing (src/telemetry.ts); a given workflowBundle must then be bundled with TRACED_WORKFLOW_MODULES. */
+  tracing?: Tracing;
 }
 
 /**
  * `npm run build` bundles the workflows into dist/, next to the compiled worker, so an installed
  * package starts without webpack. Run from the sources (a checkout, tests), there is none.
  */
-function packagedBundle(): { codePath: string } | undefined {
-  const codePath = path.join(__dirname, 'workflow-bundle.js');
+function packagedBundle(traced = false): { codePath: string } | undefined {
+  const codePath = path.join(__dirname, traced ? 'workflow-bundle-traced.js' : 'workflow-bundle.js');
   return existsSync(codePath) ? { codePath } : undefined;
 }
 
 export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<Worker> {
-  const workflowBundle = opts.workflowBundle ?? packagedBundle();
+  const workflowBundle = opts.workflowBundle ?? packagedBundle(!!opts.tracing);
+  const tracing = opts.tracing && {
+    interceptors: { activity: opts.tracing.activityInterceptors, ...(workflowBundle ? {} : { workflowModules: TRACED_WORKFLOW_MODULES }) },
+    sinks: opts.tracing.sinks,
+  };
   return Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
@@ -56,6 +63,7 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     // or paused agent is stopped within seconds, not the default half-minute.
     maxHeartbeatThrottleInterval: '2 seconds',
     shutdownGraceTime: opts.shutdownGraceTime ?? 0,
+    ...tracing,
     // PINNED: a run, its workers and their activities stay on the version that started the run,
     // so new code only ever sees histories it wrote. The leader waits at gates for days: with
     // AUTO_UPGRADE a deploy would replay those runs on code they were not recorded with.
@@ -74,11 +82,14 @@ export function defaultBuildId(workflowCode: string): string {
  * The workflow code and, if FLOTILLA_DEPLOYMENT asks for one, the version it runs as. Bundled once
  * here, so the build ID names exactly the code the worker then runs.
  */
-async function versionedWorkflows(): Promise<Pick<FlotillaWorkerOptions, 'workflowBundle' | 'deployment'>> {
+async function versionedWorkflows(traced: boolean): Promise<Pick<FlotillaWorkerOptions, 'workflowBundle' | 'deployment'>> {
   const setting = deploymentSetting();
   if (!setting) return {};
-  const packaged = packagedBundle();
-  const bundle = packaged ? { code: readFileSync(packaged.codePath, 'utf8') } : await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows') });
+  // Traced code is other code, so another build: a run never moves between traced and untraced workers.
+  const packaged = packagedBundle(traced);
+  const bundle = packaged
+    ? { code: readFileSync(packaged.codePath, 'utf8') }
+    : await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), ...(traced ? { workflowInterceptorModules: TRACED_WORKFLOW_MODULES } : {}) });
   return { workflowBundle: bundle, deployment: { deploymentName: setting.deploymentName, buildId: setting.buildId ?? defaultBuildId(bundle.code) } };
 }
 
@@ -127,7 +138,8 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const log = createLogger(opts);
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
-  const versioned = await versionedWorkflows();
+  const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
+  const versioned = await versionedWorkflows(!!tracing);
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });
   if (temporal.started) log.info(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);
@@ -141,13 +153,16 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       taskQueue: taskQueue(),
       dataDir: dir,
       shutdownGraceTime: SHUTDOWN_GRACE_TIME,
+      tracing,
       ...versioned,
     });
+    if (tracing) log.info(`Tracing to ${tracing.endpoint}`);
     const as = versioned.deployment ? ` as ${versioned.deployment.deploymentName}:${versioned.deployment.buildId} (runs pinned)` : '';
     log.info(`Flotilla worker polling task queue "${taskQueue()}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
     await worker.run();
     log.info('Flotilla worker stopped');
   } finally {
+    await tracing?.flush();
     await temporal.close();
   }
 }
