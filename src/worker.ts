@@ -11,11 +11,13 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
+import { Client } from '@temporalio/client';
 import { type NativeConnection, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, defaultDeps } from './activities/deps';
 import { type DeploymentVersion, dataDir, deploymentSetting, packageVersion, taskQueue } from './config';
 import { connectWorker } from './connection';
+import { checkRetention, retentionPolicy, startRetention } from './gc';
 import { createLogger, installSdkLogger, logOptions } from './log';
 import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
 import { TRACED_WORKFLOW_MODULES, type Tracing, startTracing } from './telemetry';
@@ -139,6 +141,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
   const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
+  const retention = retentionPolicy();
   const versioned = await versionedWorkflows(!!tracing);
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });
@@ -147,6 +150,9 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   warnIfUnisolated((line) => log.warn(line.trim()));
   try {
     refuseCredentialsVisibleToAgents();
+    // Retention (FLOTILLA_RETENTION): this host's share of `flotilla gc`, from the first poll on.
+    const gc = retention && { client: new Client({ connection: temporal.connection, namespace: temporal.namespace }), policy: retention };
+    if (gc) await checkRetention(gc.client, temporal.namespace, gc.policy);
     const worker = await createFlotillaWorker({
       connection: temporal.connection,
       namespace: temporal.namespace,
@@ -157,9 +163,12 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       ...versioned,
     });
     if (tracing) log.info(`Tracing to ${tracing.endpoint}`);
+    if (gc) log.info(`Retention: the state of runs closed over ${gc.policy.setting} is removed every ${gc.policy.everyMs / 1000}s`);
     const as = versioned.deployment ? ` as ${versioned.deployment.deploymentName}:${versioned.deployment.buildId} (runs pinned)` : '';
     log.info(`Flotilla worker polling task queue "${taskQueue()}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
+    const pruning = gc && startRetention(gc.client, dir, gc.policy, log);
     await worker.run();
+    await pruning?.stop();
     log.info('Flotilla worker stopped');
   } finally {
     await tracing?.flush();
