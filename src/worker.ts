@@ -15,7 +15,7 @@ import { Client } from '@temporalio/client';
 import { type NativeConnection, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, defaultDeps } from './activities/deps';
-import { type DeploymentVersion, dataDir, deploymentSetting, packageVersion, taskQueue } from './config';
+import { type DeploymentVersion, dataDir, deploymentSetting, packageVersion, stagingUrl, taskQueue } from './config';
 import { connectWorker } from './connection';
 import { checkRetention, retentionPolicy, startRetention } from './gc';
 import { createLogger, installSdkLogger, logOptions } from './log';
@@ -140,6 +140,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const log = createLogger(opts);
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
+  stagingUrl(); // a bad FLOTILLA_STAGING_URL stops the worker here, before it connects
   const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
   const retention = retentionPolicy();
   const versioned = await versionedWorkflows(!!tracing);
