@@ -19,7 +19,7 @@ import { ConfigError } from './config';
 export const TRACED_WORKFLOW_MODULES = [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
 
 export interface Tracing {
-  /** The OTLP endpoint spans go to, for the worker's start line. */
+  /** The OTLP endpoint spans go to, for the worker's start line (without any credentials in the URL). */
   endpoint: string;
   clientInterceptors: WorkflowClientInterceptor[];
   activityInterceptors: ActivityInterceptorsFactory[];
@@ -46,10 +46,12 @@ export function startTracing(defaultServiceName: string, warn: (line: string) =>
   const endpoint = tracesEndpoint(env);
   if (!endpoint) return undefined;
   if (started) return started;
-  if (!/^https?:$/.test(URL.parse(endpoint)?.protocol ?? '')) {
+  const url = URL.parse(endpoint);
+  if (!url || !/^https?:$/.test(url.protocol)) {
     const name = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
     throw new ConfigError(`${name} must be an http:// or https:// URL (OTLP over HTTP), such as http://localhost:4318; not "${env[name]}"`);
   }
+  const shown = `${url.protocol}//${url.host}${url.pathname}`;
   const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
   const { setGlobalErrorHandler } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http');
@@ -60,7 +62,7 @@ export function startTracing(defaultServiceName: string, warn: (line: string) =>
   // An unreachable collector loses spans, never a run; said once per distinct reason, not every batch.
   const said = new Set<string>();
   setGlobalErrorHandler((err) => {
-    const reason = `tracing: spans not exported to ${endpoint}: ${err instanceof Error ? err.message : String(err)}`;
+    const reason = `tracing: spans not exported to ${shown}: ${err instanceof Error ? err.message : String(err)}`;
     if (!said.has(reason)) warn(reason);
     said.add(reason);
   });
@@ -72,13 +74,13 @@ export function startTracing(defaultServiceName: string, warn: (line: string) =>
   provider.register({ contextManager: new AsyncLocalStorageContextManager().enable() });
   const tracer = provider.getTracer('flotilla');
   started = {
-    endpoint,
+    endpoint: shown,
     clientInterceptors: [new otel.OpenTelemetryWorkflowClientInterceptor({ tracer })],
     activityInterceptors: [
       (ctx) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx, { tracer }), outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx) }),
     ],
     sinks: { exporter: otel.makeWorkflowExporter(withoutPayloads(processor), resource) },
-    flush: () => provider.forceFlush().catch((err: Error) => warn(`tracing: spans not exported to ${endpoint}: ${err.message}`)),
+    flush: () => provider.forceFlush().catch((err: Error) => warn(`tracing: spans not exported to ${shown}: ${err.message}`)),
   };
   return started;
 }

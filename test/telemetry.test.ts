@@ -207,6 +207,14 @@ describe('without an OTLP endpoint', () => {
   });
 });
 
+describe('configuration', () => {
+  it('a worker refuses an endpoint that is not an http(s) URL, naming the variable', async () => {
+    const r = await run(CLI[0], [...CLI.slice(1), 'worker'], { TEMPORAL_ADDRESS: '127.0.0.1:1', OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' });
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (OTLP over HTTP), such as http://localhost:4318; not "collector:4318"');
+  });
+});
+
 describe('replay', () => {
   // Why a traced worker is another build (src/worker.ts): the interceptors wrap the promises workflow
   // code awaits, which can reorder its commands. If the SDK ever makes them transparent, this fails,
