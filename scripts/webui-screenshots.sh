@@ -20,7 +20,8 @@ WORK=$(mktemp -d /tmp/flotilla-screenshots-XXXXXX)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1] % 20000 + 20000)')
 export FLOTILLA_HOME=$WORK/home FLOTILLA_TEMPORAL_PORT=$PORT FLOTILLA_TASK_QUEUE=screenshots TEMPORAL_ADDRESS=
 UI=http://127.0.0.1:$((PORT + 1000))
-flotilla() { npx --no-install tsx "$ROOT/src/cli.ts" "$@"; }
+TSX=(node --require "$ROOT/node_modules/tsx/dist/cjs/index.cjs")
+flotilla() { "${TSX[@]}" "$ROOT/src/cli.ts" "$@"; }
 
 WORKER_PID=
 cleanup() {
@@ -53,7 +54,8 @@ subTasks:
 EOF
 }
 
-npx --no-install tsx "$ROOT/src/worker.ts" > "$WORK/worker.log" 2>&1 &
+# The worker itself, not a wrapper: on SIGTERM it stops, and stops the embedded server it started.
+"${TSX[@]}" "$ROOT/src/worker.ts" > "$WORK/worker.log" 2>&1 &
 WORKER_PID=$!
 until grep -qs 'worker polling' "$WORK/worker.log"; do
   kill -0 "$WORKER_PID" 2>/dev/null || { cat "$WORK/worker.log" >&2; exit 1; }
