@@ -10,7 +10,7 @@ import { type AgentSpec, CommitPolicy } from '../spec';
 import { modelApiRules } from '../sandbox/egress';
 import { type VerifiedWork, verifyWork } from '../verify';
 import type { Sandbox } from '../sandbox/types';
-import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 import { type CommandReport, execTracked, runScript, sh } from './exec';
 import { SEEDED_MARKER } from './sandbox';
 
@@ -62,7 +62,7 @@ export interface AgentRunInput {
  * inspects what is there before redoing it; and it resumes the session the interrupted attempt
  * reported in its heartbeats, whose cost counts too (see carry-over.ts).
  */
-export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRunInput): Promise<AgentRunReport> {
+export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRunInput, runKey: string): Promise<AgentRunReport> {
   const info = Context.current().info;
   const carried = readCarryOver(info.heartbeatDetails);
   const sessionId = carried.sessionId ?? input.sessionId;
@@ -99,6 +99,7 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
     budgetUsd: input.budgetUsd,
     readOnly: input.readOnly,
     egress: modelApiRules(harness.modelApi),
+    run: runKey,
   });
   const outcome = parser.finish(report.exitCode);
   return {
@@ -118,7 +119,7 @@ export function agentActivities(deps: ActivityDeps) {
   return {
     /** One run of a sub-task's agent in its worker's sandbox. */
     async runAgent(input: AgentRunInput & { sandbox: SandboxRef }): Promise<AgentRunReport> {
-      return runHarness(deps, await openSandbox(deps, input.sandbox), input);
+      return runHarness(deps, await openSandbox(deps, input.sandbox), input, runOfSandbox(input.sandbox));
     },
 
     /**

@@ -125,6 +125,9 @@ class LazyE2BProvider implements SandboxProvider {
   }
 }
 
+/** The run a sandbox belongs to: workflows key every sandbox `<runKey>/<role>`. */
+export const runOfSandbox = (ref: SandboxRef): string => ref.key.split('/')[0];
+
 export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({ network: ref.network, allowHosts: ref.allowHosts, limits: ref.limits });
 
 /** The existing sandbox for `ref`; a missing one is a hard failure, since retrying cannot bring it back. */

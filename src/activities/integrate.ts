@@ -32,7 +32,7 @@ import { type Intent, conflictHunks, repairPrompt, resolverPrompt } from '../pro
 import type { Sandbox } from '../sandbox/types';
 import { type AgentSpec, pathIsUnder } from '../spec';
 import { runHarness } from './agent';
-import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 import { execTracked, script, sh } from './exec';
 
 /** A report names at most this many offending paths. */
@@ -199,7 +199,7 @@ async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role
     prompt,
     timeoutMs: input.timeoutMs,
     budgetUsd: input.budgetUsd,
-  });
+  }, input.runKey);
   // No one is there to answer a fixer mid-integration: a question ends its round, and shows in the report.
   const failure = run.budgetExceeded
     ? `the ${role} agent was stopped at its budget`
@@ -344,7 +344,7 @@ export function integrateActivities(deps: ActivityDeps) {
       steps.push(['the test command', input.testCmd]);
       let last: TestRun | undefined;
       for (const [what, command] of steps) {
-        const run = await execTracked(deps, sb, command, { timeoutMs: input.timeoutMs, label: what === 'the setup command' ? 'setup' : 'tests', redact });
+        const run = await execTracked(deps, sb, command, { timeoutMs: input.timeoutMs, label: what === 'the setup command' ? 'setup' : 'tests', redact, run: runOfSandbox(input.sandbox) });
         const passed = run.exitCode === 0 && !run.timedOut;
         last = { passed, what, command, exitCode: run.exitCode, timedOut: run.timedOut, tail: run.tail, logRef: run.logRef };
         if (!passed) break;
@@ -447,7 +447,7 @@ export function integrateActivities(deps: ActivityDeps) {
       let hiddenOnly = false;
       if (input.logRef) output = (await deps.artifacts.get(input.logRef)).toString('utf8');
       else {
-        const visible = await execTracked(deps, sb, input.verifyCmd, { timeoutMs: input.commandTimeoutMs, label: 'visible tests' });
+        const visible = await execTracked(deps, sb, input.verifyCmd, { timeoutMs: input.commandTimeoutMs, label: 'visible tests', run: runOfSandbox(input.sandbox) });
         output = (await deps.artifacts.get(visible.logRef)).toString('utf8');
         exitCode = visible.exitCode;
         hiddenOnly = visible.exitCode === 0 && !visible.timedOut;

@@ -1,7 +1,7 @@
 /** Sandbox lifecycle and workspace seeding. */
 import { runRef } from '../gitstore';
 import type { Isolation } from '../spec';
-import { type ActivityDeps, type SandboxRef, openSandbox, sandboxOptions } from './deps';
+import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox, sandboxOptions } from './deps';
 import { type CommandReport, execTracked, script, sh } from './exec';
 
 /** Written into .git when seeding completed; its presence means the workspace may hold progress. */
@@ -72,7 +72,7 @@ touch ${SEEDED_MARKER}`,
     /** Runs a setup or test command in the workspace and reports its outcome by reference. */
     async runCommand(input: { sandbox: SandboxRef; command: string; timeoutMs: number; label: string }): Promise<CommandReport> {
       const sb = await openSandbox(deps, input.sandbox);
-      return execTracked(deps, sb, input.command, { timeoutMs: input.timeoutMs, label: input.label });
+      return execTracked(deps, sb, input.command, { timeoutMs: input.timeoutMs, label: input.label, run: runOfSandbox(input.sandbox) });
     },
   };
 }
