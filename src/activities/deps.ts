@@ -4,6 +4,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
 import { makePrivateDir } from '../config';
 import { StagingRepo } from '../gitstore';
+import { mountedObjects } from '../run-objects';
 import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
 import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
@@ -40,7 +41,7 @@ export interface DepsOptions {
 export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
   makePrivateDir(dataDir);
   let staging: Promise<StagingRepo> | undefined;
-  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), options.local);
+  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), { objectsFor: (key) => mountedObjects(dataDir, key), ...options.local });
   const e2b = new Map<string, E2BSandboxProvider>();
   return {
     dataDir,

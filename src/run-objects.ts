@@ -1,0 +1,116 @@
+/**
+ * A run's object store: a bare repository holding only the run's base commit and its history,
+ * copied once per run per host out of the staging repository (which holds every run of every
+ * repository, so no sandbox may see it). A local sandbox reads this store read-only through git
+ * alternates instead of receiving its own copy of the history: seeding is a checkout, and a
+ * sandbox's disk holds its work tree, its index and the objects its agent creates.
+ *
+ * local.ts mounts the store's objects/ read-only at SANDBOX_OBJECTS in the sandboxes of its run
+ * only (see mountedObjects). The store's files belong to the worker's user and are readable by
+ * all, so a sandbox under its own uid can read them through that mount; the data directory above
+ * them stays private, and no sandbox of another run gets the mount.
+ *
+ * The sandboxes that use a store are recorded beside it (`<runKey>.users/`); it is removed when
+ * the last of them is destroyed (release), so it lives exactly as long as some sandbox on this
+ * host may read it. One worker process per data directory: the lock is in this process.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+
+/** Where a bubblewrap sandbox sees its run's objects (the store's objects/ directory). */
+export const SANDBOX_OBJECTS = '/flotilla/objects';
+
+/** The ref of the store that holds the run's base. */
+const BASE = 'refs/flotilla/base';
+const RUN_KEY = /^[A-Za-z0-9_-]{1,80}$/;
+
+/** The run a sandbox belongs to: keys are "<runKey>/<role>..." (see the workflows). */
+export function runKeyOfSandbox(sandboxKey: string): string {
+  return sandboxKey.split('/')[0];
+}
+
+function storeDir(dataDir: string, runKey: string): string {
+  if (!RUN_KEY.test(runKey)) throw new Error(`invalid run key ${JSON.stringify(runKey)}`);
+  return path.join(dataDir, 'run-objects', `${runKey}.git`);
+}
+
+const usersDir = (dataDir: string, runKey: string) => storeDir(dataDir, runKey).replace(/\.git$/, '.users');
+
+/** The host directory of the objects a sandbox of `sandboxKey` may read, when its run has a store here. */
+export function mountedObjects(dataDir: string, sandboxKey: string): string | undefined {
+  const runKey = runKeyOfSandbox(sandboxKey);
+  if (!RUN_KEY.test(runKey)) return undefined;
+  const objects = path.join(storeDir(dataDir, runKey), 'objects');
+  return existsSync(objects) ? objects : undefined;
+}
+
+function git(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0' };
+    execFile('git', args, { env, maxBuffer: 1024 * 1024 }, (err, _out, stderr) =>
+      err ? reject(new Error(`making the run's object store failed: git ${args.slice(2, 3).join(' ')}: ${stderr.trim() || err.message}`)) : resolve(),
+    );
+  });
+}
+
+/** Operations on one run's store, one at a time, so a release never removes it under a seed. */
+const queues = new Map<string, Promise<unknown>>();
+function serialized<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  const next = (queues.get(key) ?? Promise.resolve()).catch(() => undefined).then(fn);
+  queues.set(key, next);
+  void next.finally(() => queues.get(key) === next && queues.delete(key)).catch(() => undefined);
+  return next;
+}
+
+const userFile = (dataDir: string, runKey: string, sandboxKey: string) =>
+  path.join(usersDir(dataDir, runKey), createHash('sha256').update(sandboxKey).digest('hex').slice(0, 32));
+
+/**
+ * Records `sandboxKey` as a user of its run's store and returns the store's objects directory
+ * on the host, making the store first if this host has none: the commit `baseSha` of the staging
+ * repository at `stagingDir` (under `baseRef`) and its history only. It is built aside and
+ * renamed into place, so a store that exists is complete.
+ */
+export function acquireRunObjects(dataDir: string, sandboxKey: string, stagingDir: string, baseRef: string): Promise<string> {
+  const runKey = runKeyOfSandbox(sandboxKey);
+  const dir = storeDir(dataDir, runKey);
+  return serialized(runKey, async () => {
+    await mkdir(usersDir(dataDir, runKey), { recursive: true, mode: 0o700 });
+    await writeFile(userFile(dataDir, runKey, sandboxKey), `${sandboxKey}\n`);
+    if (!existsSync(dir)) {
+      const tmp = await mkdtemp(`${dir}.new-`);
+      try {
+        // 0644: what git writes is readable by the sandbox's uid and writable by no one else.
+        await git(['init', '-q', '--bare', '--shared=0644', tmp]);
+        await git(['-C', tmp, 'fetch', '-q', '--no-tags', '--no-write-fetch-head', stagingDir, `+${baseRef}:${BASE}`]);
+        await rename(tmp, dir);
+      } finally {
+        await rm(tmp, { recursive: true, force: true });
+      }
+    }
+    return path.join(dir, 'objects');
+  });
+}
+
+/**
+ * Forgets `sandboxKey` as a user of its run's store; removes the store once no sandbox uses it.
+ * Releasing a key that never used it, or a store that is gone, is fine.
+ */
+export function releaseRunObjects(dataDir: string, sandboxKey: string): Promise<void> {
+  const runKey = runKeyOfSandbox(sandboxKey);
+  if (!RUN_KEY.test(runKey)) return Promise.resolve();
+  return serialized(runKey, async () => {
+    const users = usersDir(dataDir, runKey);
+    await rm(userFile(dataDir, runKey, sandboxKey), { force: true });
+    if ((await readdir(users).catch(() => [])).length > 0) return;
+    const dir = storeDir(dataDir, runKey);
+    // Renamed away first: a store that exists under its name is always whole.
+    const doomed = `${dir}.old-${process.pid}-${Date.now()}`;
+    if (existsSync(dir)) await rename(dir, doomed);
+    await rm(doomed, { recursive: true, force: true });
+    await rmdir(users).catch(() => undefined);
+  });
+}
