@@ -81,6 +81,7 @@ export function acquireRunObjects(dataDir: string, sandboxKey: string, stagingDi
     await mkdir(usersDir(dataDir, runKey), { recursive: true, mode: 0o700 });
     await writeFile(userFile(dataDir, runKey, sandboxKey), `${sandboxKey}\n`);
     if (!existsSync(dir)) {
+      await removeLeftovers(dataDir, runKey);
       const tmp = await mkdtemp(`${dir}.new-`);
       try {
         // 0644: what git writes is readable by the sandbox's uid and writable by no one else.
@@ -93,6 +94,14 @@ export function acquireRunObjects(dataDir: string, sandboxKey: string, stagingDi
     }
     return path.join(dir, 'objects');
   });
+}
+
+/** Half-made or half-removed stores of a run that a killed worker left (this process is the only one making them). */
+async function removeLeftovers(dataDir: string, runKey: string): Promise<void> {
+  const parent = path.join(dataDir, 'run-objects');
+  for (const name of await readdir(parent).catch(() => [] as string[])) {
+    if (name.startsWith(`${runKey}.git.new-`) || name.startsWith(`${runKey}.git.old-`)) await rm(path.join(parent, name), { recursive: true, force: true });
+  }
 }
 
 /**

@@ -5,10 +5,11 @@
  * goes with the run's last sandbox. A stale index.lock left by a killed git does not lose work.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../src/client';
+import { acquireRunObjects, releaseRunObjects } from '../src/run-objects';
 import { runKeyOf } from '../src/spec';
 import { type RunStatus, statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, tempDir } from './helpers';
@@ -156,6 +157,40 @@ describe('seeding', () => {
     // Cancelled: its sandboxes are destroyed and its store with them.
     await waitFor('run A to close', async () => ((await a.describe()).status.name !== 'RUNNING' ? true : undefined));
     expect(storesLeft()).toEqual([]);
+  });
+
+  it('the store is made once for workers seeding at once, readable by all and writable by none, and goes with its last user', async () => {
+    const dataDir = tempDir('stores');
+    const staging = path.join(dataDir, 'staging.git');
+    const runKey = 'concurrent-1234abcd';
+    const baseRef = `refs/flotilla/${runKey}/base`;
+    execFileSync('git', ['init', '-q', '--bare', staging]);
+    execFileSync('git', ['-C', staging, 'fetch', '-q', remote, `main:${baseRef}`]);
+    const base = execFileSync('git', ['-C', staging, 'rev-parse', baseRef], { encoding: 'utf8' }).trim();
+    // What a worker killed while making the store leaves behind.
+    mkdirSync(path.join(dataDir, 'run-objects', `${runKey}.git.new-x1y2z3`), { recursive: true });
+    const keys = Array.from({ length: 6 }, (_, i) => `${runKey}/worker/w${i}`);
+    const dirs = await Promise.all(keys.map((k) => acquireRunObjects(dataDir, k, staging, baseRef)));
+    expect(new Set(dirs).size).toBe(1);
+    const left = () => readdirSync(path.join(dataDir, 'run-objects')).sort();
+    expect(left()).toEqual([`${runKey}.git`, `${runKey}.users`]);
+    const store = path.dirname(dirs[0]);
+    expect(execFileSync('git', ['-C', store, 'rev-list', '--count', base], { encoding: 'utf8' }).trim()).toBe(String(remoteCommits()));
+    for (const sub of ['', 'pack']) {
+      const dir = path.join(dirs[0], sub);
+      expect(statSync(dir).mode & 0o777, dir).toBe(0o755);
+      for (const f of readdirSync(dir).filter((n) => statSync(path.join(dir, n)).isFile())) {
+        const mode = statSync(path.join(dir, f)).mode & 0o777;
+        expect(mode & 0o004, f).toBe(0o004);
+        expect(mode & 0o022, f).toBe(0);
+      }
+    }
+    // Released by all but one: kept. By the last: gone, with its list of users.
+    await Promise.all(keys.slice(1).map((k) => releaseRunObjects(dataDir, k)));
+    expect(existsSync(dirs[0])).toBe(true);
+    await Promise.all([releaseRunObjects(dataDir, keys[0]), releaseRunObjects(dataDir, `${runKey}/never-used`)]);
+    expect(left()).toEqual([]);
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('a git the agent killed leaves index.lock behind: its staged work is still collected and pushed', async () => {
