@@ -164,7 +164,8 @@ describe('seeding', () => {
     const staging = path.join(dataDir, 'staging.git');
     const runKey = 'concurrent-1234abcd';
     const baseRef = `refs/flotilla/${runKey}/base`;
-    execFileSync('git', ['init', '-q', '--bare', staging]);
+    // Private, as StagingRepo makes it: the store must be readable all the same.
+    execFileSync('git', ['init', '-q', '--bare', '--shared=0600', staging]);
     execFileSync('git', ['-C', staging, 'fetch', '-q', remote, `main:${baseRef}`]);
     const base = execFileSync('git', ['-C', staging, 'rev-parse', baseRef], { encoding: 'utf8' }).trim();
     // What a worker killed while making the store leaves behind.
