@@ -128,8 +128,10 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const stagingBefore = await sizeOf(stagingDir);
   const doomedRefs = [...removable].flatMap((k) => refs.get(k) ?? []);
   const doomedSandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(sandboxDir, s)));
+  // A run's object store (src/run-objects.ts) normally went with its last sandbox; not when that sandbox went here.
+  const doomedStores = [...removable].flatMap((k) => [`${k}.git`, `${k}.users`].map((n) => path.join(o.dataDir, 'run-objects', n)));
   const doomedArtifacts = await oldArtifacts(artifactDir, now - o.olderThanMs, report);
-  for (const file of [...doomedSandboxes, ...doomedArtifacts]) report.freedBytes += await sizeOf(file);
+  for (const file of [...doomedSandboxes, ...doomedStores, ...doomedArtifacts]) report.freedBytes += await sizeOf(file);
   if (o.dryRun) return report;
 
   if (doomedRefs.length > 0) {
@@ -140,7 +142,7 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
     await git.raw(['gc', '--quiet', '--prune=now']);
     report.freedBytes += Math.max(0, stagingBefore - (await sizeOf(stagingDir)));
   }
-  for (const file of [...doomedSandboxes, ...doomedArtifacts]) await rm(file, { recursive: true, force: true });
+  for (const file of [...doomedSandboxes, ...doomedStores, ...doomedArtifacts]) await rm(file, { recursive: true, force: true });
   return report;
 }
 

@@ -4,6 +4,7 @@
  * bounded private /tmp, own pid and network namespaces (the network only through the allowlisting proxy of egress.ts,
  * when asked), no /sys, read-only /proc/sys,
  * dies with its parent), inside memory and process cgroups, with limits on disk bytes and files.
+ * Its run's git objects, when the worker lends them (objectsFor), are mounted read-only.
  *
  * Isolation fails closed: without a working bubblewrap, provisioning refuses (IsolationUnavailable)
  * unless the worker was started with FLOTILLA_ISOLATION=none, in which case commands run as plain
