@@ -175,7 +175,7 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       const size = /^SIZE (\d+)$/.exec(last)?.[1];
       if (size === undefined) throw new Error(`collecting the worker's commits did not report the bundle's size: ${tail(r.output, 500)}`);
       checkImportSize(Number(size));
-      const staging = await deps.staging();
+      const staging = await deps.staging(input.runKey);
       const ref = runRef(input.runKey, `workers/${input.workerId}`);
       await staging.withBundleFile(async (file) => {
         await sb.copyOut(bundle, file);
@@ -187,7 +187,7 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
         return { ...work, ref };
       } catch (err) {
         // Nothing may build on refused commits.
-        await staging.raw(['update-ref', '-d', ref]);
+        await staging.deleteRef(ref);
         throw err;
       }
     },

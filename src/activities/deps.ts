@@ -1,9 +1,9 @@
 /** What activities need from the host, built once per worker process. */
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
-import { makePrivateDir } from '../config';
-import { StagingRepo } from '../gitstore';
+import { makePrivateDir, stagingUrl } from '../config';
+import { StagingRepo, artifactRef } from '../gitstore';
 import { mountedObjects } from '../run-objects';
 import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
 import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
@@ -28,7 +28,11 @@ export interface ActivityDeps {
   /** The provider for a sandbox; E2B's is made on first use, so a worker without E2B_API_KEY still starts. */
   provider(ref: SandboxRef): SandboxProvider;
   artifacts: ArtifactStore;
-  staging: () => Promise<StagingRepo>;
+  /**
+   * The staging repository with the refs of run `runKey` pulled from the shared store, once per
+   * activity execution (the activity's own writes are published as it makes them).
+   */
+  staging: (runKey: string) => Promise<StagingRepo>;
 }
 
 export interface DepsOptions {
@@ -36,11 +40,25 @@ export interface DepsOptions {
   e2bApi?: E2BApi;
   /** How local sandboxes are made (the bubblewrap binary, the isolation opt-out, the worker's limit caps). */
   local?: LocalProviderOptions;
+  /** The shared store's URL; by default FLOTILLA_STAGING_URL, none when that is unset. */
+  stagingUrl?: string;
+}
+
+/** The activity this code runs in, or undefined outside one. */
+function currentActivity(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
 }
 
 export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
   makePrivateDir(dataDir);
-  let staging: Promise<StagingRepo> | undefined;
+  const shared = 'stagingUrl' in options ? options.stagingUrl : stagingUrl();
+  let opened: Promise<StagingRepo> | undefined;
+  const open = () => (opened ??= StagingRepo.open(dataDir, shared));
+  const pulled = new WeakMap<Context, Set<string>>();
   const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), { objectsFor: (key) => mountedObjects(dataDir, key), ...options.local });
   const e2b = new Map<string, E2BSandboxProvider>();
   return {
@@ -51,8 +69,24 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
       if (!e2b.has(template)) e2b.set(template, new E2BSandboxProvider({ template, api: options.e2bApi }));
       return e2b.get(template)!;
     },
-    artifacts: new ArtifactStore(path.join(dataDir, 'artifacts')),
-    staging: () => (staging ??= StagingRepo.open(dataDir)),
+    artifacts: new ArtifactStore(
+      path.join(dataDir, 'artifacts'),
+      shared
+        ? {
+            publish: async (hex, file) => (await open()).publishBlob(artifactRef(hex), file),
+            fetch: async (hex, file) => (await open()).fetchBlob(artifactRef(hex), file),
+          }
+        : undefined,
+    ),
+    async staging(runKey) {
+      const repo = await open();
+      const activity = currentActivity();
+      const done = activity && pulled.get(activity);
+      if (done?.has(runKey)) return repo;
+      await repo.pull(runKey);
+      if (activity) pulled.set(activity, (done ?? new Set()).add(runKey));
+      return repo;
+    },
   };
 }
 

@@ -20,7 +20,7 @@ const EXIT_SEEDED = 87;
  * to its scratch directory now.
  */
 export async function baseObjects(deps: ActivityDeps, sb: Sandbox, c: { sandboxKey: string; runKey: string; baseSha: string }): Promise<string> {
-  const staging = await deps.staging();
+  const staging = await deps.staging(c.runKey);
   const baseRef = runRef(c.runKey, 'base');
   if (sb.isolation === 'e2b') {
     const bundle = `${sb.scratch}/base.bundle`;
