@@ -74,9 +74,9 @@ const userFile = (dataDir: string, runKey: string, sandboxKey: string) =>
 
 /**
  * Records `sandboxKey` as a user of its run's store and returns the store's objects directory
- * on the host, making the store first if this host has none: the commit `baseSha` of the staging
- * repository at `stagingDir` (under `baseRef`) and its history only. It is built aside and
- * renamed into place, so a store that exists is complete.
+ * on the host, making the store first if this host has none: the commit `baseRef` names in the
+ * staging repository at `stagingDir`, and its history only. It is built aside and renamed into
+ * place, so a store that exists is complete; workers of the run seeding at once wait for it.
  */
 export function acquireRunObjects(dataDir: string, sandboxKey: string, stagingDir: string, baseRef: string): Promise<string> {
   const runKey = runKeyOfSandbox(sandboxKey);

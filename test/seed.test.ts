@@ -53,8 +53,8 @@ const inspect = (id: string) =>
   'gitkb=$(du -sk .git | cut -f1) alternates=$(cat .git/objects/info/alternates 2>/dev/null | wc -l)"; ' +
   `mkdir -p ${id} && echo seen > ${id}/out.txt && git add -A && git commit -qm ${id}`;
 
-function request(id: string, command = inspect(id), url = remote) {
-  return { objective: 'seed', repo: { url, baseRef: 'main' }, testCmd: 'true', subTasks: [{ id, prompt: 'p', ownedPaths: [id], agent: { kind: 'shell' as const, command } }] };
+function request(id: string, command = inspect(id), url = remote, testCmd = 'true') {
+  return { objective: 'seed', repo: { url, baseRef: 'main' }, testCmd, subTasks: [{ id, prompt: 'p', ownedPaths: [id], agent: { kind: 'shell' as const, command } }] };
 }
 
 /** What the data directory holds of run object stores (stores, their user lists, leftovers). */
@@ -75,7 +75,10 @@ function remoteCommits(): number {
 describe('seeding', () => {
   it('deep history, many files: a checkout through the run store, no history copied into the sandbox, the store gone after', async () => {
     const before = remoteCommits();
-    const end = await env.run(request('shared'));
+    // The test sandbox's checkout of the integrated commit borrows the same store: its own
+    // objects are only what the run added (the bundle of the merge, kept as a small pack).
+    const testCmd = 'echo "commits=$(git rev-list --count HEAD) objkb=$(du -sk .git/objects | cut -f1) alternates=$(cat .git/objects/info/alternates | wc -l)"';
+    const end = await env.run(request('shared', inspect('shared'), remote, testCmd));
     expect(end.failureMessage, end.result?.workers[0].tail).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     const seen = reported(end.result?.workers[0].tail);
@@ -84,6 +87,11 @@ describe('seeding', () => {
     expect(seen.files).toBeGreaterThanOrEqual(FILES);
     // The index and the agent's own commit: far less than the history's pack.
     expect(seen.gitkb).toBeLessThan(1024);
+    const tested = reported(end.result?.test?.tail);
+    expect(tested).toMatchObject({ alternates: 1 });
+    const historyKb = Number(execFileSync('du', ['-sk', path.join(remote, 'objects')], { encoding: 'utf8' }).split('\t')[0]);
+    expect(tested.objkb * 4, `history ${historyKb} KiB`).toBeLessThan(historyKb);
+    expect(tested.commits).toBeGreaterThan(before);
     expect(remoteCommits()).toBeGreaterThan(before);
     expect(execFileSync('git', ['show', 'main:shared/out.txt'], { cwd: remote, encoding: 'utf8' })).toBe('seen\n');
     expect(storesLeft()).toEqual([]);
