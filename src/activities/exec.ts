@@ -145,6 +145,9 @@ const GIT_OVERRIDES: [string, string][] = [
   ['core.fsmonitor', 'false'],
   ['core.attributesFile', '/dev/null'],
   ['core.untrackedCache', 'false'],
+  // No `git maintenance run --auto` after each commit and fetch: a process per step, for a
+  // repository that lives as long as its sandbox.
+  ['maintenance.auto', 'false'],
 ];
 export const GIT_ENV: Record<string, string> = {
   GIT_CONFIG_NOSYSTEM: '1',

@@ -300,10 +300,13 @@ if [ -n "$objects" ]; then mount --bind -o ro "$objects" "$stage/objects"; fi
 exec "$@"`;
 
 /**
- * Runs the command inside the sandbox, then reports how full /tmp is on fd 3, which the command
- * itself does not get. The tmpfs is gone once bwrap exits, so this is the only moment to look.
+ * Sets the command's rlimits ($1, options of bash's ulimit, which lowers soft and hard limit
+ * alike: nothing in the sandbox may raise them again), runs it, then reports how full /tmp is
+ * on fd 3, which the command itself does not get. The tmpfs is gone once bwrap exits, so this is
+ * the only moment to look. Setting the limits here rather than with prlimit before bwrap saves a
+ * process per command.
  */
-const WRAPPER = '"$@" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
+const WRAPPER = 'ulimit $1 || exit 125; shift; "$@" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
 
 /**
  * The empty mount points of the stage, made on first use by each worker process (/run does not
@@ -324,22 +327,45 @@ function ensureStage(): Promise<void> {
 }
 
 /**
- * Bytes and entries under the directories, not following symlinks. It stops counting entries at
- * `stopAt`: a flood of millions should not hold the worker up for minutes to say so.
+ * Counts entries (and the bytes of regular files) below the given directories, not following
+ * symlinks, with one `find` whose listing is read as it comes and cut off at `stopAt` entries,
+ * so a flood of millions does not hold the worker up for minutes to say so. A walk in this
+ * process cost the worker ~15 µs of CPU per file at every command (0.3 s for a 20,000-file
+ * checkout); find does it in a tenth of that, and reaches entries nested deeper than a path can be long.
  */
-async function measure(dirs: string[], stopAt: number): Promise<{ bytes: number; files: number }> {
-  const total = { bytes: 0, files: 0 };
-  const walk = async (at: string): Promise<void> => {
-    for (const e of await readdir(at, { withFileTypes: true }).catch(() => [])) {
-      if (total.files >= stopAt) return;
-      total.files++;
-      const full = path.join(at, e.name);
-      if (e.isDirectory()) await walk(full);
-      else if (e.isFile()) total.bytes += (await lstat(full).catch(() => undefined))?.size ?? 0;
-    }
-  };
-  for (const dir of dirs) await walk(dir);
-  return total;
+const MEASURE_TIMEOUT_MS = 120_000;
+
+function measure(dirs: string[], stopAt: number): Promise<{ bytes: number; files: number }> {
+  return new Promise((resolve, reject) => {
+    const find = spawn('find', [...dirs, '-mindepth', '1', '-printf', '%y %s\\n'], {
+      env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' },
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: MEASURE_TIMEOUT_MS,
+      killSignal: 'SIGKILL',
+    });
+    const total = { bytes: 0, files: 0 };
+    let partial = '';
+    let enough = false;
+    find.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      const lines = (partial + chunk).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        if (enough) return;
+        total.files++;
+        if (line.startsWith('f ')) total.bytes += Number(line.slice(2));
+        if (total.files >= stopAt) {
+          enough = true;
+          find.kill('SIGKILL');
+        }
+      }
+    });
+    find.on('error', (err) => reject(new Error(`counting the sandbox's files failed: ${err.message}`)));
+    // find exits 1 when an entry vanished under it (a command still deleting): the rest is counted.
+    find.on('close', (code, signal) => {
+      if (enough || code === 0 || code === 1) resolve(total);
+      else reject(new Error(`counting the sandbox's files failed: find ended with ${signal ?? `exit ${code}`}`));
+    });
+  });
 }
 
 const count = (n: number) => n.toLocaleString('en-US');
@@ -425,15 +451,16 @@ class LocalSandbox implements Sandbox {
 
   /**
    * unshare (root: a mount namespace for the prelude) → prelude (root: cgroups, staged mounts) →
-   * prlimit (file size; processes and memory without cgroups) → setpriv (the sandbox's uid, no
-   * new privileges) → bwrap (user namespace and the sandbox's view) → wrapper → the command.
+   * setpriv (the sandbox's uid, no new privileges) → bwrap (user namespace and the sandbox's
+   * view) → wrapper (rlimits: file size; processes and memory without cgroups) → the command.
    */
   private sandboxArgv(command: string, cwd: string, options: ExecOptions, cgroups: CommandCgroups | undefined, net: SandboxNet): string[] {
     const l = this.limits;
     // Without cgroups, rlimits stand in: processes per uid (each sandbox has its own) and
     // address space per process. With them, the cgroups decide, and say so afterwards.
-    const rlimits = [`--fsize=${l.workspaceMiB * MIB}`];
-    if (!cgroups) rlimits.push(`--nproc=${l.processes}`, `--as=${l.memoryMiB * MIB}`);
+    // In bash's units: KiB for file size and address space.
+    const rlimits = [`-f ${l.workspaceMiB * 1024}`];
+    if (!cgroups) rlimits.push(`-u ${l.processes}`, `-v ${l.memoryMiB * 1024}`);
     const host = (name: string) => path.join(this.root, name);
     const source = (name: 'workspace' | 'scratch' | 'objects') => (this.uid === undefined ? host(name) : path.join(STAGE, name));
     const objects = this.objects();
@@ -443,7 +470,6 @@ class LocalSandbox implements Sandbox {
       argv.push('unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', PRELUDE, 'flotilla-prelude');
       argv.push(cgroups?.procsFiles().join(' ') ?? '', host('workspace'), host('scratch'), host('passwd'), STAGE, objects ?? '');
     }
-    argv.push('prlimit', ...rlimits, '--');
     if (this.uid !== undefined) argv.push('setpriv', '--reuid', String(this.uid), '--regid', String(this.uid), '--clear-groups', '--no-new-privs', '--');
     argv.push(this.bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL');
     // Mounts apply in order: the private /tmp first, so a tool directory that lives under the
@@ -458,7 +484,7 @@ class LocalSandbox implements Sandbox {
       ...(objects ? ['--ro-bind', this.uid === undefined ? objects : source('objects'), SANDBOX_OBJECTS] : []),
       ...net.bwrapArgs,
       '--chdir', cwd,
-      '--', 'bash', '-c', WRAPPER, 'flotilla-sandbox', ...net.command(['bash', '-c', command]),
+      '--', 'bash', '-c', WRAPPER, 'flotilla-sandbox', rlimits.join(' '), ...net.command(['bash', '-c', command]),
     );
     return argv;
   }
@@ -477,8 +503,9 @@ class LocalSandbox implements Sandbox {
     const timer = setInterval(() => {
       if (counting) return;
       counting = true;
+      // A count that fails here is retried by the one after the command, which does not swallow it.
       void this.diskOverLimit()
-        .then((reason) => reason && over(reason))
+        .then((reason) => reason && over(reason), () => undefined)
         .finally(() => (counting = false));
     }, DISK_CHECK_MS);
     return () => clearInterval(timer);
