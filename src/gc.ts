@@ -156,8 +156,10 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const stagingBefore = await sizeOf(stagingDir);
   const doomedRefs = [...removable].flatMap((k) => refs.get(k) ?? []);
   const doomedSandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(sandboxDir, s)));
+  // A run's object store (src/run-objects.ts) normally went with its last sandbox; not when that sandbox went here.
+  const doomedStores = [...removable].flatMap((k) => [`${k}.git`, `${k}.users`].map((n) => path.join(o.dataDir, 'run-objects', n)));
   const doomedArtifacts = await unclaimedArtifacts(artifacts, claims, removable, now - o.olderThanMs, report);
-  for (const file of [...doomedSandboxes, ...doomedArtifacts.map((hex) => artifacts.pathOf(`sha256:${hex}`))]) report.freedBytes += await sizeOf(file);
+  for (const file of [...doomedSandboxes, ...doomedStores, ...doomedArtifacts.map((hex) => artifacts.pathOf(`sha256:${hex}`))]) report.freedBytes += await sizeOf(file);
   const doomedShared = shared && report.keptRuns.length === 0 ? await shared.sharedRefs(ARTIFACT_REFS) : [];
   if (shared) report.sharedStore = { refs: doomedRefs.length, artifacts: doomedShared.length };
   if (o.dryRun) return report;
@@ -171,7 +173,7 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
     await git.raw(['gc', '--quiet', '--prune=now']);
     report.freedBytes += Math.max(0, stagingBefore - (await sizeOf(stagingDir)));
   }
-  for (const file of doomedSandboxes) await rm(file, { recursive: true, force: true });
+  for (const file of [...doomedSandboxes, ...doomedStores]) await rm(file, { recursive: true, force: true });
   // The store re-reads the claims before it removes: a run may have claimed one since.
   const pruned = await artifacts.prune(doomedArtifacts, removable);
   report.artifacts = { ...report.artifacts, removed: pruned.removed, kept: report.artifacts.kept + doomedArtifacts.length - pruned.removed };

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ArtifactStore } from '../src/artifacts';
 import type { GcReport } from '../src/gc';
 import { approve, awaitRun } from '../src/client';
+import { acquireRunObjects } from '../src/run-objects';
 import { runKeyOf } from '../src/spec';
 import { approveSignal, statusQuery } from '../src/workflows/messages';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
@@ -110,6 +111,21 @@ describe('flotilla gc', () => {
     expect(logs()).toEqual([]);
     expect(all.freedBytes).toBeGreaterThan(0);
     expect(await remote.head('gamma')).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  it("removes the object store a finished run's lost sandbox left behind", async () => {
+    const remote = await makeRemote({ 'README.md': 'gc\n' });
+    const end = await env.run(request(remote.url, 'delta'));
+    expect(end.result?.outcome).toBe('pushed');
+    const key = (await stagingRefs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${end.workflowId}-`))!;
+    // A sandbox of the run that was never destroyed (its worker died) still holds the store.
+    await acquireRunObjects(env.dataDir, `${key}/worker/lost`, path.join(env.dataDir, 'staging.git'), `refs/flotilla/${key}/base`);
+    const stores = () => readdirSync(path.join(env.dataDir, 'run-objects')).sort();
+    expect(stores()).toEqual([`${key}.git`, `${key}.users`]);
+    await waitFor('the run listed as closed', async () => ((await gc('--older-than', '0', '--dry-run')).removedRuns.length === 1 ? true : undefined));
+    expect(stores(), '--dry-run removes nothing').toEqual([`${key}.git`, `${key}.users`]);
+    await gc('--older-than', '0');
+    expect(stores()).toEqual([]);
   });
 
   it('keeps the refs of a run Temporal does not know', async () => {

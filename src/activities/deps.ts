@@ -4,6 +4,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
 import { makePrivateDir, stagingUrl } from '../config';
 import { StagingRepo, artifactRef } from '../gitstore';
+import { mountedObjects } from '../run-objects';
 import type { E2BApi, E2BProviderOptions, E2BSandboxProvider } from '../sandbox/e2b';
 import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
@@ -58,7 +59,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
   let opened: Promise<StagingRepo> | undefined;
   const open = () => (opened ??= StagingRepo.open(dataDir, shared));
   const pulled = new WeakMap<Context, Set<string>>();
-  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), options.local);
+  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), { objectsFor: (key) => mountedObjects(dataDir, key), ...options.local });
   const e2b = new Map<string, LazyE2BProvider>();
   return {
     dataDir,

@@ -4,6 +4,7 @@
  * bounded private /tmp, own pid and network namespaces (the network only through the allowlisting proxy of egress.ts,
  * when asked), no /sys, read-only /proc/sys,
  * dies with its parent), inside memory and process cgroups, with limits on disk bytes and files.
+ * Its run's git objects, when the worker lends them (objectsFor), are mounted read-only.
  *
  * Isolation fails closed: without a working bubblewrap, provisioning refuses (IsolationUnavailable)
  * unless the worker was started with FLOTILLA_ISOLATION=none, in which case commands run as plain
@@ -11,13 +12,14 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chmod, chown, lstat, mkdir, open, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
+import { createReadStream, existsSync } from 'node:fs';
+import { type FileHandle, chmod, chown, lstat, mkdir, open, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
 import { constants as fsConstants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { permanent } from '../failures';
+import { SANDBOX_OBJECTS } from '../run-objects';
 import type { Isolation, SandboxLimitsRequest } from '../spec';
 import { type SandboxNet, sandboxRules, withSandboxNet } from './egress';
 import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from './types';
@@ -53,6 +55,12 @@ export interface LocalProviderOptions {
   maxLimits?: Partial<SandboxLimits>;
   /** Host uids handed out to sandboxes, one per sandbox key. Default: $FLOTILLA_SANDBOX_UIDS ("200000-265535"). */
   uids?: { first: number; count: number };
+  /**
+   * The host directory of git objects a key's sandbox may read (its run's object store, see
+   * run-objects.ts), mounted read-only at SANDBOX_OBJECTS; undefined for none. Asked at every
+   * command, so a store made after provisioning is seen.
+   */
+  objectsFor?: (key: string) => string | undefined;
 }
 
 export interface BubblewrapProbe {
@@ -281,13 +289,14 @@ class CommandCgroups {
  * them. bwrap's --bind-fd does not help here: it resolves the fd back to a path.
  */
 const PRELUDE = `set -e
-procs=$1 workspace=$2 scratch=$3 passwd=$4 stage=$5
-shift 5
+procs=$1 workspace=$2 scratch=$3 passwd=$4 stage=$5 objects=$6
+shift 6
 for f in $procs; do echo $$ > "$f"; done
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount --bind "$workspace" "$stage/workspace"
 mount --bind "$scratch" "$stage/scratch"
 mount --bind "$passwd" "$stage/passwd"
+if [ -n "$objects" ]; then mount --bind -o ro "$objects" "$stage/objects"; fi
 exec "$@"`;
 
 /**
@@ -308,6 +317,7 @@ function ensureStage(): Promise<void> {
   staged ??= (async () => {
     await mkdir(path.join(STAGE, 'workspace'), { recursive: true, mode: 0o755 });
     await mkdir(path.join(STAGE, 'scratch'), { recursive: true, mode: 0o755 });
+    await mkdir(path.join(STAGE, 'objects'), { recursive: true, mode: 0o755 });
     await writeFile(path.join(STAGE, 'passwd'), '', { flag: 'a' });
   })().catch((err) => {
     staged = undefined;
@@ -375,6 +385,8 @@ class LocalSandbox implements Sandbox {
     private readonly bwrap: string,
     /** The host uid commands run as; undefined when the worker is not root and cannot hand one out. */
     private readonly uid: number | undefined,
+    /** The host directory of the run's objects, mounted read-only; see LocalProviderOptions.objectsFor. */
+    private readonly objects: () => string | undefined,
   ) {
     const isolated = isolation === 'bubblewrap';
     this.workspace = isolated ? INSIDE_WORKSPACE : path.join(root, 'workspace');
@@ -450,12 +462,13 @@ class LocalSandbox implements Sandbox {
     const rlimits = [`-f ${l.workspaceMiB * 1024}`];
     if (!cgroups) rlimits.push(`-u ${l.processes}`, `-v ${l.memoryMiB * 1024}`);
     const host = (name: string) => path.join(this.root, name);
-    const source = (name: 'workspace' | 'scratch') => (this.uid === undefined ? host(name) : path.join(STAGE, name));
+    const source = (name: 'workspace' | 'scratch' | 'objects') => (this.uid === undefined ? host(name) : path.join(STAGE, name));
+    const objects = this.objects();
 
     const argv: string[] = [];
     if (this.uid !== undefined) {
       argv.push('unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', PRELUDE, 'flotilla-prelude');
-      argv.push(cgroups?.procsFiles().join(' ') ?? '', host('workspace'), host('scratch'), host('passwd'), STAGE);
+      argv.push(cgroups?.procsFiles().join(' ') ?? '', host('workspace'), host('scratch'), host('passwd'), STAGE, objects ?? '');
     }
     if (this.uid !== undefined) argv.push('setpriv', '--reuid', String(this.uid), '--regid', String(this.uid), '--clear-groups', '--no-new-privs', '--');
     argv.push(this.bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL');
@@ -468,6 +481,7 @@ class LocalSandbox implements Sandbox {
     argv.push(
       options.readOnlyWorkspace ? '--ro-bind' : '--bind', source('workspace'), INSIDE_WORKSPACE,
       '--bind', source('scratch'), INSIDE_SCRATCH,
+      ...(objects ? ['--ro-bind', this.uid === undefined ? objects : source('objects'), SANDBOX_OBJECTS] : []),
       ...net.bwrapArgs,
       '--chdir', cwd,
       '--', 'bash', '-c', WRAPPER, 'flotilla-sandbox', rlimits.join(' '), ...net.command(['bash', '-c', command]),
@@ -530,6 +544,17 @@ class LocalSandbox implements Sandbox {
   }
 
   async writeFile(inside: string, data: Uint8Array | string, options: { readOnly?: boolean; executable?: boolean } = {}): Promise<void> {
+    await this.create(inside, options, (file) => file.writeFile(data));
+  }
+
+  async copyIn(hostPath: string, inside: string): Promise<void> {
+    await this.create(inside, {}, async (file) => {
+      for await (const chunk of createReadStream(hostPath)) await file.write(chunk as Buffer);
+    });
+  }
+
+  /** Creates (or truncates) a file for the sandbox, fills it with `fill`, then sets its owner and mode. */
+  private async create(inside: string, options: { readOnly?: boolean; executable?: boolean }, fill: (file: FileHandle) => Promise<void>): Promise<void> {
     const host = this.hostPath(inside);
     await this.checkNoSymlinks(host);
     // Who owns what we create: the sandbox's uid, or root for a file it must not change.
@@ -543,7 +568,7 @@ class LocalSandbox implements Sandbox {
     // O_NOFOLLOW: a symlink planted since the check above is refused rather than followed.
     const file = await open(host, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW, 0o644);
     try {
-      await file.writeFile(data);
+      await fill(file);
       if (owner !== undefined) await file.chown(owner, owner);
       await file.chmod((options.readOnly ? 0o444 : 0o644) | (options.executable ? 0o111 : 0));
     } finally {
@@ -556,6 +581,25 @@ class LocalSandbox implements Sandbox {
     await this.checkNoSymlinks(host);
     return readFile(host);
   }
+
+  async copyOut(inside: string, hostPath: string): Promise<void> {
+    const host = this.hostPath(inside);
+    await this.checkNoSymlinks(host);
+    // O_NONBLOCK: opening a FIFO the sandbox planted must not wait for a writer; it is refused below.
+    const file = await open(host, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+    try {
+      if (!(await file.stat()).isFile()) throw new Error(`path ${inside} in the sandbox is not a regular file`);
+      const out = await open(hostPath, 'w', 0o600);
+      try {
+        const buffer = Buffer.alloc(1024 * 1024);
+        for (let n; (n = (await file.read(buffer, 0, buffer.length)).bytesRead) > 0; ) await out.write(buffer, 0, n);
+      } finally {
+        await out.close();
+      }
+    } finally {
+      await file.close();
+    }
+  }
 }
 
 export class LocalSandboxProvider implements SandboxProvider {
@@ -564,6 +608,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly noIsolation: boolean;
   private readonly maxLimits: SandboxLimits;
   private readonly uids: { first: number; count: number };
+  private readonly objectsFor: (key: string) => string | undefined;
 
   constructor(
     private readonly baseDir: string,
@@ -573,6 +618,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.noIsolation = options.noIsolation ?? process.env.FLOTILLA_ISOLATION === 'none';
     this.maxLimits = { ...MAX_LIMITS, ...(options.maxLimits ?? parseMaxLimits(process.env.FLOTILLA_SANDBOX_MAX_LIMITS)) };
     this.uids = options.uids ?? parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS);
+    this.objectsFor = options.objectsFor ?? (() => undefined);
   }
 
   /** A readable, collision-free directory name for a key such as "run-1/worker/api". */
@@ -612,7 +658,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     const root = this.dirFor(key);
     const isolation = this.checkIsolation();
     const uid = isolation === 'bubblewrap' ? this.uidFor(key) : undefined;
-    return new LocalSandbox(path.basename(root), root, isolation, options.network, options.allowHosts, this.limitsFor(options.limits), this.bwrap, uid);
+    const objects = () => this.objectsFor(key);
+    return new LocalSandbox(path.basename(root), root, isolation, options.network, options.allowHosts, this.limitsFor(options.limits), this.bwrap, uid, objects);
   }
 
   async provision(key: string, options: SandboxOptions): Promise<Sandbox> {
