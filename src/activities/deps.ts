@@ -28,6 +28,14 @@ export interface ActivityDeps {
   provider(ref: SandboxRef): SandboxProvider;
   artifacts: ArtifactStore;
   staging: () => Promise<StagingRepo>;
+  /** This worker process's host and the task queue only its host polls (see src/worker.ts). */
+  host?: HostPlacement;
+}
+
+/** Where a sandbox lives: the host, and the task queue its activities go to. */
+export interface HostPlacement {
+  host: string;
+  taskQueue: string;
 }
 
 export interface DepsOptions {
@@ -35,6 +43,8 @@ export interface DepsOptions {
   e2bApi?: E2BApi;
   /** How local sandboxes are made (the bubblewrap binary, the isolation opt-out, the worker's limit caps). */
   local?: LocalProviderOptions;
+  /** This process's host and host task queue, which claimHost hands out. */
+  host?: HostPlacement;
 }
 
 export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
@@ -52,6 +62,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
     },
     artifacts: new ArtifactStore(path.join(dataDir, 'artifacts')),
     staging: () => (staging ??= StagingRepo.open(dataDir)),
+    host: options.host,
   };
 }
 
