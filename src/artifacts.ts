@@ -2,11 +2,15 @@
  * Logs and command output live here, content-addressed, so workflow history can carry a short
  * reference and a tail instead of the text itself. The store is private to the worker's user
  * (0700 directory, 0600 files): logs can hold whatever an agent printed.
+ *
+ * With a shared store every artifact stored here is also published there, and one this host does
+ * not have is fetched from there into this directory, so a log written on one host reads on any.
  */
 import { createHash } from 'node:crypto';
-import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, type WriteStream } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { permanent } from './failures';
 
 /** Bytes of output a report carries inline; the rest stays in the artifact. */
 export const TAIL_BYTES = 2048;
@@ -20,8 +24,18 @@ export function tail(text: string, max = TAIL_BYTES): string {
   return '…' + (firstNewline >= 0 && firstNewline < 200 ? cut.slice(firstNewline) : cut);
 }
 
+/** Where artifacts go beyond this host: see StagingRepo.publishBlob and fetchBlob. */
+export interface SharedArtifacts {
+  publish(hex: string, file: string): Promise<void>;
+  /** Writes the artifact to `file`; false when the shared store does not have it. */
+  fetch(hex: string, file: string): Promise<boolean>;
+}
+
 export class ArtifactStore {
-  constructor(private readonly dir: string) {}
+  constructor(
+    private readonly dir: string,
+    private readonly shared?: SharedArtifacts,
+  ) {}
 
   /** Stores `content` and returns its reference, "sha256:<hex>". Storing twice is harmless. */
   async put(content: string | Uint8Array): Promise<string> {
@@ -33,6 +47,8 @@ export class ArtifactStore {
       await writeFile(tmp, content, { mode: 0o600 });
       await rename(tmp, file);
     }
+    // Also when the file was here already: the shared store may have lost it to gc since.
+    await this.shared?.publish(hex, file);
     return `sha256:${hex}`;
   }
 
@@ -40,11 +56,29 @@ export class ArtifactStore {
   async writer(): Promise<LogWriter> {
     await this.ensureDir();
     const tmp = path.join(this.dir, `stream.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
-    return new LogWriter(tmp, (hex) => this.fileFor(hex));
+    return new LogWriter(tmp, (hex) => this.fileFor(hex), this.shared && ((hex, file) => this.shared!.publish(hex, file)));
   }
 
   async get(ref: string): Promise<Buffer> {
-    return readFile(this.pathOf(ref));
+    const file = this.pathOf(ref);
+    if (this.shared && !existsSync(file)) await this.fetchShared(ref, file);
+    return readFile(file);
+  }
+
+  /** Copies an artifact from the shared store into this directory, checking it is what its name says. */
+  private async fetchShared(ref: string, file: string): Promise<void> {
+    await this.ensureDir();
+    const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+    try {
+      // Published before its reference was returned to anyone: a retry would not find it either.
+      if (!(await this.shared!.fetch(ref.slice('sha256:'.length), tmp))) throw permanent('ArtifactMissing', `artifact ${ref} is neither on this host nor in the shared store`);
+      const hash = createHash('sha256');
+      for await (const chunk of createReadStream(tmp)) hash.update(chunk as Buffer);
+      if (`sha256:${hash.digest('hex')}` !== ref) throw new Error(`the shared store's copy of artifact ${ref} does not match its hash`);
+      await rename(tmp, file);
+    } finally {
+      await rm(tmp, { force: true });
+    }
   }
 
   pathOf(ref: string): string {
@@ -80,6 +114,8 @@ export class LogWriter {
   constructor(
     private readonly tmp: string,
     private readonly finalPath: (hex: string) => string,
+    /** Called with every log stored, to publish it beyond this host. */
+    private readonly stored?: (hex: string, file: string) => Promise<void>,
   ) {
     this.out = createWriteStream(tmp, { mode: 0o600 });
   }
@@ -114,6 +150,7 @@ export class LogWriter {
     const file = this.finalPath(hex);
     if (existsSync(file)) await rm(this.tmp, { force: true });
     else await rename(this.tmp, file);
+    await this.stored?.(hex, file);
     return `sha256:${hex}`;
   }
 

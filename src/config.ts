@@ -2,6 +2,7 @@
 import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { repoUrlProblem } from './spec';
 
 /** Sandboxes, the staging repository, artifacts and the embedded server's database live here. */
 export function dataDir(): string {
@@ -56,6 +57,20 @@ export function namespace(): string {
 export function tokenHosts(): string[] {
   const list = process.env.FLOTILLA_GIT_TOKEN_HOSTS ?? 'github.com';
   return list.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+}
+
+/**
+ * FLOTILLA_STAGING_URL: the bare repository every worker host reaches, where run state that
+ * outlives a sandbox lives (see StagingRepo); unset, the data directory's own staging repository
+ * is the store. Besides the transports of repo.url it may be git:// (a daemon on a private
+ * network), never with credentials in it: FLOTILLA_GIT_TOKEN reaches an allowed https host itself.
+ */
+export function stagingUrl(): string | undefined {
+  const url = process.env.FLOTILLA_STAGING_URL;
+  if (!url) return undefined;
+  const problem = repoUrlProblem(url, ['git']);
+  if (problem) throw new ConfigError(`FLOTILLA_STAGING_URL ${problem}`);
+  return url;
 }
 
 /** A variable with a value Flotilla cannot use. */

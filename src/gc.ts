@@ -11,6 +11,11 @@
  * run's history there is no safe per-run rule, so artifacts are pruned only when nothing is kept:
  * no open run, no run closed within the threshold, no unknown staging ref; then files older than
  * the threshold (by mtime) go.
+ *
+ * With a shared store (FLOTILLA_STAGING_URL) its refs count as well as this host's: a removed run's
+ * refs go from both, and when nothing is kept the store's artifact refs go too (the store keeps no
+ * dates; any artifact there belongs to a run that closed before the threshold, or to one Temporal
+ * does not know, which is kept and so keeps them all). Sandboxes and artifact files are this host's.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -18,6 +23,8 @@ import { lstat, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { simpleGit } from 'simple-git';
+import { stagingUrl } from './config';
+import { StagingRepo } from './gitstore';
 import { runKeyOf } from './spec';
 
 export interface GcOptions {
@@ -25,6 +32,8 @@ export interface GcOptions {
   olderThanMs: number;
   dryRun: boolean;
   now?: Date;
+  /** The shared store's URL; by default FLOTILLA_STAGING_URL (none when unset). */
+  stagingUrl?: string;
 }
 
 export interface GcReport {
@@ -34,6 +43,8 @@ export interface GcReport {
   /** Runs whose state is kept, and why. */
   keptRuns: { runKey: string; workflowId?: string; reason: string }[];
   artifacts: { removed: number; kept: number; reason?: string };
+  /** What is (or would be) removed from the shared store, when there is one. */
+  sharedStore?: { refs: number; artifacts: number };
   freedBytes: number;
 }
 
@@ -67,16 +78,20 @@ async function closedSince(client: Client, run: KnownRun): Promise<Date | undefi
   return d && d.status.name !== 'RUNNING' ? d.closeTime : undefined;
 }
 
-/** The runKey of every refs/flotilla/<runKey>/<name> ref, with its refs. */
-async function stagingRefs(stagingDir: string): Promise<Map<string, string[]>> {
-  const byKey = new Map<string, string[]>();
-  if (!existsSync(path.join(stagingDir, 'HEAD'))) return byKey;
-  const out = await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/']);
-  for (const ref of out.split('\n').filter(Boolean)) {
+/** Where the shared store keeps artifacts (see artifactRef): not a run. */
+const ARTIFACT_REFS = 'refs/flotilla/artifacts/';
+
+/** The runKey of every refs/flotilla/<runKey>/<name> ref here (and in the shared store), with its refs. */
+async function stagingRefs(stagingDir: string, shared?: StagingRepo): Promise<Map<string, string[]>> {
+  const byKey = new Map<string, Set<string>>();
+  const local = existsSync(path.join(stagingDir, 'HEAD'))
+    ? (await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/'])).split('\n')
+    : [];
+  for (const ref of [...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]) {
     const m = /^refs\/flotilla\/([^/]+)\/.+$/.exec(ref);
-    if (m) byKey.set(m[1], [...(byKey.get(m[1]) ?? []), ref]);
+    if (m && !ref.startsWith(ARTIFACT_REFS)) byKey.set(m[1], (byKey.get(m[1]) ?? new Set()).add(ref));
   }
-  return byKey;
+  return new Map([...byKey].map(([key, refs]) => [key, [...refs]]));
 }
 
 async function sizeOf(file: string): Promise<number> {
@@ -102,8 +117,10 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const stagingDir = path.join(o.dataDir, 'staging.git');
   const sandboxDir = path.join(o.dataDir, 'sandboxes');
   const artifactDir = path.join(o.dataDir, 'artifacts');
+  const url = 'stagingUrl' in o ? o.stagingUrl : stagingUrl();
+  const shared = url ? await StagingRepo.open(o.dataDir, url) : undefined;
   const runs = await leaderRuns(client);
-  const refs = await stagingRefs(stagingDir);
+  const refs = await stagingRefs(stagingDir, shared);
   const sandboxes = await list(sandboxDir);
   const report: GcReport = { dryRun: o.dryRun, removedRuns: [], keptRuns: [], artifacts: { removed: 0, kept: 0 }, freedBytes: 0 };
 
@@ -129,13 +146,16 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const doomedRefs = [...removable].flatMap((k) => refs.get(k) ?? []);
   const doomedSandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(sandboxDir, s)));
   const doomedArtifacts = await oldArtifacts(artifactDir, now - o.olderThanMs, report);
+  const doomedShared = shared && report.keptRuns.length === 0 ? await shared.sharedRefs(ARTIFACT_REFS) : [];
+  if (shared) report.sharedStore = { refs: doomedRefs.length, artifacts: doomedShared.length };
   for (const file of [...doomedSandboxes, ...doomedArtifacts]) report.freedBytes += await sizeOf(file);
   if (o.dryRun) return report;
 
+  // Refs go in one transaction (and one push per thousand); then reflogs and unreachable objects, so their space comes back.
+  if (shared) await shared.deleteRefs([...doomedRefs, ...doomedShared]);
+  else if (doomedRefs.length > 0) deleteRefs(stagingDir, doomedRefs);
   if (doomedRefs.length > 0) {
     const git = simpleGit({ baseDir: stagingDir });
-    // Refs go in one transaction; then reflogs and unreachable objects, so their space comes back.
-    deleteRefs(stagingDir, doomedRefs);
     await git.raw(['reflog', 'expire', '--expire=now', '--all']);
     await git.raw(['gc', '--quiet', '--prune=now']);
     report.freedBytes += Math.max(0, stagingBefore - (await sizeOf(stagingDir)));
@@ -171,6 +191,7 @@ export function formatGc(r: GcReport): string {
   const lines = r.removedRuns.map((x) => `${verb} ${x.workflowId} (closed ${x.closedAt}): ${x.refs} staging ref(s), ${x.sandboxes.length} sandbox(es)`);
   for (const k of r.keptRuns) lines.push(`kept ${k.workflowId ?? k.runKey}: ${k.reason}`);
   lines.push(`artifacts: ${verb} ${r.artifacts.removed}, kept ${r.artifacts.kept}${r.artifacts.reason ? ` (${r.artifacts.reason})` : ''}`);
+  if (r.sharedStore) lines.push(`shared store: ${verb} ${r.sharedStore.refs} staging ref(s) and ${r.sharedStore.artifacts} artifact(s)`);
   lines.push(`${r.dryRun ? 'would free' : 'freed'} ${(r.freedBytes / 1024).toFixed(1)} KiB`);
   return lines.join('\n');
 }

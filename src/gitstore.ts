@@ -3,12 +3,18 @@
  * run, the resolved base, every worker's commits and the integrated result as refs. Workflow
  * history only ever names these refs and SHAs. This is also the only place that talks to the
  * user's remote, so the git credential never leaves the host process.
+ *
+ * With a shared store (FLOTILLA_STAGING_URL) consecutive activities of a run may run on different
+ * hosts: the local repository is then this host's cache of the shared one. An activity pulls the
+ * run's refs before it reads them, and every ref written here is published there at once, so
+ * whatever a later activity needs is in the shared store wherever that activity runs.
  */
-import { existsSync } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
+import { pipeline } from 'node:stream/promises';
 import { simpleGit, type SimpleGit } from 'simple-git';
 import { tokenHosts } from './config';
 import { permanent } from './failures';
@@ -21,6 +27,18 @@ export function runRef(runKey: string, name: string): string {
   return `refs/flotilla/${runKey}/${name}`;
 }
 
+/** The run a ref made by runRef belongs to. */
+export function runKeyOfRef(ref: string): string {
+  const m = /^refs\/flotilla\/([A-Za-z0-9_-]+)\//.exec(ref);
+  if (!m) throw permanent('InvalidRequest', `not a run's staging ref: ${ref.slice(0, 200)}`);
+  return m[1];
+}
+
+/** Where the shared store keeps an artifact (a log, by the sha256 of its content) as a blob. */
+export function artifactRef(hex: string): string {
+  return `refs/flotilla/artifacts/${hex}`;
+}
+
 /**
  * Environment for git commands that reach `url`. The token (FLOTILLA_GIT_TOKEN) travels as an
  * HTTP header through GIT_CONFIG_* variables, so it is never part of a URL, an argument list or
@@ -29,12 +47,12 @@ export function runRef(runKey: string, name: string): string {
  * redirect to another host included, does not carry it. Only transports that cannot execute
  * programs are allowed.
  */
-function remoteEnv(url: string): Record<string, string> {
+function remoteEnv(url: string, protocols = 'file:https:ssh'): Record<string, string> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? os.homedir(),
     GIT_TERMINAL_PROMPT: '0',
-    GIT_ALLOW_PROTOCOL: 'file:https:ssh',
+    GIT_ALLOW_PROTOCOL: protocols,
   };
   for (const name of ['SSH_AUTH_SOCK', 'GIT_SSH_COMMAND', 'GIT_SSL_CAINFO']) {
     const value = process.env[name];
@@ -73,6 +91,11 @@ export function scrubSecrets(text: string): string {
   return redact(out);
 }
 
+/** The shared store could not be reached or refused: retryable, and never the agent's doing. */
+export class SharedStoreError extends Error {
+  name = 'SharedStoreError';
+}
+
 export type PushOutcome =
   | { outcome: 'pushed'; remoteSha: string }
   | { outcome: 'raced'; remoteSha: string | null; message: string };
@@ -80,9 +103,16 @@ export type PushOutcome =
 export class StagingRepo {
   /** For commands that stay on the host (no remote, so no credential). */
   private readonly git: SimpleGit;
+  /** For the shared store; git:// is allowed here only, for the operator's own URL (never a request's). */
+  private readonly sharedGit?: SimpleGit;
 
-  private constructor(readonly dir: string) {
+  /** `shared`: the URL of the shared store (validated by config.stagingUrl), when there is one. */
+  private constructor(
+    readonly dir: string,
+    readonly shared?: string,
+  ) {
     this.git = StagingRepo.gitWith(dir, remoteEnv(''));
+    if (shared) this.sharedGit = StagingRepo.gitWith(dir, remoteEnv(shared, 'file:https:ssh:git'));
   }
 
   /** Git for commands that reach `url`, with the credential that URL may have. */
@@ -103,13 +133,108 @@ export class StagingRepo {
   }
 
   /** Opens (or creates, private to this user) the staging repository under `dataDir`. */
-  static async open(dataDir: string): Promise<StagingRepo> {
+  static async open(dataDir: string, shared?: string): Promise<StagingRepo> {
     const dir = path.join(dataDir, 'staging.git');
     if (!existsSync(path.join(dir, 'HEAD'))) {
       await mkdir(dir, { recursive: true, mode: 0o700 });
       await simpleGit({ baseDir: dir }).init(true, ['--shared=0600']);
     }
-    return new StagingRepo(dir);
+    return new StagingRepo(dir, shared);
+  }
+
+  /**
+   * Brings the refs of run `runKey` from the shared store into this cache (a no-op without one).
+   * No --prune: a ref this host wrote a moment ago is already published, and a deletion is
+   * applied on both sides by deleteRef.
+   */
+  async pull(runKey: string): Promise<void> {
+    if (!this.shared) return;
+    if (!/^[A-Za-z0-9_-]+$/.test(runKey)) throw permanent('InvalidRequest', `not a run key: ${runKey.slice(0, 100)}`);
+    const refs = `refs/flotilla/${runKey}/*`;
+    await this.onShared('fetch', ['fetch', '--no-tags', '--quiet', '--no-write-fetch-head', '--', this.shared, `+${refs}:${refs}`]);
+  }
+
+  /**
+   * Makes `sha` (a commit of this cache that no ref names yet, such as a merge computed here)
+   * reachable in the shared store for the activities of `runKey` that come next, wherever they
+   * run. Without a shared store nothing is written.
+   */
+  async share(runKey: string, sha: string): Promise<void> {
+    await this.publish(runRef(runKey, `commits/${sha}`), sha);
+  }
+
+  /** Removes `ref` here and from the shared store. */
+  async deleteRef(ref: string): Promise<void> {
+    await this.deleteRefs([ref]);
+  }
+
+  /** Removes `refs` here (in one transaction) and from the shared store (a push per thousand, to stay under the argument limit). */
+  async deleteRefs(refs: string[]): Promise<void> {
+    if (refs.length === 0) return;
+    const r = await runGit(this.dir, ['update-ref', '--stdin'], Buffer.from(refs.map((ref) => `delete ${ref}\n`).join('')));
+    if (r.code !== 0) throw new Error(`git update-ref failed in ${this.dir}: ${r.stderr.trim()}`);
+    // Deleting a ref the shared store does not have is a warning, not an error.
+    for (let i = 0; this.shared && i < refs.length; i += 1000) {
+      await this.onShared('push', ['push', '--quiet', '--', this.shared, ...refs.slice(i, i + 1000).map((ref) => `:${ref}`)]);
+    }
+  }
+
+  /** The refs under `prefix` in the shared store (empty without one). */
+  async sharedRefs(prefix: string): Promise<string[]> {
+    if (!this.shared) return [];
+    const out = await this.onShared('list', ['ls-remote', '--refs', '--', this.shared, `${prefix}*`]);
+    return out.split('\n').filter(Boolean).map((line) => line.split('\t')[1]);
+  }
+
+  /** Publishes `file` as the blob `ref` names in the shared store; git reads the file, this process never does. */
+  async publishBlob(ref: string, file: string): Promise<void> {
+    if (!this.shared) return;
+    const sha = (await this.git.raw(['hash-object', '-w', '--', file])).trim();
+    await this.publish(ref, sha);
+  }
+
+  /**
+   * Streams the blob `ref` names in the shared store to `file`; false when the store has no such
+   * ref. The fetch goes to a ref of its own, removed afterwards, so concurrent readers do not
+   * meet and the cache keeps no reference to the copy.
+   */
+  async fetchBlob(ref: string, file: string): Promise<boolean> {
+    if (!this.shared) return false;
+    const temp = `refs/flotilla-fetch/${process.pid}-${Math.random().toString(36).slice(2)}`;
+    try {
+      await this.onShared('fetch', ['fetch', '--no-tags', '--quiet', '--no-write-fetch-head', '--', this.shared, `+${ref}:${temp}`]);
+    } catch (err) {
+      if (/couldn't find remote ref/.test(String(err))) return false;
+      throw err;
+    }
+    try {
+      const child = spawn('git', ['cat-file', 'blob', temp], { cwd: this.dir, env: remoteEnv(''), stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-1000)));
+      const exited = new Promise<number | null>((resolve, reject) => child.on('error', reject).on('close', resolve));
+      await pipeline(child.stdout, createWriteStream(file, { mode: 0o600 }));
+      const code = await exited;
+      if (code !== 0) throw new Error(`git cat-file failed for ${ref}: ${stderr.trim()}`);
+    } finally {
+      await runGit(this.dir, ['update-ref', '-d', temp], Buffer.alloc(0));
+    }
+    return true;
+  }
+
+  /** Forced push of `sha` to `ref` in the shared store (by SHA: a concurrent pull cannot change what is published). */
+  private async publish(ref: string, sha: string): Promise<void> {
+    if (!this.shared) return;
+    await this.onShared('push', ['push', '--quiet', '--no-verify', '--', this.shared, `+${sha}:${ref}`]);
+  }
+
+  /** Runs git against the shared store; a failure says so, with any credential masked. */
+  private async onShared(what: 'fetch' | 'push' | 'list', args: string[]): Promise<string> {
+    try {
+      return await this.sharedGit!.raw(args);
+    } catch (err) {
+      const why = scrubSecrets(err instanceof Error ? err.message : String(err)).trim().split('\n').slice(-3).join('; ');
+      throw new SharedStoreError(`cannot ${what} ${what === 'push' ? 'to' : 'from'} the shared store (FLOTILLA_STAGING_URL ${scrubSecrets(this.shared!)}): ${why.slice(0, 500)}`);
+    }
   }
 
   /** Runs git on the staging repository for host-side checks; see src/verify.ts. */
@@ -178,6 +303,7 @@ export class StagingRepo {
     await this.remote(url).raw(['fetch', '--no-tags', '--quiet', '--', url, `+refs/heads/${branch}:${ref}`]);
     const sha = await this.revParse(ref);
     if (!sha) throw new Error(`fetched ${branch} but ${ref} is missing`);
+    await this.publish(ref, sha);
     return sha;
   }
 
@@ -209,11 +335,13 @@ export class StagingRepo {
     await this.git.raw(['update-ref', ref, head]);
     const sha = await this.revParse(ref);
     if (sha !== head) throw permanent('CorruptObjects', `the imported bundle names ${head}, which is not a commit`);
+    await this.publish(ref, sha);
     return sha;
   }
 
   async setRef(ref: string, sha: string): Promise<void> {
     await this.git.raw(['update-ref', ref, sha]);
+    await this.publish(ref, sha);
   }
 
   /**

@@ -86,7 +86,7 @@ export function pathIsUnder(path: string, owner: string): boolean {
  * cannot run arbitrary commands are accepted: `ext::` and other `<helper>::` forms can execute
  * programs on the host, so they never reach git.
  */
-export function repoUrlProblem(url: string): string | undefined {
+export function repoUrlProblem(url: string, extraSchemes: string[] = []): string | undefined {
   if (url.length === 0) return 'is empty';
   if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url)) return `uses the transport helper "${url.split('::')[0]}::", which is not allowed`;
   if (/[\x00-\x1f\s]/.test(url)) return 'contains whitespace or a control character';
@@ -98,7 +98,7 @@ export function repoUrlProblem(url: string): string | undefined {
     return 'must not contain credentials (user:password@); the worker sends FLOTILLA_GIT_TOKEN to allowed hosts itself';
   }
   if (scheme !== undefined) {
-    if (scheme === 'https' || scheme === 'ssh' || scheme === 'file') return undefined;
+    if (scheme === 'https' || scheme === 'ssh' || scheme === 'file' || extraSchemes.includes(scheme)) return undefined;
     if (scheme === 'http') return 'uses plain http; use https';
     return `uses the unsupported scheme "${scheme}://" (allowed: https://, ssh://, user@host:path, or an absolute local path)`;
   }

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { type NativeConnection, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, type HostPlacement, defaultDeps } from './activities/deps';
-import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, taskQueue } from './config';
+import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, stagingUrl, taskQueue } from './config';
 import { connectWorker } from './connection';
 import { createLogger, installSdkLogger, logOptions } from './log';
 import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
@@ -180,6 +180,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const log = createLogger(opts);
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
+  stagingUrl(); // a bad FLOTILLA_STAGING_URL stops the worker here, before it connects
   const versioned = await versionedWorkflows();
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });

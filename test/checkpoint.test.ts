@@ -33,7 +33,7 @@ beforeAll(async () => {
   git('add', '-A');
   git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'base');
   baseSha = git('rev-parse', 'HEAD');
-  const staging = await deps.staging();
+  const staging = await deps.staging(runKey);
   await staging.raw(['fetch', '-q', work, `+refs/heads/main:${runRef(runKey, 'base')}`]);
 });
 
@@ -81,7 +81,7 @@ describe('checkpoints', () => {
     expect(await sh(sb, REPO_STATE)).toBe(before);
     expect(mark.parent).toBe(agentHead);
     expect((await sh(sb, 'ls ..')).includes('filter-ran')).toBe(false);
-    const staging = await deps.staging();
+    const staging = await deps.staging(runKey);
     expect(await staging.revParse(checkpointRef(runKey, 'w'))).toBe(mark.sha);
     const files = (await staging.raw(['ls-tree', '-r', '--name-only', mark.sha])).trim().split('\n');
     expect(files.sort()).toEqual(['src/a.txt', 'src/b.txt', 'src/committed.txt', 'src/new/c.txt']);

@@ -175,7 +175,7 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       checkImportSize(Number(size));
       const bytes = await sb.readFile(bundle);
       checkImportSize(bytes.byteLength);
-      const staging = await deps.staging();
+      const staging = await deps.staging(input.runKey);
       const ref = runRef(input.runKey, `workers/${input.workerId}`);
       await staging.importBundle(bytes, ref);
       try {
@@ -183,7 +183,7 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
         return { ...work, ref };
       } catch (err) {
         // Nothing may build on refused commits.
-        await staging.raw(['update-ref', '-d', ref]);
+        await staging.deleteRef(ref);
         throw err;
       }
     },

@@ -80,7 +80,7 @@ echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       checkImportSize(Number(size));
       const bytes = await sb.readFile(bundle);
       checkImportSize(bytes.byteLength);
-      const staging = await deps.staging();
+      const staging = await deps.staging(input.runKey);
       const sha = await staging.importBundle(bytes, checkpointRef(input.runKey, input.workerId));
       return { sha, tree, parent, at: Date.now() };
     },
@@ -91,7 +91,7 @@ echo "SIZE $(stat -c %s ${sh(bundle)})"`,
      */
     async restoreCheckpoint(input: { sandbox: SandboxRef; runKey: string; workerId: string; baseSha: string; sha: string; branch: string }): Promise<void> {
       const sb = await openSandbox(deps, input.sandbox);
-      const staging = await deps.staging();
+      const staging = await deps.staging(input.runKey);
       // Its own ref at exactly that commit: a later checkpoint may have moved the worker's.
       const ref = runRef(input.runKey, `restores/${input.workerId}`);
       await staging.setRef(ref, input.sha);

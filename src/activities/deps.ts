@@ -1,9 +1,9 @@
 /** What activities need from the host, built once per worker process. */
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
-import { makePrivateDir } from '../config';
-import { StagingRepo } from '../gitstore';
+import { makePrivateDir, stagingUrl } from '../config';
+import { StagingRepo, artifactRef } from '../gitstore';
 import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
 import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
@@ -27,7 +27,11 @@ export interface ActivityDeps {
   /** The provider for a sandbox; E2B's is made on first use, so a worker without E2B_API_KEY still starts. */
   provider(ref: SandboxRef): SandboxProvider;
   artifacts: ArtifactStore;
-  staging: () => Promise<StagingRepo>;
+  /**
+   * The staging repository with the refs of run `runKey` pulled from the shared store, once per
+   * activity execution (the activity's own writes are published as it makes them).
+   */
+  staging: (runKey: string) => Promise<StagingRepo>;
   /** This worker process's host and the task queue only its host polls (see src/worker.ts). */
   host?: HostPlacement;
 }
@@ -45,11 +49,25 @@ export interface DepsOptions {
   local?: LocalProviderOptions;
   /** This process's host and host task queue, which claimHost hands out. */
   host?: HostPlacement;
+  /** The shared store's URL; by default FLOTILLA_STAGING_URL, none when that is unset. */
+  stagingUrl?: string;
+}
+
+/** The activity this code runs in, or undefined outside one. */
+function currentActivity(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
 }
 
 export function defaultDeps(dataDir: string, options: DepsOptions = {}): ActivityDeps {
   makePrivateDir(dataDir);
-  let staging: Promise<StagingRepo> | undefined;
+  const shared = 'stagingUrl' in options ? options.stagingUrl : stagingUrl();
+  let opened: Promise<StagingRepo> | undefined;
+  const open = () => (opened ??= StagingRepo.open(dataDir, shared));
+  const pulled = new WeakMap<Context, Set<string>>();
   const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), options.local);
   const e2b = new Map<string, E2BSandboxProvider>();
   return {
@@ -60,8 +78,24 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
       if (!e2b.has(template)) e2b.set(template, new E2BSandboxProvider({ template, api: options.e2bApi }));
       return e2b.get(template)!;
     },
-    artifacts: new ArtifactStore(path.join(dataDir, 'artifacts')),
-    staging: () => (staging ??= StagingRepo.open(dataDir)),
+    artifacts: new ArtifactStore(
+      path.join(dataDir, 'artifacts'),
+      shared
+        ? {
+            publish: async (hex, file) => (await open()).publishBlob(artifactRef(hex), file),
+            fetch: async (hex, file) => (await open()).fetchBlob(artifactRef(hex), file),
+          }
+        : undefined,
+    ),
+    async staging(runKey) {
+      const repo = await open();
+      const activity = currentActivity();
+      const done = activity && pulled.get(activity);
+      if (done?.has(runKey)) return repo;
+      await repo.pull(runKey);
+      if (activity) pulled.set(activity, (done ?? new Set()).add(runKey));
+      return repo;
+    },
     host: options.host,
   };
 }

@@ -10,7 +10,7 @@
  * can reach a fixer.
  */
 import { randomBytes } from 'node:crypto';
-import { BUNDLE_REF, runRef, scrubSecrets } from '../gitstore';
+import { BUNDLE_REF, SharedStoreError, runKeyOfRef, runRef, scrubSecrets } from '../gitstore';
 import { permanent } from '../failures';
 import {
   addedMarkers,
@@ -101,12 +101,12 @@ function listed(paths: string[]): string {
   return paths.slice(0, MAX_LISTED_PATHS).join(', ') + more;
 }
 
-async function stagingDir(deps: ActivityDeps): Promise<string> {
-  return (await deps.staging()).dir;
+async function stagingDir(deps: ActivityDeps, runKey: string): Promise<string> {
+  return (await deps.staging(runKey)).dir;
 }
 
-async function oraclePathsOf(deps: ActivityDeps, sha: string | undefined): Promise<string[]> {
-  return sha ? (await listTree(await stagingDir(deps), sha)).map((e) => e.path) : [];
+async function oraclePathsOf(deps: ActivityDeps, runKey: string, sha: string | undefined): Promise<string[]> {
+  return sha ? (await listTree(await stagingDir(deps, runKey), sha)).map((e) => e.path) : [];
 }
 
 /**
@@ -116,7 +116,7 @@ async function oraclePathsOf(deps: ActivityDeps, sha: string | undefined): Promi
  * the index are at that commit, so the working tree shows `sha`'s changes as edits.
  */
 async function checkout(deps: ActivityDeps, sb: Sandbox, c: { runKey: string; baseSha: string; sha: string; indexAt?: string }): Promise<void> {
-  const staging = await deps.staging();
+  const staging = await deps.staging(c.runKey);
   const baseRef = runRef(c.runKey, 'base');
   const bundles: [string, string][] = [[`${sb.scratch}/base.bundle`, baseRef]];
   await sb.writeFile(bundles[0][0], await staging.createBundle(baseRef));
@@ -158,10 +158,11 @@ git update-ref ${BUNDLE_REF} HEAD
 git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(c.from)}`,
       'collecting the edits',
     );
-    const staging = await deps.staging();
+    const staging = await deps.staging(c.runKey);
     const sha = await staging.importBundle(await sb.readFile(bundle), runRef(c.runKey, 'edits'));
     return { tree: await treeOf(staging.dir, sha) };
   } catch (err) {
+    if (err instanceof SharedStoreError) throw err;
     // The agent controls the workspace's .git: a failure here is its doing, and fails its round.
     return { problem: `its edits could not be collected: ${scrubSecrets(err instanceof Error ? err.message : String(err)).slice(0, 300)}` };
   }
@@ -260,7 +261,7 @@ export function integrateActivities(deps: ActivityDeps) {
      * how many files it has; their names and contents stay on the host.
      */
     async fetchOracle(input: { runKey: string; url: string; ref: string }): Promise<{ sha: string; count: number }> {
-      const staging = await deps.staging();
+      const staging = await deps.staging(input.runKey);
       let sha: string;
       try {
         sha = await staging.fetchBranch(input.url, input.ref, runRef(input.runKey, 'oracle'));
@@ -278,7 +279,10 @@ export function integrateActivities(deps: ActivityDeps) {
      * src/merge.ts); stops at the first conflict. A retry recomputes the same commits.
      */
     async mergeWorkers(input: { runKey: string; baseSha: string; into: string; workers: WorkerHead[]; at: number }): Promise<MergeRun> {
-      return mergeWorkers(await stagingDir(deps), input);
+      const staging = await deps.staging(input.runKey);
+      const merged = await mergeWorkers(staging.dir, input);
+      if (merged.sha !== input.into) await staging.share(input.runKey, merged.sha);
+      return merged;
     },
 
     /**
@@ -291,8 +295,8 @@ export function integrateActivities(deps: ActivityDeps) {
       ref: string;
       diffstat: string;
     }> {
-      const staging = await deps.staging();
-      const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
+      const staging = await deps.staging(input.runKey);
+      const oraclePaths = await oraclePathsOf(deps, input.runKey, input.oracleSha);
       if (oraclePaths.length) {
         const clash = (await listTree(staging.dir, input.sha)).filter((e) => clashesWithOracle(e.path, oraclePaths));
         if (clash.length) throw permanent('OracleExposed', `refusing to record the integrated tree: ${clash.length} of its files are at hidden test paths`);
@@ -319,7 +323,7 @@ export function integrateActivities(deps: ActivityDeps) {
       oracleSha?: string;
     }): Promise<TestRun> {
       const sb = await openSandbox(deps, input.sandbox);
-      const dir = await stagingDir(deps);
+      const dir = await stagingDir(deps, input.runKey);
       await checkout(deps, sb, input);
       let oracles: OracleFile[] = [];
       if (input.oracleSha) {
@@ -370,11 +374,13 @@ export function integrateActivities(deps: ActivityDeps) {
       },
     ): Promise<FixerRound> {
       const sb = await openSandbox(deps, input.sandbox);
-      const dir = await stagingDir(deps);
+      const staging = await deps.staging(input.runKey);
+      const dir = staging.dir;
       const message = mergeMessage(input.title, input.workerId, input.runKey, `\nFlotilla-Resolved-By: resolver round ${input.round}`);
       const merged = await mergeTrees(dir, input.intoSha, input.headSha);
       if (merged.clean) {
         const sha = await commitTree(dir, { tree: merged.tree, parents: [input.intoSha, input.headSha], message, at: input.at });
+        await staging.share(input.runKey, sha);
         return { ok: true, sha, costUsd: 0 };
       }
       const conflicted = await commitTree(dir, { tree: merged.tree, parents: [input.intoSha], message: 'conflicted merge (never pushed)', at: input.at });
@@ -402,10 +408,11 @@ export function integrateActivities(deps: ActivityDeps) {
       if (run.failure) return rejected(run.failure, input.intoSha, run);
       const back = await bringBack(deps, sb, { runKey: input.runKey, from: input.intoSha });
       if ('problem' in back) return rejected(back.problem, input.intoSha, run);
-      const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
+      const oraclePaths = await oraclePathsOf(deps, input.runKey, input.oracleSha);
       const { problems } = await editProblems(dir, { from: input.intoSha, tree: back.tree, allowed: (p) => touched.has(p), oraclePaths });
       if (problems.length) return rejected(problems.join('; '), input.intoSha, run);
       const sha = await commitTree(dir, { tree: back.tree, parents: [input.intoSha, input.headSha], message, at: input.at });
+      await staging.share(input.runKey, sha);
       return { ok: true, sha, diffstat: await diffstat(dir, input.intoSha, sha, merged.files), costUsd: run.costUsd, logRef: run.logRef };
     },
 
@@ -432,7 +439,8 @@ export function integrateActivities(deps: ActivityDeps) {
       },
     ): Promise<FixerRound> {
       const sb = await openSandbox(deps, input.sandbox);
-      const dir = await stagingDir(deps);
+      const staging = await deps.staging(input.runKey);
+      const dir = staging.dir;
       await checkout(deps, sb, { runKey: input.runKey, baseSha: input.baseSha, sha: input.fromSha });
       let output: string;
       let exitCode = input.exitCode;
@@ -463,7 +471,7 @@ export function integrateActivities(deps: ActivityDeps) {
       if (run.failure) return rejected(run.failure, input.fromSha, run);
       const back = await bringBack(deps, sb, { runKey: input.runKey, from: input.fromSha });
       if ('problem' in back) return rejected(back.problem, input.fromSha, run);
-      const oraclePaths = await oraclePathsOf(deps, input.oracleSha);
+      const oraclePaths = await oraclePathsOf(deps, input.runKey, input.oracleSha);
       const { changed, problems } = await editProblems(dir, {
         from: input.fromSha,
         tree: back.tree,
@@ -474,6 +482,7 @@ export function integrateActivities(deps: ActivityDeps) {
       if (changed.length === 0) return rejected('the repair agent changed nothing', input.fromSha, run);
       const message = `Repair round ${input.round}: make the tests pass\n\nFlotilla-Repair-Round: ${input.round}\nFlotilla-Run: ${input.runKey}`;
       const sha = await commitTree(dir, { tree: back.tree, parents: [input.fromSha], message, at: input.at });
+      await staging.share(input.runKey, sha);
       return { ok: true, sha, diffstat: await diffstat(dir, input.fromSha, sha), costUsd: run.costUsd, logRef: run.logRef };
     },
 
@@ -485,7 +494,7 @@ export function integrateActivities(deps: ActivityDeps) {
       const sb = await openSandbox(deps, input.sandbox);
       const there = await sb.exec(`git merge-base --is-ancestor ${sh(input.seed.sha)} HEAD`, { timeoutMs: 60_000 });
       if (there.exitCode === 0) return;
-      const staging = await deps.staging();
+      const staging = await deps.staging(runKeyOfRef(input.seed.ref));
       const bundle = `${sb.scratch}/seed.bundle`;
       await sb.writeFile(bundle, await staging.createBundle(input.seed.ref, input.baseSha));
       await script(

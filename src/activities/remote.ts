@@ -1,6 +1,8 @@
 /** The only activities that talk to the user's remote; they run on the host, never in a sandbox. */
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { permanent } from '../failures';
 import { type PushOutcome, runRef, scrubSecrets } from '../gitstore';
+import { runKeyOf } from '../spec';
 import type { ActivityDeps } from './deps';
 
 export function remoteActivities(deps: ActivityDeps) {
@@ -13,7 +15,7 @@ export function remoteActivities(deps: ActivityDeps) {
       baseSha: string;
       targetSha: string | null;
     }> {
-      const staging = await deps.staging();
+      const staging = await deps.staging(input.runKey);
       let remoteBase: string | null;
       try {
         remoteBase = await staging.remoteBranchSha(input.url, input.baseRef);
@@ -32,7 +34,10 @@ export function remoteActivities(deps: ActivityDeps) {
     },
 
     async pushResult(input: { url: string; targetRef: string; sha: string; expectedSha: string | null }): Promise<PushOutcome> {
-      const staging = await deps.staging();
+      // The leader pushes, and its run key is its own workflow's (the input predates the shared store).
+      const leader = Context.current().info.workflowExecution;
+      if (!leader) throw permanent('InvalidRequest', 'pushResult runs for a leader workflow only');
+      const staging = await deps.staging(runKeyOf(leader.workflowId, leader.runId));
       return staging.push(input.url, input.targetRef, input.sha, input.expectedSha);
     },
   };

@@ -49,7 +49,7 @@ export function sandboxActivities(deps: ActivityDeps) {
       const sb = await openSandbox(deps, input.sandbox);
       const probe = await sb.exec(`test -f ${SEEDED_MARKER}`, { timeoutMs: 30_000 });
       if (probe.exitCode === 0) return { reused: true };
-      const staging = await deps.staging();
+      const staging = await deps.staging(input.runKey);
       const baseRef = runRef(input.runKey, 'base');
       const bundle = `${sb.scratch}/base.bundle`;
       await sb.writeFile(bundle, await staging.createBundle(baseRef));
