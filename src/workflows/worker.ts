@@ -127,7 +127,10 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     if (parsed.ok) resume = parsed.value;
   });
   const parentId = workflowInfo().parent?.workflowId;
+  /** What the leader was told last: a move or a checkpoint repeats it with the new placement. */
+  let told: [WorkerProgress['state'], { reason?: string; question?: string }] = ['running', {}];
   const tellLeader = async (state: WorkerProgress['state'], extra: { reason?: string; question?: string } = {}) => {
+    told = [state, extra];
     if (!parentId) return;
     const progress: WorkerProgress = {
       token: input.progressToken,
@@ -194,7 +197,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
   /** Makes the sandbox ready on its host: seeded, at the last checkpoint if there is one, set up. */
   const prepare = async (): Promise<WorkerReport | undefined> => {
     ({ isolation } = await on.provisionSandbox(sandbox));
-    await on.seedWorkspace({
+    const seeded = await on.seedWorkspace({
       sandbox,
       runKey: input.runKey,
       baseSha: input.baseSha,
@@ -202,7 +205,9 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       author: `Flotilla worker ${task.id}`,
     });
     if (input.seed) await on.checkoutSeed({ sandbox, baseSha: input.baseSha, seed: input.seed });
-    if (checkpoint) {
+    // A workspace that was there already (the claim landed on the same host, which was only slow)
+    // holds newer work than any checkpoint: it is kept as it is.
+    if (checkpoint && !seeded.reused) {
       await on.restoreCheckpoint.executeWithOptions({ summary: `restore ${task.id} from checkpoint ${checkpoint.sha.slice(0, 12)}` }, [
         { sandbox, runKey: input.runKey, workerId: task.id, baseSha: seededAt, sha: checkpoint.sha, branch },
       ]);
@@ -219,15 +224,16 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
   const rebuild = async (move: { fromCheckpoint?: string; to: string }) => {
     on = bind();
     move.fromCheckpoint = checkpoint?.sha;
-    interrupted = true;
+    // An agent that had started is told its run was cut short; one that had not, starts as usual.
+    interrupted = runs > 0;
     const failed = await prepare();
     if (failed) throw ApplicationFailure.nonRetryable(`after moving to host ${move.to}: ${failed.reason}`, 'HostLost');
-    await tellLeader('running');
+    await tellLeader(...told);
   };
   /** A step on the sandbox's host that survives losing it (runs started before host affinity: the step as it is). */
   const onHost = <T>(step: () => Promise<T>): Promise<T> => (home ? home.run(step, rebuild) : step());
   /** Saves the workspace to the staging store (host affinity only); a failed checkpoint costs only itself. */
-  const saveWork = async (state: WorkerProgress['state']) => {
+  const saveWork = async () => {
     if (!home) return;
     try {
       const mark = await on.checkpointWork.executeWithOptions({ summary: `checkpoint ${task.id}` }, [
@@ -235,7 +241,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       ]);
       if (mark.sha === checkpoint?.sha) return;
       checkpoint = mark;
-      await tellLeader(state);
+      await tellLeader(...told);
     } catch (err) {
       if (isCancellation(err)) throw err;
     }
@@ -268,7 +274,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
         ?.run(async () => {
           for (;;) {
             await sleep(input.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS);
-            await saveWork('running');
+            await saveWork();
           }
         })
         .catch(() => undefined);
@@ -323,7 +329,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       // ---- Suspended: the sandbox stays, the worker waits for resume ----
       // Cleared before the leader hears of it: a resume sent while the sandbox is pausing is kept.
       resume = undefined;
-      await saveWork('running');
+      await saveWork();
       await tellLeader('suspended', { reason: why, question: run?.agent.question });
       await onHost(() => on.pauseSandbox(sandbox));
       setCurrentDetails(`**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${parentId ?? 'RUN'} --worker ${task.id} --message "..."\``);
