@@ -13,7 +13,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { type NativeConnection, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
+import { type NativeConnection, type State, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, type HostPlacement, defaultDeps } from './activities/deps';
 import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, stagingUrl, taskQueue } from './config';
@@ -60,6 +60,12 @@ export class FlotillaWorker {
     );
     const failed = ran.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
+  }
+
+  /** RUNNING once both poll; otherwise the state of the one that is behind (INITIALIZED, STOPPING...). */
+  getState(): State {
+    const states = [this.shared.getState(), this.onHost.getState()];
+    return states.find((s) => s !== 'RUNNING') ?? 'RUNNING';
   }
 
   /** Stops polling both queues; running activities get the shutdown grace time. */
