@@ -57,7 +57,7 @@ async function sh(sb: Awaited<ReturnType<typeof openSandbox>>, command: string):
 }
 
 /** Everything of the repository an agent could notice changing under it. */
-const REPO_STATE = 'git rev-parse HEAD; git symbolic-ref HEAD; git ls-files -s; git status --porcelain; git stash list; git for-each-ref --format="%(refname) %(objectname)" refs/heads';
+const REPO_STATE = 'git rev-parse HEAD; git symbolic-ref HEAD; git ls-files -s; git status --porcelain; git stash list; git for-each-ref --format="%(refname) %(objectname)"; cat .git/config';
 
 describe('checkpoints', () => {
   it('saves staged, unstaged and untracked work without touching HEAD, index or branch; a fresh sandbox restores the same files', async () => {

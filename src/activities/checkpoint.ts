@@ -50,15 +50,22 @@ export function checkpointActivities(deps: ActivityDeps) {
       const bundle = `${sb.scratch}/checkpoint.bundle`;
       const previous = input.previous;
       // The same commit date for the same tree and parent, so a retry makes the same commit.
+      // Beside a running agent: its .git/config is neither rewritten (its git would read a
+      // half-written one) nor used. A scratch repository of ours, with a config of its own and
+      // the agent's objects as alternates, does the work; new objects go to the scratch.
+      const repo = `${sb.scratch}/checkpoint.git`;
       const out = await script(
         sb,
-        `rm -f ${sh(index)} ${sh(bundle)}
-parent=$(git rev-parse --verify -q HEAD^{commit})
-export GIT_INDEX_FILE=${sh(index)}
+        `if [ -L .git ] || [ ! -d .git ]; then echo "the workspace's .git is not a directory" >&2; exit 90; fi
+rm -rf ${sh(index)} ${sh(bundle)} ${sh(repo)}
+git init -q --bare ${sh(repo)}
+git --git-dir=${sh(repo)} config core.bare false
+echo "$PWD/.git/objects" > ${sh(`${repo}/objects/info/alternates`)}
+parent=$(git --git-dir=.git rev-parse --verify -q HEAD^{commit})
+export GIT_DIR=${sh(repo)} GIT_WORK_TREE="$PWD" GIT_INDEX_FILE=${sh(index)}
 git read-tree "$parent"
 git add -A
 tree=$(git write-tree)
-unset GIT_INDEX_FILE
 rm -f ${sh(index)}
 echo; echo "TREE $tree"; echo "PARENT $parent"
 if [ "$tree $parent" = ${sh(previous ? `${previous.tree} ${previous.parent}` : '')} ]; then exit 0; fi
@@ -67,6 +74,8 @@ git update-ref --no-deref ${BUNDLE_REF} "$wip"
 git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(input.baseSha)}
 echo "SIZE $(stat -c %s ${sh(bundle)})"`,
         'checkpointing the workspace',
+        5 * 60_000,
+        true,
       );
       const fields = Object.fromEntries(
         out.split('\n').flatMap((line) => {
