@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, type WriteStream } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { appendFile, lstat, mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { permanent } from './failures';
 
@@ -52,11 +52,12 @@ export class ArtifactStore {
     return `sha256:${hex}`;
   }
 
-  /** A log written as it arrives, so memory stays bounded however much a command prints. */
-  async writer(): Promise<LogWriter> {
+  /** A log written as it arrives, so memory stays bounded however much a command prints; claimed by run `runKey`, if given. */
+  async writer(runKey?: string): Promise<LogWriter> {
     await this.ensureDir();
     const tmp = path.join(this.dir, `stream.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
-    return new LogWriter(tmp, (hex) => this.fileFor(hex), this.shared && ((hex, file) => this.shared!.publish(hex, file)));
+    const publish = this.shared && ((hex: string, file: string) => this.shared!.publish(hex, file));
+    return new LogWriter(tmp, (hex) => this.fileFor(hex), publish, runKey ? (hex) => this.claim(runKey, hex) : undefined);
   }
 
   async get(ref: string): Promise<Buffer> {
@@ -85,6 +86,59 @@ export class ArtifactStore {
     const m = /^sha256:([0-9a-f]{64})$/.exec(ref);
     if (!m) throw new Error(`not an artifact reference: ${ref}`);
     return this.fileFor(m[1]);
+  }
+
+  // --- Claims: which runs stored each artifact, so retention removes one only when every run that
+  // stored it has gone (src/gc.ts). Content is shared between runs, so a writer claims first and
+  // only then looks whether the file exists; prune hides a file first and only then re-reads the
+  // claims. Whichever order the two interleave in, a claimed file is never lost.
+
+  /** Records that run `runKey` stored artifact `hex` (artifacts/runs/<runKey>, one hex a line). */
+  async claim(runKey: string, hex: string): Promise<void> {
+    if (!/^[A-Za-z0-9_-]+$/.test(runKey)) throw new Error(`not a run key: ${runKey}`);
+    await mkdir(path.join(this.dir, 'runs'), { recursive: true, mode: 0o700 });
+    await appendFile(path.join(this.dir, 'runs', runKey), `${hex}\n`, { mode: 0o600 });
+  }
+
+  /** The artifacts each run claimed. */
+  async claims(): Promise<Map<string, Set<string>>> {
+    const byRun = new Map<string, Set<string>>();
+    const dir = path.join(this.dir, 'runs');
+    for (const runKey of existsSync(dir) ? await readdir(dir) : []) {
+      const text = await readFile(path.join(dir, runKey), 'utf8').catch(() => '');
+      byRun.set(runKey, new Set(text.split('\n').filter((l) => /^[0-9a-f]{64}$/.test(l))));
+    }
+    return byRun;
+  }
+
+  /** Every stored artifact, by hex. */
+  async stored(): Promise<string[]> {
+    const names = existsSync(this.dir) ? await readdir(this.dir) : [];
+    return names.flatMap((n) => /^([0-9a-f]{64})\.log$/.exec(n)?.[1] ?? []);
+  }
+
+  /**
+   * Removes the artifacts `hexes` and the claims of the runs `gone`, except an artifact some other
+   * run claimed meanwhile. Returns the bytes freed.
+   */
+  async prune(hexes: string[], gone: Set<string>): Promise<{ removed: number; bytes: number }> {
+    const hidden = (hex: string) => `${this.fileFor(hex)}.pruning`;
+    for (const hex of hexes) await rename(this.fileFor(hex), hidden(hex)).catch(() => undefined);
+    const keep = new Set([...(await this.claims())].filter(([runKey]) => !gone.has(runKey)).flatMap(([, claimed]) => [...claimed]));
+    let removed = 0;
+    let bytes = 0;
+    for (const hex of hexes) {
+      if (keep.has(hex)) await rename(hidden(hex), this.fileFor(hex)).catch(() => undefined);
+      else {
+        const size = (await lstat(hidden(hex)).catch(() => undefined))?.size;
+        if (size === undefined) continue;
+        await rm(hidden(hex), { force: true });
+        removed++;
+        bytes += size;
+      }
+    }
+    for (const runKey of gone) await rm(path.join(this.dir, 'runs', runKey), { force: true });
+    return { removed, bytes };
   }
 
   private async ensureDir(): Promise<void> {
@@ -116,6 +170,8 @@ export class LogWriter {
     private readonly finalPath: (hex: string) => string,
     /** Called with every log stored, to publish it beyond this host. */
     private readonly stored?: (hex: string, file: string) => Promise<void>,
+    /** Records that the run storing this log claims it, before it is placed (see ArtifactStore.claim). */
+    private readonly claim?: (hex: string) => Promise<void>,
   ) {
     this.out = createWriteStream(tmp, { mode: 0o600 });
   }
@@ -147,6 +203,7 @@ export class LogWriter {
     }
     await new Promise<void>((resolve, reject) => this.out.end((err?: Error | null) => (err ? reject(err) : resolve())));
     const hex = this.hash.digest('hex');
+    await this.claim?.(hex);
     const file = this.finalPath(hex);
     if (existsSync(file)) await rm(this.tmp, { force: true });
     else await rename(this.tmp, file);

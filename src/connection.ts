@@ -9,6 +9,7 @@ import tls from 'node:tls';
 import { Client, Connection } from '@temporalio/client';
 import type { TLSConfig } from '@temporalio/common/lib/internal-non-workflow';
 import { NativeConnection } from '@temporalio/worker';
+import { startTracing } from './telemetry';
 import { type TemporalTarget, ensureTemporal } from './temporal';
 
 type Target = Pick<TemporalTarget, 'address' | 'namespace' | 'uiUrl' | 'started'>;
@@ -28,10 +29,15 @@ export interface WorkerSession extends Target {
 export async function connectClient(opts: { dataDir: string }): Promise<ClientSession> {
   const temporal = await ensureTemporal({ dataDir: opts.dataDir, connectOnly: true });
   const connection = await reach(temporal, () => Connection.connect({ address: temporal.address, ...temporal.connection }));
+  // With an OTLP endpoint configured, a run's trace opens here, at `flotilla start`.
+  const tracing = startTracing('flotilla-cli', (line) => console.error(line));
   return {
     ...summary(temporal),
-    client: new Client({ connection, namespace: temporal.namespace }),
-    close: () => connection.close(),
+    client: new Client({ connection, namespace: temporal.namespace, interceptors: { workflow: tracing?.clientInterceptors } }),
+    close: async () => {
+      await tracing?.flush();
+      await connection.close();
+    },
   };
 }
 

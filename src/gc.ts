@@ -6,16 +6,20 @@
  * everything. A candidate is confirmed with describe() (authoritative, unlike the list) before
  * anything of it is removed.
  *
- * Artifacts are content-addressed and shared: ArtifactStore.put skips content already stored, so
- * any run, even one started today, may name a file written long ago. Without reading every kept
- * run's history there is no safe per-run rule, so artifacts are pruned only when nothing is kept:
- * no open run, no run closed within the threshold, no unknown staging ref; then files older than
- * the threshold (by mtime) go.
+ * Artifacts are content-addressed and shared: a run, even one started today, may store a log
+ * whose content another run stored long ago. So each run that stores an artifact claims it
+ * (ArtifactStore.claim), and an artifact goes once every run that claimed it is removed here.
+ * Artifacts no run claimed (stored before claims existed) are pruned only when nothing is kept:
+ * no open run, no run closed within the threshold, no unknown run; then files older than the
+ * threshold (by mtime) go.
+ *
+ * The worker runs this every hour when FLOTILLA_RETENTION is set (startRetention).
  *
  * With a shared store (FLOTILLA_STAGING_URL) its refs count as well as this host's: a removed run's
  * refs go from both, and when nothing is kept the store's artifact refs go too (the store keeps no
- * dates; any artifact there belongs to a run that closed before the threshold, or to one Temporal
- * does not know, which is kept and so keeps them all). Sandboxes and artifact files are this host's.
+ * dates and claims are this host's: any artifact there belongs to a run that closed before the
+ * threshold, or to one Temporal does not know, which is kept and so keeps them all). Sandboxes and
+ * artifact files are this host's.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -23,7 +27,8 @@ import { lstat, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { simpleGit } from 'simple-git';
-import { stagingUrl } from './config';
+import { ArtifactStore } from './artifacts';
+import { ConfigError, stagingUrl } from './config';
 import { StagingRepo } from './gitstore';
 import { runKeyOf } from './spec';
 
@@ -39,7 +44,7 @@ export interface GcOptions {
 export interface GcReport {
   dryRun: boolean;
   /** Runs closed longer than the threshold: their refs and sandboxes are (or would be) removed. */
-  removedRuns: { workflowId: string; runId: string; runKey: string; closedAt: string; refs: number; sandboxes: string[] }[];
+  removedRuns: { workflowId: string; runId: string; runKey: string; closedAt: string; refs: number; sandboxes: string[]; artifacts?: number }[];
   /** Runs whose state is kept, and why. */
   keptRuns: { runKey: string; workflowId?: string; reason: string }[];
   artifacts: { removed: number; kept: number; reason?: string };
@@ -50,10 +55,10 @@ export interface GcReport {
 
 const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** "7d", "12h", "30m", "45s" or "0": milliseconds, or an error naming the option. */
-export function parseAge(text: string): number {
+/** "7d", "12h", "30m", "45s" or "0": milliseconds, or an error naming the option (or variable). */
+export function parseAge(text: string, field = '--older-than'): number {
   const m = /^(\d+)([smhd])?$/.exec(text.trim());
-  if (!m || (!m[2] && m[1] !== '0')) throw new Error(`--older-than must be a whole number with a unit (s, m, h or d), such as 7d or 12h, or 0; not "${text}"`);
+  if (!m || (!m[2] && m[1] !== '0')) throw new Error(`${field} must be a whole number with a unit (s, m, h or d), such as 7d or 12h, or 0; not "${text}"`);
   return Number(m[1]) * UNITS[m[2] ?? 's'];
 }
 
@@ -83,11 +88,15 @@ const ARTIFACT_REFS = 'refs/flotilla/artifacts/';
 
 /** The runKey of every refs/flotilla/<runKey>/<name> ref here (and in the shared store), with its refs. */
 async function stagingRefs(stagingDir: string, shared?: StagingRepo): Promise<Map<string, string[]>> {
-  const byKey = new Map<string, Set<string>>();
   const local = existsSync(path.join(stagingDir, 'HEAD'))
     ? (await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/'])).split('\n')
     : [];
-  for (const ref of [...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]) {
+  return byRun([...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]);
+}
+
+function byRun(refs: string[]): Map<string, string[]> {
+  const byKey = new Map<string, Set<string>>();
+  for (const ref of refs) {
     const m = /^refs\/flotilla\/([^/]+)\/.+$/.exec(ref);
     if (m && !ref.startsWith(ARTIFACT_REFS)) byKey.set(m[1], (byKey.get(m[1]) ?? new Set()).add(ref));
   }
@@ -122,9 +131,11 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const runs = await leaderRuns(client);
   const refs = await stagingRefs(stagingDir, shared);
   const sandboxes = await list(sandboxDir);
+  const artifacts = new ArtifactStore(artifactDir);
+  const claims = await artifacts.claims();
   const report: GcReport = { dryRun: o.dryRun, removedRuns: [], keptRuns: [], artifacts: { removed: 0, kept: 0 }, freedBytes: 0 };
 
-  const keys = [...new Set([...refs.keys(), ...sandboxes.map((s) => ownerOf(s, [...runs.keys(), ...refs.keys()]) ?? s)])];
+  const keys = [...new Set([...refs.keys(), ...claims.keys(), ...sandboxes.map((s) => ownerOf(s, [...runs.keys(), ...refs.keys()]) ?? s)])];
   const removable = new Set<string>();
   for (const key of keys) {
     const run = runs.get(key);
@@ -138,21 +149,23 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
     else {
       removable.add(key);
       const own = sandboxes.filter((s) => ownerOf(s, keys) === key);
-      report.removedRuns.push({ workflowId: run.workflowId, runId: run.runId, runKey: key, closedAt: closedAt.toISOString(), refs: refs.get(key)?.length ?? 0, sandboxes: own });
+      report.removedRuns.push({ workflowId: run.workflowId, runId: run.runId, runKey: key, closedAt: closedAt.toISOString(), refs: refs.get(key)?.length ?? 0, sandboxes: own, artifacts: claims.get(key)?.size ?? 0 });
     }
   }
 
   const stagingBefore = await sizeOf(stagingDir);
   const doomedRefs = [...removable].flatMap((k) => refs.get(k) ?? []);
   const doomedSandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(sandboxDir, s)));
-  const doomedArtifacts = await oldArtifacts(artifactDir, now - o.olderThanMs, report);
+  // A run's object store (src/run-objects.ts) normally went with its last sandbox; not when that sandbox went here.
+  const doomedStores = [...removable].flatMap((k) => [`${k}.git`, `${k}.users`].map((n) => path.join(o.dataDir, 'run-objects', n)));
+  const doomedArtifacts = await unclaimedArtifacts(artifacts, claims, removable, now - o.olderThanMs, report);
+  for (const file of [...doomedSandboxes, ...doomedStores, ...doomedArtifacts.map((hex) => artifacts.pathOf(`sha256:${hex}`))]) report.freedBytes += await sizeOf(file);
   const doomedShared = shared && report.keptRuns.length === 0 ? await shared.sharedRefs(ARTIFACT_REFS) : [];
   if (shared) report.sharedStore = { refs: doomedRefs.length, artifacts: doomedShared.length };
-  for (const file of [...doomedSandboxes, ...doomedArtifacts]) report.freedBytes += await sizeOf(file);
   if (o.dryRun) return report;
 
   // Refs go in one transaction (and one push per thousand); then reflogs and unreachable objects, so their space comes back.
-  if (shared) await shared.deleteRefs([...doomedRefs, ...doomedShared]);
+  if (shared) await shared.deleteRefs([...doomedRefs, ...(await stillUnclaimed(shared, refs, doomedShared))]);
   else if (doomedRefs.length > 0) deleteRefs(stagingDir, doomedRefs);
   if (doomedRefs.length > 0) {
     const git = simpleGit({ baseDir: stagingDir });
@@ -160,8 +173,22 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
     await git.raw(['gc', '--quiet', '--prune=now']);
     report.freedBytes += Math.max(0, stagingBefore - (await sizeOf(stagingDir)));
   }
-  for (const file of [...doomedSandboxes, ...doomedArtifacts]) await rm(file, { recursive: true, force: true });
+  for (const file of [...doomedSandboxes, ...doomedStores]) await rm(file, { recursive: true, force: true });
+  // The store re-reads the claims before it removes: a run may have claimed one since.
+  const pruned = await artifacts.prune(doomedArtifacts, removable);
+  report.artifacts = { ...report.artifacts, removed: pruned.removed, kept: report.artifacts.kept + doomedArtifacts.length - pruned.removed };
   return report;
+}
+
+/**
+ * `artifacts` (listed when no run was kept), unless a run has appeared in the shared store since
+ * gc listed it: every run has its base ref before it writes a log, so a new one may have named any
+ * of them, and they all stay.
+ */
+async function stillUnclaimed(shared: StagingRepo, listed: Map<string, string[]>, artifacts: string[]): Promise<string[]> {
+  if (artifacts.length === 0) return [];
+  const now = byRun(await shared.sharedRefs('refs/flotilla/'));
+  return [...now.keys()].every((key) => listed.has(key)) ? artifacts : [];
 }
 
 function deleteRefs(stagingDir: string, doomed: string[]): void {
@@ -169,29 +196,127 @@ function deleteRefs(stagingDir: string, doomed: string[]): void {
   if (r.status !== 0) throw new Error(`git update-ref failed in ${stagingDir}: ${r.stderr.toString().trim()}`);
 }
 
-/** Artifact files older than `cutoff`, if nothing is kept (see the module comment). */
-async function oldArtifacts(dir: string, cutoff: number, report: GcReport): Promise<string[]> {
-  const files = (await list(dir)).filter((n) => /^[0-9a-f]{64}\.log$/.test(n)).map((n) => path.join(dir, n));
-  if (report.keptRuns.length > 0) {
-    report.artifacts = { removed: 0, kept: files.length, reason: `${report.keptRuns.length} run(s) kept; a kept run may name any artifact` };
-    return [];
+/**
+ * The artifacts that can go: those claimed only by removed runs, and, if nothing is kept, those
+ * no run claimed that are older than `cutoff` (see the module comment).
+ */
+async function unclaimedArtifacts(store: ArtifactStore, claims: Map<string, Set<string>>, removed: Set<string>, cutoff: number, report: GcReport): Promise<string[]> {
+  const stored = await store.stored();
+  const keptClaims = new Set([...claims].filter(([k]) => !removed.has(k)).flatMap(([, hexes]) => [...hexes]));
+  const removedClaims = new Set([...claims].filter(([k]) => removed.has(k)).flatMap(([, hexes]) => [...hexes]));
+  const doomed = stored.filter((hex) => removedClaims.has(hex) && !keptClaims.has(hex));
+  const unclaimed = stored.filter((hex) => !removedClaims.has(hex) && !keptClaims.has(hex));
+  let reason: string | undefined;
+  if (unclaimed.length > 0 && report.keptRuns.length > 0) {
+    reason = `${unclaimed.length} artifact(s) no run claimed, kept while ${report.keptRuns.length} run(s) are: a kept run may name them`;
+  } else {
+    for (const hex of unclaimed) {
+      const s = await stat(store.pathOf(`sha256:${hex}`)).catch(() => undefined);
+      if (s && s.mtimeMs <= cutoff) doomed.push(hex);
+    }
   }
-  const doomed: string[] = [];
-  for (const file of files) {
-    const s = await stat(file).catch(() => undefined);
-    if (s && s.mtimeMs <= cutoff) doomed.push(file);
-  }
-  report.artifacts = { removed: doomed.length, kept: files.length - doomed.length };
+  report.artifacts = { removed: doomed.length, kept: stored.length - doomed.length, ...(reason ? { reason } : {}) };
   return doomed;
 }
 
 /** The lines `flotilla gc` prints. */
 export function formatGc(r: GcReport): string {
   const verb = r.dryRun ? 'would remove' : 'removed';
-  const lines = r.removedRuns.map((x) => `${verb} ${x.workflowId} (closed ${x.closedAt}): ${x.refs} staging ref(s), ${x.sandboxes.length} sandbox(es)`);
+  const lines = r.removedRuns.map((x) => `${verb} ${x.workflowId} (closed ${x.closedAt}): ${x.refs} staging ref(s), ${x.sandboxes.length} sandbox(es), ${x.artifacts ?? 0} artifact claim(s)`);
   for (const k of r.keptRuns) lines.push(`kept ${k.workflowId ?? k.runKey}: ${k.reason}`);
   lines.push(`artifacts: ${verb} ${r.artifacts.removed}, kept ${r.artifacts.kept}${r.artifacts.reason ? ` (${r.artifacts.reason})` : ''}`);
   if (r.sharedStore) lines.push(`shared store: ${verb} ${r.sharedStore.refs} staging ref(s) and ${r.sharedStore.artifacts} artifact(s)`);
   lines.push(`${r.dryRun ? 'would free' : 'freed'} ${(r.freedBytes / 1024).toFixed(1)} KiB`);
   return lines.join('\n');
+}
+
+// --- The automatic policy: the worker runs gc itself -------------------------------------------
+
+export interface RetentionPolicy {
+  /** FLOTILLA_RETENTION, as given: runs closed longer than this lose their state. */
+  setting: string;
+  olderThanMs: number;
+  /** How often the worker collects (FLOTILLA_RETENTION_INTERVAL, default an hour). */
+  everyMs: number;
+}
+
+function age(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const text = env[name]?.trim();
+  if (!text) return undefined;
+  let ms: number;
+  try {
+    ms = parseAge(text, name);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  if (ms === 0) throw new ConfigError(`${name} must be longer than 0, such as 7d or 12h; unset FLOTILLA_RETENTION to turn retention off`);
+  return ms;
+}
+
+/** The worker's retention policy from the environment; undefined (off) without FLOTILLA_RETENTION. */
+export function retentionPolicy(env: NodeJS.ProcessEnv = process.env): RetentionPolicy | undefined {
+  const olderThanMs = age(env, 'FLOTILLA_RETENTION');
+  if (olderThanMs === undefined) return undefined;
+  return { setting: env.FLOTILLA_RETENTION!.trim(), olderThanMs, everyMs: age(env, 'FLOTILLA_RETENTION_INTERVAL') ?? 3_600_000 };
+}
+
+/**
+ * Temporal forgets a closed run after its namespace's retention, and gc keeps what Temporal cannot
+ * vouch for: a policy at least that long would never remove anything. Refused, naming both.
+ */
+export async function checkRetention(client: Client, namespace: string, policy: RetentionPolicy): Promise<void> {
+  const described = await client.workflowService.describeNamespace({ namespace });
+  const ttl = described.config?.workflowExecutionRetentionTtl;
+  const ttlMs = ttl ? Number(ttl.seconds ?? 0) * 1000 + Math.floor((ttl.nanos ?? 0) / 1e6) : 0;
+  if (ttlMs > 0 && policy.olderThanMs >= ttlMs) {
+    const hours = `${+(ttlMs / 3_600_000).toFixed(1)}h`;
+    throw new ConfigError(
+      `FLOTILLA_RETENTION=${policy.setting} is not shorter than the retention of namespace "${namespace}" (${hours}): Temporal forgets a closed run ` +
+        `after ${hours}, and gc never removes what it cannot confirm is closed. Set FLOTILLA_RETENTION below ${hours}, or raise the namespace's retention`,
+    );
+  }
+}
+
+interface RetentionLog {
+  info(line: string): void;
+  debug(line: string): void;
+  warn(line: string): void;
+}
+
+/**
+ * Runs gc now (once the caller's worker has started polling) and then every `policy.everyMs`,
+ * on this host's data directory: each host prunes its own sandboxes. One line says what went; a
+ * failure is logged and the next pass tries again, the worker goes on.
+ */
+export function startRetention(client: Client, dataDir: string, policy: RetentionPolicy, log: RetentionLog): { stop(): Promise<void> } {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let pass = Promise.resolve();
+  const collect = async () => {
+    try {
+      const r = await collectGarbage(client, { dataDir, olderThanMs: policy.olderThanMs, dryRun: false });
+      if (r.removedRuns.length || r.artifacts.removed) log.info(retentionLine(r, policy.setting));
+      else log.debug(`retention: nothing to remove (${r.keptRuns.length} run(s) kept)`);
+    } catch (err) {
+      log.warn(`retention: gc failed, tried again in ${Math.round(policy.everyMs / 1000)}s: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (!stopped) timer = setTimeout(() => (pass = collect()), policy.everyMs);
+  };
+  // Deferred, so the caller's worker is polling before the first pass spawns git.
+  timer = setTimeout(() => (pass = collect()), 0);
+  return {
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await pass;
+    },
+  };
+}
+
+function retentionLine(r: GcReport, setting: string): string {
+  const sum = (f: (x: GcReport['removedRuns'][number]) => number) => r.removedRuns.reduce((n, x) => n + f(x), 0);
+  return (
+    `retention (runs closed over ${setting}): removed ${r.removedRuns.length} run(s): ${sum((x) => x.refs)} staging ref(s), ` +
+    `${sum((x) => x.sandboxes.length)} sandbox(es), ${r.artifacts.removed} artifact(s); freed ${(r.freedBytes / 1024).toFixed(1)} KiB`
+  );
 }

@@ -9,10 +9,11 @@
  * run's refs before it reads them, and every ref written here is published there at once, so
  * whatever a later activity needs is in the shared store wherever that activity runs.
  */
-import { createWriteStream, existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { pipeline } from 'node:stream/promises';
 import { simpleGit, type SimpleGit } from 'simple-git';
@@ -144,7 +145,7 @@ export class StagingRepo {
 
   /**
    * Brings the refs of run `runKey` from the shared store into this cache (a no-op without one).
-   * No --prune: a ref this host wrote a moment ago is already published, and a deletion is
+   * No --prune: a ref written here a moment ago may not be published yet, and a deletion is
    * applied on both sides by deleteRef.
    */
   async pull(runKey: string): Promise<void> {
@@ -307,28 +308,55 @@ export class StagingRepo {
     return sha;
   }
 
-  /** A bundle of `ref` (minus history reachable from `exclude`); readers fetch it by the same name. */
-  async createBundle(ref: string, exclude?: string): Promise<Uint8Array> {
-    const tmp = await mkdtemp(path.join(os.tmpdir(), 'flotilla-bundle-'));
+  /**
+   * Runs `fn` with a path for a bundle in a fresh private directory of the data directory (not
+   * /tmp, which may be memory), removed afterwards. Bundles travel between the host and a sandbox
+   * as files, streamed, never whole in memory: see Sandbox.copyIn and copyOut.
+   */
+  async withBundleFile<T>(fn: (file: string) => Promise<T>): Promise<T> {
+    const parent = path.join(path.dirname(this.dir), 'transfer');
+    await mkdir(parent, { recursive: true, mode: 0o700 });
+    const tmp = await mkdtemp(path.join(parent, 'bundle-'));
     try {
-      const file = path.join(tmp, 'out.bundle');
-      const args = ['bundle', 'create', '--quiet', file, ref];
-      if (exclude) args.push(`^${exclude}`);
-      await this.git.raw(args);
-      return await readFile(file);
+      return await fn(path.join(tmp, 'transfer.bundle'));
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+  }
+
+  /** Writes to `file` a bundle of `ref` (minus history reachable from `exclude`); readers fetch it by the same name. */
+  async createBundle(file: string, ref: string, exclude?: string): Promise<void> {
+    const args = ['bundle', 'create', '--quiet', file, ref];
+    if (exclude) args.push(`^${exclude}`);
+    await this.git.raw(args);
+  }
+
+  /**
+   * Writes to `file` a bundle of `ref`'s commit alone, for a seed that needs no history (a cloud
+   * sandbox): made in a temporary shallow repository, since a bundle of the staging repository
+   * always names the commit's parents. The reader records `sha` in .git/shallow before fetching it.
+   */
+  async createShallowBundle(file: string, ref: string): Promise<void> {
+    const tmp = await mkdtemp(`${file}.shallow-`);
+    try {
+      const git = StagingRepo.gitWith(tmp, remoteEnv(''));
+      await git.init(true);
+      await git.raw(['fetch', '--quiet', '--no-tags', '--depth=1', `file://${this.dir}`, `+${ref}:${ref}`]);
+      await git.raw(['bundle', 'create', '--quiet', file, ref]);
     } finally {
       await rm(tmp, { recursive: true, force: true });
     }
   }
 
   /**
-   * Stores the commits of a bundle made by a sandbox (carrying BUNDLE_REF) under `ref`; returns
-   * the head SHA. The bundle is untrusted: its pack goes through `git index-pack --strict`, which
-   * refuses malformed objects and broken links (a bundle fetch in git 2.39 does not fsck).
+   * Stores the commits of a bundle file made by a sandbox (carrying BUNDLE_REF) under `ref`;
+   * returns the head SHA. The bundle is untrusted: its pack goes through `git index-pack
+   * --strict`, which refuses malformed objects and broken links (a bundle fetch in git 2.39 does
+   * not fsck). The pack is streamed from the file.
    */
-  async importBundle(bytes: Uint8Array, ref: string): Promise<string> {
-    const { head, pack } = parseBundle(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-    const r = await runGit(this.dir, ['index-pack', '--stdin', '--fix-thin', '--strict'], pack);
+  async importBundle(file: string, ref: string): Promise<string> {
+    const { head, packOffset } = await readBundleHeader(file);
+    const r = await runGit(this.dir, ['index-pack', '--stdin', '--fix-thin', '--strict'], createReadStream(file, { start: packOffset }));
     if (r.code !== 0) {
       throw permanent('CorruptObjects', `the worker's commits failed git's integrity check: ${r.stderr.trim().split('\n').slice(-3).join('; ').slice(0, 500)}`);
     }
@@ -377,21 +405,29 @@ export class StagingRepo {
   }
 }
 
+/** The most a bundle's header (its refs and prerequisites) may take; a sandbox's has a handful of lines. */
+const MAX_BUNDLE_HEADER = 1024 * 1024;
+
 /**
- * Splits a bundle (v2 or v3) into the commit it names for BUNDLE_REF and its pack. The header
- * ends at the first empty line.
+ * Reads a bundle's (v2 or v3) header: the commit it names for BUNDLE_REF and where its pack
+ * starts. The header ends at the first empty line.
  */
-function parseBundle(bytes: Buffer): { head: string; pack: Buffer } {
-  const end = bytes.indexOf('\n\n');
-  const header = end > 0 ? bytes.subarray(0, end).toString('utf8').split('\n') : [];
+async function readBundleHeader(file: string): Promise<{ head: string; packOffset: number }> {
+  let text = Buffer.alloc(0);
+  for await (const chunk of createReadStream(file, { end: MAX_BUNDLE_HEADER - 1, highWaterMark: 64 * 1024 })) {
+    text = Buffer.concat([text, chunk as Buffer]);
+    if (text.includes('\n\n')) break;
+  }
+  const end = text.indexOf('\n\n');
+  const header = end > 0 ? text.subarray(0, end).toString('utf8').split('\n') : [];
   if (!/^# v[23] git bundle$/.test(header[0] ?? '')) throw permanent('CorruptObjects', 'the worker\'s bundle is not a git bundle');
   const line = header.find((l) => /^[0-9a-f]{40} /.test(l) && l.slice(41) === BUNDLE_REF);
   if (!line) throw permanent('CorruptObjects', `the worker's bundle does not carry ${BUNDLE_REF}`);
-  return { head: line.slice(0, 40), pack: bytes.subarray(end + 2) };
+  return { head: line.slice(0, 40), packOffset: end + 2 };
 }
 
-/** Runs git with `input` on stdin (simple-git cannot feed stdin). */
-function runGit(dir: string, args: string[], input: Buffer): Promise<{ code: number; stderr: string }> {
+/** Runs git with `input` on its stdin, a stream piped as it is read (simple-git cannot feed stdin). */
+function runGit(dir: string, args: string[], input: Buffer | Readable): Promise<{ code: number; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn('git', args, { cwd: dir, env: remoteEnv(''), stdio: ['pipe', 'ignore', 'pipe'] });
     let stderr = '';
@@ -401,6 +437,14 @@ function runGit(dir: string, args: string[], input: Buffer): Promise<{ code: num
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stderr }));
     child.stdin.on('error', () => undefined); // git may exit before reading it all; its exit code says why
-    child.stdin.end(input);
+    if (Buffer.isBuffer(input)) {
+      child.stdin.end(input);
+      return;
+    }
+    input.on('error', (err) => {
+      child.kill();
+      reject(err);
+    });
+    input.pipe(child.stdin);
   });
 }

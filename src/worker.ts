@@ -13,13 +13,17 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
+import { Client } from '@temporalio/client';
 import { type NativeConnection, type State, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, type HostPlacement, defaultDeps } from './activities/deps';
 import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, stagingUrl, taskQueue } from './config';
 import { connectWorker } from './connection';
+import { checkRetention, retentionPolicy, startRetention } from './gc';
 import { createLogger, installSdkLogger, logOptions } from './log';
 import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
+import { checkMessage, checkSearchAttributes, registerSearchAttributes } from './search-attributes';
+import { TRACED_WORKFLOW_MODULES, type Tracing, startTracing } from './telemetry';
 import { credentialFiles } from './temporal';
 
 export interface FlotillaWorkerOptions {
@@ -37,6 +41,8 @@ export interface FlotillaWorkerOptions {
   deployment?: DeploymentVersion;
   /** This process's host (default: FLOTILLA_HOST_ID, or the hostname); its sandboxes' activities come on `<taskQueue>@<host>`. */
   host?: string;
+  /** OpenTelemetry tracing (src/telemetry.ts); a given workflowBundle must then be bundled with TRACED_WORKFLOW_MODULES. */
+  tracing?: Tracing;
 }
 
 /** A worker process's two Temporal workers: the shared queue's and its host's. They start and stop together. */
@@ -89,13 +95,17 @@ export class FlotillaWorker {
  * `npm run build` bundles the workflows into dist/, next to the compiled worker, so an installed
  * package starts without webpack. Run from the sources (a checkout, tests), there is none.
  */
-function packagedBundle(): { codePath: string } | undefined {
-  const codePath = path.join(__dirname, 'workflow-bundle.js');
+function packagedBundle(traced = false): { codePath: string } | undefined {
+  const codePath = path.join(__dirname, traced ? 'workflow-bundle-traced.js' : 'workflow-bundle.js');
   return existsSync(codePath) ? { codePath } : undefined;
 }
 
 export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<FlotillaWorker> {
-  const workflowBundle = opts.workflowBundle ?? packagedBundle();
+  const workflowBundle = opts.workflowBundle ?? packagedBundle(!!opts.tracing);
+  const tracing = opts.tracing && {
+    interceptors: { activity: opts.tracing.activityInterceptors, ...(workflowBundle ? {} : { workflowModules: TRACED_WORKFLOW_MODULES }) },
+    sinks: opts.tracing.sinks,
+  };
   const host = opts.host ?? hostId();
   const placement = { host, taskQueue: hostTaskQueue(opts.taskQueue, host) };
   // Both serve every activity: runs started before host affinity send sandbox activities to the shared queue.
@@ -119,8 +129,13 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     ...common,
     taskQueue: opts.taskQueue,
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
+    ...tracing,
   });
-  const onHost = await Worker.create({ ...common, taskQueue: placement.taskQueue });
+  const onHost = await Worker.create({
+    ...common,
+    taskQueue: placement.taskQueue,
+    ...(opts.tracing && { interceptors: { activity: opts.tracing.activityInterceptors } }),
+  });
   return new FlotillaWorker(shared, onHost, placement);
 }
 
@@ -133,11 +148,14 @@ export function defaultBuildId(workflowCode: string): string {
  * The workflow code and, if FLOTILLA_DEPLOYMENT asks for one, the version it runs as. Bundled once
  * here, so the build ID names exactly the code the worker then runs.
  */
-async function versionedWorkflows(): Promise<Pick<FlotillaWorkerOptions, 'workflowBundle' | 'deployment'>> {
+async function versionedWorkflows(traced: boolean): Promise<Pick<FlotillaWorkerOptions, 'workflowBundle' | 'deployment'>> {
   const setting = deploymentSetting();
   if (!setting) return {};
-  const packaged = packagedBundle();
-  const bundle = packaged ? { code: readFileSync(packaged.codePath, 'utf8') } : await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows') });
+  // Traced code is other code, so another build: a run never moves between traced and untraced workers.
+  const packaged = packagedBundle(traced);
+  const bundle = packaged
+    ? { code: readFileSync(packaged.codePath, 'utf8') }
+    : await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), ...(traced ? { workflowInterceptorModules: TRACED_WORKFLOW_MODULES } : {}) });
   return { workflowBundle: bundle, deployment: { deploymentName: setting.deploymentName, buildId: setting.buildId ?? defaultBuildId(bundle.code) } };
 }
 
@@ -175,6 +193,21 @@ function refuseCredentialsVisibleToAgents(): void {
 }
 
 /**
+ * Leaders upsert Flotilla's search attributes, and an upsert the namespace cannot take fails the
+ * workflow task again and again: better no worker, saying how to fix it, than runs that hang.
+ * A deployment that owns its cluster (docker-compose.yml) lets the worker register them instead.
+ */
+async function requireSearchAttributes(connection: NativeConnection, namespace: string, log: (line: string) => void): Promise<void> {
+  if (process.env.FLOTILLA_REGISTER_SEARCH_ATTRIBUTES === '1') {
+    const added = await registerSearchAttributes(connection.operatorService, namespace);
+    if (added.length) log(`Registered search attributes in namespace "${namespace}": ${added.join(', ')}`);
+    return;
+  }
+  const problem = checkMessage(namespace, await checkSearchAttributes(connection.operatorService, namespace));
+  if (problem) throw new Error(`refusing to start: ${problem}`);
+}
+
+/**
  * After SIGTERM a worker stops polling and gives running activities this long to finish; then
  * they are cancelled, which kills their agent and destroys the sandbox, and Temporal retries them
  * on another worker. Agents run for minutes, so waiting for them is not the point: a clean stop is.
@@ -187,7 +220,9 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
   stagingUrl(); // a bad FLOTILLA_STAGING_URL stops the worker here, before it connects
-  const versioned = await versionedWorkflows();
+  const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
+  const retention = retentionPolicy();
+  const versioned = await versionedWorkflows(!!tracing);
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });
   if (temporal.started) log.info(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);
@@ -195,19 +230,29 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   warnIfUnisolated((line) => log.warn(line.trim()));
   try {
     refuseCredentialsVisibleToAgents();
+    await requireSearchAttributes(temporal.connection, temporal.namespace, (line) => log.info(line));
+    // Retention (FLOTILLA_RETENTION): this host's share of `flotilla gc`, from the first poll on.
+    const gc = retention && { client: new Client({ connection: temporal.connection, namespace: temporal.namespace }), policy: retention };
+    if (gc) await checkRetention(gc.client, temporal.namespace, gc.policy);
     const worker = await createFlotillaWorker({
       connection: temporal.connection,
       namespace: temporal.namespace,
       taskQueue: taskQueue(),
       dataDir: dir,
       shutdownGraceTime: SHUTDOWN_GRACE_TIME,
+      tracing,
       ...versioned,
     });
+    if (tracing) log.info(`Tracing to ${tracing.endpoint}`);
+    if (gc) log.info(`Retention: the state of runs closed over ${gc.policy.setting} is removed every ${gc.policy.everyMs / 1000}s`);
     const as = versioned.deployment ? ` as ${versioned.deployment.deploymentName}:${versioned.deployment.buildId} (runs pinned)` : '';
     log.info(`Flotilla worker polling task queue "${taskQueue()}" and its host's "${worker.placement.taskQueue}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
+    const pruning = gc && startRetention(gc.client, dir, gc.policy, log);
     await worker.run();
+    await pruning?.stop();
     log.info('Flotilla worker stopped');
   } finally {
+    await tracing?.flush();
     await temporal.close();
   }
 }

@@ -229,7 +229,8 @@ describe('planner', () => {
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'README.md')).toBe('x\n');
     // The planner really tried, and its log says the write was refused.
-    const logs = await Promise.all((await readdir(path.join(env.dataDir, 'artifacts'))).map((f) => readFile(path.join(env.dataDir, 'artifacts', f), 'utf8')));
+    const files = (await readdir(path.join(env.dataDir, 'artifacts'))).filter((f) => f.endsWith('.log'));
+    const logs = await Promise.all(files.map((f) => readFile(path.join(env.dataDir, 'artifacts', f), 'utf8')));
     expect(logs.filter((log) => log.includes('README.md: Read-only file system'))).toHaveLength(1);
     remote.cleanup();
   });

@@ -47,6 +47,7 @@ describe('the installed package', () => {
   it('ships compiled code and the workflow bundle, and no TypeScript toolchain', () => {
     expect(existsSync(path.join(installed, 'dist/cli.js'))).toBe(true);
     expect(existsSync(path.join(installed, 'dist/workflow-bundle.js'))).toBe(true);
+    expect(existsSync(path.join(installed, 'dist/workflow-bundle-traced.js')), 'the workflow code a worker with tracing on runs').toBe(true);
     expect(existsSync(path.join(installed, 'schema/request.schema.json'))).toBe(true);
     expect(existsSync(path.join(installed, 'src'))).toBe(false);
     for (const compiler of ['tsx', 'typescript']) expect(existsSync(path.join(installed, 'node_modules', compiler)), compiler).toBe(false);

@@ -1,8 +1,9 @@
 /**
  * A whole run on E2B sandboxes: the leader and its workers with sandbox.provider "e2b", the
  * provider talking to the in-process double of the E2B API (no cloud here). Proves the flow
- * end to end on that provider: seeding by bundle, agents, commits back as bytes, integration,
- * pause while suspended, and every sandbox killed at the end.
+ * end to end on that provider: a shallow seed (the base commit alone, by a streamed bundle),
+ * agents, commits back by bundle, integration, pause while suspended, and every sandbox killed at
+ * the end.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../src/client';
@@ -56,6 +57,31 @@ describe('a run on E2B sandboxes', () => {
     expect(end.result?.workers.map((w) => w.isolation)).toEqual(['e2b', 'e2b']);
     expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from e2b\n');
     expect(await remote.show('main', 'two/greeting.txt')).toBe('hello after the answer\n');
+    expect(await liveSandboxes()).toBe(0);
+    remote.cleanup();
+  });
+
+  it('seeds the base commit alone, without its history, and the pushed commit still descends from the base', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    await remote.advance('README.md', 'y\n');
+    const base = await remote.advance('README.md', 'z\n');
+    const look = `echo "depth=$(git rev-list --count HEAD) shallow=$(cat .git/shallow)"; ${writeAgent('one/seen.txt', 'shallow')}`;
+    const end = await env.run({
+      objective: 'a shallow seed',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'cat README.md one/seen.txt',
+      sandbox: { provider: 'e2b' },
+      subTasks: [{ id: 'one', prompt: 'p', ownedPaths: ['one'], agent: { kind: 'shell', command: look } }],
+    });
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.workers[0].tail).toContain(`depth=1 shallow=${base}`);
+    expect(await remote.show('main', 'one/seen.txt')).toBe('shallow\n');
+    expect(await remote.log('main', base)).toEqual(expect.arrayContaining(['write one/seen.txt']));
+    expect(await remote.log(base, 'main')).toEqual([]);
+    // Bundles went up and came back as streams, not as buffers.
+    expect(double.calls.some((c) => c.method === 'files.write' && c.args[1] === 'stream')).toBe(true);
+    expect(double.calls.some((c) => c.method === 'files.read' && c.args[1] === 'stream')).toBe(true);
     expect(await liveSandboxes()).toBe(0);
     remote.cleanup();
   });

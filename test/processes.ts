@@ -1,5 +1,5 @@
 /** Helpers for tests that drive runs from outside: processes, polling. */
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { inject } from 'vitest';
@@ -73,4 +73,25 @@ async function pgrep(pattern: string): Promise<string[]> {
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** A real `flotilla worker` process (from the sources) on the suite's server, once it polls; `output()` is all it printed. */
+export async function startWorkerProcess(taskQueue: string, env: Record<string, string>): Promise<{ child: ChildProcess; output(): string; stop(): Promise<void> }> {
+  const child = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
+    env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: taskQueue, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (b) => (out += b));
+  child.stderr!.on('data', (b) => (out += b));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+  };
+  await waitFor('the worker to poll', async () => (out.includes('polling task queue') ? true : undefined), 120_000).catch(async (err: Error) => {
+    child.kill('SIGKILL');
+    throw new Error(`${err.message}; it printed:\n${out}`);
+  });
+  return { child, output: () => out, stop };
 }

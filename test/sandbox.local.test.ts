@@ -278,6 +278,12 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     expect(tail).toMatch(/^tmpfs\s+8192\s/);
   });
 
+  it('runs commands under a file size limit they cannot raise', async () => {
+    const sb = await env.provider.provision(`confine-${uniq()}/rlimits`, { network: false, limits: { workspaceMiB: 8 } });
+    const r = await run(sb, 'ulimit -H -f; ulimit -S -f; (ulimit -f unlimited 2>/dev/null && echo raised) || echo refused; (ulimit -H -f 9999 2>/dev/null && echo raised) || echo refused');
+    expect(r.output).toBe('8192\n8192\nrefused\nrefused\n');
+  });
+
   it('stops a command that fills the disk while it runs, without waiting for it to end', async () => {
     const sb = await env.provider.provision(`confine-${uniq()}/disk-watch`, { network: false, limits: { workspaceMiB: 8 } });
     const m = `sleep 60.${randomBytes(3).readUIntBE(0, 3)}`;
@@ -332,7 +338,7 @@ describe.runIf(bwrapWorks && process.getuid?.() === 0)('local sandbox: a worker 
       const { LocalSandboxProvider } = require(${JSON.stringify(LOCAL_TS)});
       (async () => {
         const sb = await new LocalSandboxProvider(${JSON.stringify(path.join(base, 'sandboxes'))}).provision('k', { network: false, limits: { tmpMiB: 8 } });
-        const r = await sb.exec('id -u; echo x 2>/dev/null > /proc/sys/kernel/core_pattern || echo refused; echo ok > f && cat f', { timeoutMs: 10000 });
+        const r = await sb.exec('id -u; echo x 2>/dev/null > /proc/sys/kernel/core_pattern || echo refused; echo ok > f && cat f; ulimit -H -u; ulimit -H -v', { timeoutMs: 10000 });
         const full = await sb.exec('head -c 64M /dev/zero > /tmp/fill', { timeoutMs: 10000 }).then(() => 'no failure', (e) => e.type + ': ' + e.message);
         console.log(JSON.stringify({ isolation: sb.isolation, r, full }));
       })().catch((e) => { console.error(e); process.exit(1); });
@@ -345,7 +351,8 @@ describe.runIf(bwrapWorks && process.getuid?.() === 0)('local sandbox: a worker 
       });
       const got = JSON.parse(stdout.trim().split('\n').pop()!);
       expect(got.isolation).toBe('bubblewrap');
-      expect(got.r.output).toBe('65534\nrefused\nok\n');
+      // No cgroups for a worker that is not root: rlimits bound processes and memory instead.
+      expect(got.r.output).toBe('65534\nrefused\nok\n1024\n4194304\n');
       expect(got.full).toBe("ResourceLimit: the sandbox's /tmp is full (limit 8 MiB)");
     } finally {
       rmSync(base, { recursive: true, force: true });

@@ -1,4 +1,5 @@
 /** Running a sub-task's agent and collecting what it did. */
+import { stat } from 'node:fs/promises';
 import { Context } from '@temporalio/activity';
 import { harnessFor } from '../agents';
 import { CarryingParser, readCarryOver } from '../agents/carry-over';
@@ -6,13 +7,14 @@ import type { AgentOutcome } from '../agents/types';
 import { tail } from '../artifacts';
 import { permanent } from '../failures';
 import { BUNDLE_REF, runRef } from '../gitstore';
+import { mountedObjects } from '../run-objects';
 import { type AgentSpec, CommitPolicy } from '../spec';
 import { modelApiRules } from '../sandbox/egress';
 import { type VerifiedWork, verifyWork } from '../verify';
 import type { Sandbox } from '../sandbox/types';
-import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 import { type CommandReport, execTracked, runScript, sh } from './exec';
-import { SEEDED_MARKER } from './sandbox';
+import { SEEDED_MARKER, lendObjects } from './sandbox';
 
 type CommitPolicyInput = Partial<CommitPolicy>;
 
@@ -64,7 +66,7 @@ export interface AgentRunInput {
  * inspects what is there before redoing it; and it resumes the session the interrupted attempt
  * reported in its heartbeats, whose cost counts too (see carry-over.ts).
  */
-export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRunInput): Promise<AgentRunReport> {
+export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRunInput, runKey: string): Promise<AgentRunReport> {
   const info = Context.current().info;
   const carried = readCarryOver(info.heartbeatDetails);
   const sessionId = carried.sessionId ?? input.sessionId;
@@ -101,6 +103,7 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
     budgetUsd: input.budgetUsd,
     readOnly: input.readOnly,
     egress: modelApiRules(harness.modelApi),
+    run: runKey,
   });
   const outcome = parser.finish(report.exitCode);
   return {
@@ -111,7 +114,7 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
   };
 }
 
-/** A bundle is read into memory whole, so one over MAX_IMPORT_BYTES is refused before (and after) reading it. */
+/** A bundle over MAX_IMPORT_BYTES is refused before it is copied out of the sandbox, and after. */
 export function checkImportSize(bytes: number): void {
   if (bytes > MAX_IMPORT_BYTES) throw permanent('TooLarge', `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`);
 }
@@ -120,7 +123,7 @@ export function agentActivities(deps: ActivityDeps) {
   return {
     /** One run of a sub-task's agent in its worker's sandbox. */
     async runAgent(input: AgentRunInput & { sandbox: SandboxRef }): Promise<AgentRunReport> {
-      return runHarness(deps, await openSandbox(deps, input.sandbox), input);
+      return runHarness(deps, await openSandbox(deps, input.sandbox), input, runOfSandbox(input.sandbox));
     },
 
     /**
@@ -147,9 +150,11 @@ export function agentActivities(deps: ActivityDeps) {
       const base = sh(input.baseSha);
       // The size pre-check only saves hashing a huge file just to refuse it; the host decides.
       // The agent's processes are gone by now, so an index.lock is stale (a git it killed).
+      // The base's objects come through the run's store, whatever the agent made of alternates.
       const r = await runScript(
         sb,
         `rm -f ${sh(bundle)}
+${lendObjects(sb, mountedObjects(deps.dataDir, input.sandbox.key))}
 newer=(); if [ -f ${SEEDED_MARKER} ]; then newer=(-newer ${SEEDED_MARKER}); fi
 big=$(find . -path ./.git -prune -o -type f -size +${policy.maxFileBytes}c "\${newer[@]}" -print -quit)
 if [ -n "$big" ]; then echo; echo "BIG $(stat -c %s -- "$big") $big"; exit ${EXIT_TOO_BIG}; fi
@@ -173,11 +178,13 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       const size = /^SIZE (\d+)$/.exec(last)?.[1];
       if (size === undefined) throw new Error(`collecting the worker's commits did not report the bundle's size: ${tail(r.output, 500)}`);
       checkImportSize(Number(size));
-      const bytes = await sb.readFile(bundle);
-      checkImportSize(bytes.byteLength);
       const staging = await deps.staging(input.runKey);
       const ref = runRef(input.runKey, `workers/${input.workerId}`);
-      await staging.importBundle(bytes, ref);
+      await staging.withBundleFile(async (file) => {
+        await sb.copyOut(bundle, file);
+        checkImportSize((await stat(file)).size);
+        await staging.importBundle(file, ref);
+      });
       try {
         const work = await verifyWork(staging, { ref, baseSha: input.baseSha, allowedPaths: input.allowedPaths, policy });
         return { ...work, ref };

@@ -11,6 +11,7 @@
  * scope: it only ever goes back to a sandbox of the same worker, and what that worker finally
  * hands over is checked by collectWork like any other work.
  */
+import { stat } from 'node:fs/promises';
 import { BUNDLE_REF, runRef } from '../gitstore';
 import { checkImportSize } from './agent';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
@@ -87,10 +88,12 @@ echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       if (!tree || !parent) throw new Error(`checkpointing did not report the workspace's tree: ${out.slice(-300)}`);
       if (previous && size === undefined && tree === previous.tree && parent === previous.parent) return previous;
       checkImportSize(Number(size));
-      const bytes = await sb.readFile(bundle);
-      checkImportSize(bytes.byteLength);
       const staging = await deps.staging(input.runKey);
-      const sha = await staging.importBundle(bytes, checkpointRef(input.runKey, input.workerId));
+      const sha = await staging.withBundleFile(async (file) => {
+        await sb.copyOut(bundle, file);
+        checkImportSize((await stat(file)).size);
+        return staging.importBundle(file, checkpointRef(input.runKey, input.workerId));
+      });
       return { sha, tree, parent, at: Date.now() };
     },
 
@@ -105,7 +108,10 @@ echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       const ref = runRef(input.runKey, `restores/${input.workerId}`);
       await staging.setRef(ref, input.sha);
       const bundle = `${sb.scratch}/checkpoint.bundle`;
-      await sb.writeFile(bundle, await staging.createBundle(ref, input.baseSha));
+      await staging.withBundleFile(async (file) => {
+        await staging.createBundle(file, ref, input.baseSha);
+        await sb.copyIn(file, bundle);
+      });
       await script(
         sb,
         `git fetch -q ${sh(bundle)} ${sh(`+${ref}:refs/flotilla/checkpoint`)}

@@ -4,10 +4,11 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { ArtifactStore } from '../artifacts';
 import { makePrivateDir, stagingUrl } from '../config';
 import { StagingRepo, artifactRef } from '../gitstore';
-import { type E2BApi, E2BSandboxProvider } from '../sandbox/e2b';
+import { mountedObjects } from '../run-objects';
+import type { E2BApi, E2BProviderOptions, E2BSandboxProvider } from '../sandbox/e2b';
 import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
-import type { SandboxLimitsRequest } from '../spec';
+import type { Isolation, SandboxLimitsRequest } from '../spec';
 
 /** How a workflow names a sandbox: a stable key plus the options it was made with. */
 export interface SandboxRef {
@@ -68,14 +69,14 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
   let opened: Promise<StagingRepo> | undefined;
   const open = () => (opened ??= StagingRepo.open(dataDir, shared));
   const pulled = new WeakMap<Context, Set<string>>();
-  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), options.local);
-  const e2b = new Map<string, E2BSandboxProvider>();
+  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), { objectsFor: (key) => mountedObjects(dataDir, key), ...options.local });
+  const e2b = new Map<string, LazyE2BProvider>();
   return {
     dataDir,
     provider(ref) {
       if (ref.provider === 'local') return local;
       const template = ref.template ?? 'base';
-      if (!e2b.has(template)) e2b.set(template, new E2BSandboxProvider({ template, api: options.e2bApi }));
+      if (!e2b.has(template)) e2b.set(template, new LazyE2BProvider({ template, api: options.e2bApi }));
       return e2b.get(template)!;
     },
     artifacts: new ArtifactStore(
@@ -99,6 +100,45 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
     host: options.host,
   };
 }
+
+/**
+ * The E2B provider, its SDK loaded when a run first asks for an E2B sandbox: most workers never
+ * do, and the SDK costs every worker ~20 MB and a tenth of its start-up.
+ */
+class LazyE2BProvider implements SandboxProvider {
+  readonly name = 'e2b';
+  private loaded: Promise<E2BSandboxProvider> | undefined;
+
+  constructor(private readonly options: E2BProviderOptions) {}
+
+  private get real(): Promise<E2BSandboxProvider> {
+    this.loaded ??= import('../sandbox/e2b').then((m) => new m.E2BSandboxProvider(this.options));
+    return this.loaded;
+  }
+
+  /** E2B's own answer, which needs no SDK: its sandboxes are isolated by E2B. */
+  checkIsolation(): Isolation {
+    return 'e2b';
+  }
+  async provision(key: string, options: SandboxOptions): Promise<Sandbox> {
+    return (await this.real).provision(key, options);
+  }
+  async find(key: string): Promise<Sandbox | undefined> {
+    return (await this.real).find(key);
+  }
+  async destroy(key: string): Promise<void> {
+    return (await this.real).destroy(key);
+  }
+  async pause(key: string): Promise<void> {
+    return (await this.real).pause(key);
+  }
+  async resume(key: string): Promise<void> {
+    return (await this.real).resume(key);
+  }
+}
+
+/** The run a sandbox belongs to: workflows key every sandbox `<runKey>/<role>`. */
+export const runOfSandbox = (ref: SandboxRef): string => ref.key.split('/')[0];
 
 export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({ network: ref.network, allowHosts: ref.allowHosts, limits: ref.limits });
 

@@ -41,11 +41,13 @@ export async function execTracked(
     egress?: EgressRules;
     /** Applied to every whole line of output before it is heartbeated, stored or returned (hidden test text). */
     redact?: (text: string) => string;
+    /** The run the output belongs to (its runKey), so retention keeps the log as long as the run. */
+    run?: string;
   },
 ): Promise<CommandReport & { budgetExceeded: boolean }> {
   const ctx = Context.current();
   const started = Date.now();
-  const log = await deps.artifacts.writer();
+  const log = await deps.artifacts.writer(opts.run);
   const redactor = new StreamRedactor();
   const byLine = opts.redact ? new LineFilter(opts.redact) : undefined;
   let bytes = 0;
@@ -143,6 +145,9 @@ const GIT_OVERRIDES: [string, string][] = [
   ['core.fsmonitor', 'false'],
   ['core.attributesFile', '/dev/null'],
   ['core.untrackedCache', 'false'],
+  // No `git maintenance run --auto` after each commit and fetch: a process per step, for a
+  // repository that lives as long as its sandbox.
+  ['maintenance.auto', 'false'],
 ];
 export const GIT_ENV: Record<string, string> = {
   GIT_CONFIG_NOSYSTEM: '1',

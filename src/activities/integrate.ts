@@ -32,8 +32,9 @@ import { type Intent, conflictHunks, repairPrompt, resolverPrompt } from '../pro
 import type { Sandbox } from '../sandbox/types';
 import { type AgentSpec, pathIsUnder } from '../spec';
 import { runHarness } from './agent';
-import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 import { execTracked, script, sh } from './exec';
+import { baseObjects } from './sandbox';
 
 /** A report names at most this many offending paths. */
 const MAX_LISTED_PATHS = 20;
@@ -115,16 +116,22 @@ async function oraclePathsOf(deps: ActivityDeps, runKey: string, sha: string | u
  * replace refs that would make git check out another tree) survives. With `indexAt`, HEAD and
  * the index are at that commit, so the working tree shows `sha`'s changes as edits.
  */
-async function checkout(deps: ActivityDeps, sb: Sandbox, c: { runKey: string; baseSha: string; sha: string; indexAt?: string }): Promise<void> {
+async function checkout(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  c: { sandbox: SandboxRef; runKey: string; baseSha: string; sha: string; indexAt?: string },
+): Promise<void> {
   const staging = await deps.staging(c.runKey);
-  const baseRef = runRef(c.runKey, 'base');
-  const bundles: [string, string][] = [[`${sb.scratch}/base.bundle`, baseRef]];
-  await sb.writeFile(bundles[0][0], await staging.createBundle(baseRef));
+  const base = await baseObjects(deps, sb, { sandboxKey: c.sandbox.key, runKey: c.runKey, baseSha: c.baseSha });
+  // Only what the run added to the base travels; the base's objects are there already.
+  const bundle = `${sb.scratch}/checkout.bundle`;
+  const ref = runRef(c.runKey, 'checkout');
   if (c.sha !== c.baseSha) {
-    const ref = runRef(c.runKey, 'checkout');
     await staging.setRef(ref, c.sha);
-    bundles.push([`${sb.scratch}/checkout.bundle`, ref]);
-    await sb.writeFile(bundles[1][0], await staging.createBundle(ref, c.baseSha));
+    await staging.withBundleFile(async (file) => {
+      await staging.createBundle(file, ref, c.baseSha);
+      await sb.copyIn(file, bundle);
+    });
   }
   await script(
     sb,
@@ -136,7 +143,8 @@ git init -q .
 git config user.name 'Flotilla integration'
 git config user.email flotilla@localhost
 git config commit.gpgsign false
-${bundles.map(([file, ref]) => `git fetch -q ${sh(file)} ${sh(`+${ref}:${ref}`)}\nrm -f ${sh(file)}`).join('\n')}
+${base}
+${c.sha !== c.baseSha ? `git fetch -q ${sh(bundle)} ${sh(`+${ref}:${ref}`)}\nrm -f ${sh(bundle)}` : ''}
 git checkout -q --detach ${sh(c.sha)}${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,
     'checking out the tree to work on',
   );
@@ -159,7 +167,10 @@ git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(c.from)}`,
       'collecting the edits',
     );
     const staging = await deps.staging(c.runKey);
-    const sha = await staging.importBundle(await sb.readFile(bundle), runRef(c.runKey, 'edits'));
+    const sha = await staging.withBundleFile(async (file) => {
+      await sb.copyOut(bundle, file);
+      return staging.importBundle(file, runRef(c.runKey, 'edits'));
+    });
     return { tree: await treeOf(staging.dir, sha) };
   } catch (err) {
     if (err instanceof SharedStoreError) throw err;
@@ -199,7 +210,7 @@ async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role
     prompt,
     timeoutMs: input.timeoutMs,
     budgetUsd: input.budgetUsd,
-  });
+  }, input.runKey);
   // No one is there to answer a fixer mid-integration: a question ends its round, and shows in the report.
   const failure = run.budgetExceeded
     ? `the ${role} agent was stopped at its budget`
@@ -344,7 +355,7 @@ export function integrateActivities(deps: ActivityDeps) {
       steps.push(['the test command', input.testCmd]);
       let last: TestRun | undefined;
       for (const [what, command] of steps) {
-        const run = await execTracked(deps, sb, command, { timeoutMs: input.timeoutMs, label: what === 'the setup command' ? 'setup' : 'tests', redact });
+        const run = await execTracked(deps, sb, command, { timeoutMs: input.timeoutMs, label: what === 'the setup command' ? 'setup' : 'tests', redact, run: runOfSandbox(input.sandbox) });
         const passed = run.exitCode === 0 && !run.timedOut;
         last = { passed, what, command, exitCode: run.exitCode, timedOut: run.timedOut, tail: run.tail, logRef: run.logRef };
         if (!passed) break;
@@ -384,7 +395,7 @@ export function integrateActivities(deps: ActivityDeps) {
         return { ok: true, sha, costUsd: 0 };
       }
       const conflicted = await commitTree(dir, { tree: merged.tree, parents: [input.intoSha], message: 'conflicted merge (never pushed)', at: input.at });
-      await checkout(deps, sb, { runKey: input.runKey, baseSha: input.baseSha, sha: conflicted, indexAt: input.intoSha });
+      await checkout(deps, sb, { sandbox: input.sandbox, runKey: input.runKey, baseSha: input.baseSha, sha: conflicted, indexAt: input.intoSha });
       const touched = new Set(await changedPaths(dir, await mergeBase(dir, input.intoSha, input.headSha), input.headSha));
       const entries = new Map((await listTree(dir, merged.tree)).map((e) => [e.path, e.oid]));
       const hunks: string[] = [];
@@ -441,13 +452,13 @@ export function integrateActivities(deps: ActivityDeps) {
       const sb = await openSandbox(deps, input.sandbox);
       const staging = await deps.staging(input.runKey);
       const dir = staging.dir;
-      await checkout(deps, sb, { runKey: input.runKey, baseSha: input.baseSha, sha: input.fromSha });
+      await checkout(deps, sb, { sandbox: input.sandbox, runKey: input.runKey, baseSha: input.baseSha, sha: input.fromSha });
       let output: string;
       let exitCode = input.exitCode;
       let hiddenOnly = false;
       if (input.logRef) output = (await deps.artifacts.get(input.logRef)).toString('utf8');
       else {
-        const visible = await execTracked(deps, sb, input.verifyCmd, { timeoutMs: input.commandTimeoutMs, label: 'visible tests' });
+        const visible = await execTracked(deps, sb, input.verifyCmd, { timeoutMs: input.commandTimeoutMs, label: 'visible tests', run: runOfSandbox(input.sandbox) });
         output = (await deps.artifacts.get(visible.logRef)).toString('utf8');
         exitCode = visible.exitCode;
         hiddenOnly = visible.exitCode === 0 && !visible.timedOut;
@@ -496,7 +507,10 @@ export function integrateActivities(deps: ActivityDeps) {
       if (there.exitCode === 0) return;
       const staging = await deps.staging(runKeyOfRef(input.seed.ref));
       const bundle = `${sb.scratch}/seed.bundle`;
-      await sb.writeFile(bundle, await staging.createBundle(input.seed.ref, input.baseSha));
+      await staging.withBundleFile(async (file) => {
+        await staging.createBundle(file, input.seed.ref, input.baseSha);
+        await sb.copyIn(file, bundle);
+      });
       await script(
         sb,
         `git fetch -q ${sh(bundle)} ${sh(`+${input.seed.ref}:refs/flotilla/seed`)}

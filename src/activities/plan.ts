@@ -2,7 +2,7 @@
 import { tail } from '../artifacts';
 import { type AgentSpec, type LeaderRequest, RequestError, type SubTask, parseLeaderRequest } from '../spec';
 import { runHarness } from './agent';
-import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
+import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 
 /** A plan larger than this is refused rather than carried through workflow history. */
 const MAX_PLAN_BYTES = 32 * 1024;
@@ -77,7 +77,7 @@ export function planActivities(deps: ActivityDeps) {
         budgetUsd: input.budgetUsd,
         readOnly: true,
         extraEnv: { FLOTILLA_PLAN_FILE: planFile },
-      });
+      }, runOfSandbox(input.sandbox));
       const common = { costUsd: run.agent.costUsd, tail: run.tail, logRef: run.logRef };
       if (run.exitCode !== 0 || run.timedOut) return { ...common, problem: `the planner ${run.timedOut ? 'timed out' : `exited with code ${run.exitCode}`}` };
       const written = Buffer.from(await sb.readFile(planFile)).toString('utf8');

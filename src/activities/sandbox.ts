@@ -1,11 +1,51 @@
 /** Sandbox lifecycle and workspace seeding. */
+import { tail } from '../artifacts';
 import { runRef } from '../gitstore';
+import { SANDBOX_OBJECTS, acquireRunObjects, releaseRunObjects } from '../run-objects';
 import type { Isolation } from '../spec';
-import { type ActivityDeps, type SandboxRef, openSandbox, sandboxOptions } from './deps';
-import { type CommandReport, execTracked, script, sh } from './exec';
+import type { Sandbox } from '../sandbox/types';
+import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox, sandboxOptions } from './deps';
+import { type CommandReport, execTracked, runScript, sh } from './exec';
 
 /** Written into .git when seeding completed; its presence means the workspace may hold progress. */
 export const SEEDED_MARKER = '.git/flotilla-seeded';
+/** The seed script's exit code when the workspace was seeded before. */
+const EXIT_SEEDED = 87;
+
+/**
+ * How a sandbox gets the run's base commit: a script fragment to run right after `git init` in
+ * its workspace, which leaves the commit's objects readable there. A local sandbox borrows them,
+ * read-only, from its run's object store through git alternates (run-objects.ts): no history is
+ * copied. A cloud sandbox gets the commit alone, as a shallow repository, from a bundle uploaded
+ * to its scratch directory now.
+ */
+export async function baseObjects(deps: ActivityDeps, sb: Sandbox, c: { sandboxKey: string; runKey: string; baseSha: string }): Promise<string> {
+  const staging = await deps.staging(c.runKey);
+  const baseRef = runRef(c.runKey, 'base');
+  if (sb.isolation === 'e2b') {
+    const bundle = `${sb.scratch}/base.bundle`;
+    await staging.withBundleFile(async (file) => {
+      await staging.createShallowBundle(file, baseRef);
+      await sb.copyIn(file, bundle);
+    });
+    return `echo ${sh(c.baseSha)} > .git/shallow
+git fetch -q ${sh(bundle)} ${sh(`+${baseRef}:refs/flotilla/base`)}
+rm -f ${sh(bundle)}`;
+  }
+  const objects = await acquireRunObjects(deps.dataDir, c.sandboxKey, staging.dir, baseRef);
+  return `${lendObjects(sb, objects)}
+git update-ref refs/flotilla/base ${sh(c.baseSha)}`;
+}
+
+/**
+ * Points a local workspace's alternates at its run's store (where its sandbox sees it), so the
+ * base's objects are there whatever the agent did to that file; empty for a cloud sandbox or a
+ * run with no store here.
+ */
+export function lendObjects(sb: Sandbox, hostObjects: string | undefined): string {
+  if (sb.isolation === 'e2b' || !hostObjects) return '';
+  return `mkdir -p .git/objects/info && echo ${sh(sb.isolation === 'bubblewrap' ? SANDBOX_OBJECTS : hostObjects)} > .git/objects/info/alternates`;
+}
 
 export function sandboxActivities(deps: ActivityDeps) {
   return {
@@ -20,8 +60,10 @@ export function sandboxActivities(deps: ActivityDeps) {
       return { isolation: deps.provider(ref).checkIsolation() };
     },
 
+    /** The run's object store on this host goes with the last sandbox that used it. */
     async destroySandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).destroy(ref.key);
+      await releaseRunObjects(deps.dataDir, ref.key);
     },
 
     /** While its worker is suspended, a cloud sandbox is paused (files kept, nothing billed). */
@@ -47,32 +89,29 @@ export function sandboxActivities(deps: ActivityDeps) {
       author: string;
     }): Promise<{ reused: boolean }> {
       const sb = await openSandbox(deps, input.sandbox);
-      const probe = await sb.exec(`test -f ${SEEDED_MARKER}`, { timeoutMs: 30_000 });
-      if (probe.exitCode === 0) return { reused: true };
-      const staging = await deps.staging(input.runKey);
-      const baseRef = runRef(input.runKey, 'base');
-      const bundle = `${sb.scratch}/base.bundle`;
-      await sb.writeFile(bundle, await staging.createBundle(baseRef));
-      await script(
+      const base = await baseObjects(deps, sb, { sandboxKey: input.sandbox.key, runKey: input.runKey, baseSha: input.baseSha });
+      // One command: the "seeded before?" check and the checkout (each command starts a sandbox).
+      const r = await runScript(
         sb,
-        `find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+        `if [ -f ${SEEDED_MARKER} ]; then rm -f ${sh(`${sb.scratch}/base.bundle`)}; exit ${EXIT_SEEDED}; fi
+find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
 git init -q .
-git fetch -q ${sh(bundle)} ${sh(`${baseRef}:refs/flotilla/base`)}
+${base}
 git checkout -q -b ${sh(input.branch)} ${sh(input.baseSha)}
 git config user.name ${sh(input.author)}
 git config user.email flotilla@localhost
 git config commit.gpgsign false
-rm -f ${sh(bundle)}
 touch ${SEEDED_MARKER}`,
-        'seeding the workspace',
       );
+      if (r.exitCode === EXIT_SEEDED) return { reused: true };
+      if (r.exitCode !== 0) throw new Error(`seeding the workspace failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);
       return { reused: false };
     },
 
     /** Runs a setup or test command in the workspace and reports its outcome by reference. */
     async runCommand(input: { sandbox: SandboxRef; command: string; timeoutMs: number; label: string }): Promise<CommandReport> {
       const sb = await openSandbox(deps, input.sandbox);
-      return execTracked(deps, sb, input.command, { timeoutMs: input.timeoutMs, label: input.label });
+      return execTracked(deps, sb, input.command, { timeoutMs: input.timeoutMs, label: input.label, run: runOfSandbox(input.sandbox) });
     },
   };
 }

@@ -10,7 +10,10 @@
  * because the SDK starts every command as `bash -l -c` and what a profile prints lands in the
  * command's output.
  */
+import { createReadStream, createWriteStream } from 'node:fs';
 import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { ApplicationFailure } from '@temporalio/common';
 import {
   ALL_TRAFFIC,
@@ -91,8 +94,9 @@ export interface E2BHandle {
   readonly commands: { run(cmd: string, opts: E2BRunOpts): Promise<E2BCommand> };
   readonly files: {
     read(path: string, opts: { format: 'bytes' }): Promise<Uint8Array>;
-    /** Creates missing parent directories and replaces an existing file. */
-    write(path: string, data: ArrayBuffer): Promise<unknown>;
+    read(path: string, opts: { format: 'stream' }): Promise<ReadableStream<Uint8Array>>;
+    /** Creates missing parent directories and replaces an existing file; a stream is uploaded as it is read. */
+    write(path: string, data: ArrayBuffer | ReadableStream<Uint8Array>): Promise<unknown>;
     /** False when the directory existed already. */
     makeDir(path: string): Promise<boolean>;
   };
@@ -356,6 +360,24 @@ class E2BSandbox implements Sandbox {
     const file = this.inside(p);
     const sandbox = await this.use();
     return call(`reading ${file} in E2B sandbox ${this.id}`, () => sandbox.files.read(file, { format: 'bytes' }));
+  }
+
+  async copyIn(hostPath: string, p: string): Promise<void> {
+    const file = this.inside(p);
+    const sandbox = await this.use();
+    await call(`uploading ${file} to E2B sandbox ${this.id}`, () => sandbox.files.write(file, Readable.toWeb(createReadStream(hostPath)) as ReadableStream<Uint8Array>));
+  }
+
+  async copyOut(p: string, hostPath: string): Promise<void> {
+    const file = this.inside(p);
+    const sandbox = await this.use();
+    // The file's type is checked inside the VM: a FIFO would make envd wait for a writer.
+    const r = await this.exec(`[ -f '${file.replace(/'/g, `'\\''`)}' ]`, { timeoutMs: 30_000 });
+    if (r.exitCode !== 0) throw new Error(`path ${file} in E2B sandbox ${this.id} is not a regular file`);
+    await call(`downloading ${file} from E2B sandbox ${this.id}`, async () => {
+      const stream = await sandbox.files.read(file, { format: 'stream' });
+      await pipeline(Readable.fromWeb(stream as import('node:stream/web').ReadableStream<Uint8Array>), createWriteStream(hostPath, { mode: 0o600 }));
+    });
   }
 }
 

@@ -50,6 +50,13 @@ export interface Sandbox {
    */
   writeFile(path: string, data: Uint8Array | string, options?: { readOnly?: boolean; executable?: boolean }): Promise<void>;
   readFile(path: string): Promise<Uint8Array>;
+  /** Copies the host file `hostPath` to `path` in the sandbox (as writeFile would), streamed: bundles can be large. */
+  copyIn(hostPath: string, path: string): Promise<void>;
+  /**
+   * Copies the regular file at `path` in the sandbox to `hostPath` (created, or replaced), streamed.
+   * A path that is not a regular file (a FIFO, a link the sandbox planted) is refused.
+   */
+  copyOut(path: string, hostPath: string): Promise<void>;
 }
 
 export interface SandboxOptions {

@@ -386,17 +386,19 @@ export class E2BDouble implements E2BApi {
         },
       },
       files: {
-        read: async (p) => {
-          this.record({ method: 'files.read', sandboxId: sb.id, args: [p] });
+        // A stream is read whole here too: the double checks what arrives, not how it travels.
+        read: (async (p: string, opts: { format: 'bytes' | 'stream' }) => {
+          this.record({ method: 'files.read', sandboxId: sb.id, args: [p, opts.format] });
           reachable(false);
           const r = await this.helper(sb, '[ -e "$1" ] || exit 44; [ -d "$1" ] && exit 45; exec cat -- "$1"', [p]);
           if (r.code !== 0) throw fileError(p, r);
-          return new Uint8Array(r.stdout);
-        },
+          return opts.format === 'stream' ? new Blob([r.stdout]).stream() : new Uint8Array(r.stdout);
+        }) as E2BHandle['files']['read'],
         write: async (p, data) => {
-          this.record({ method: 'files.write', sandboxId: sb.id, args: [p, data.byteLength] });
+          const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : new Uint8Array(await new Response(data).arrayBuffer());
+          this.record({ method: 'files.write', sandboxId: sb.id, args: [p, data instanceof ArrayBuffer ? data.byteLength : 'stream'] });
           reachable(false);
-          const r = await this.helper(sb, 'mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1"', [p], new Uint8Array(data));
+          const r = await this.helper(sb, 'mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1"', [p], bytes);
           if (r.code !== 0) throw fileError(p, r);
           return { name: path.posix.basename(p), path: p };
         },

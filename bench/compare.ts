@@ -1,0 +1,96 @@
+/**
+ * What a change buys: two builds' workers on the same runs, interleaved, one at a time. For each
+ * round and build: a worker process of its own, a warm-up run, then one measured run; its wall
+ * time, the worker's CPU, its children's, peak RSS and (with --strace) the processes it made.
+ *
+ *   npx tsx bench/compare.ts OTHER/dist/worker.js [--files 20000] [--sub-tasks 4] [--rounds 2] [--strace]
+ *
+ * OTHER is another checkout, built (`git archive <commit> | tar -x -C OTHER`, node_modules linked,
+ * `npm run build`); this checkout's dist/worker.js is built by `npm run build` first.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { awaitRun, newRunId, startRun } from '../src/client';
+import { parseLeaderRequest } from '../src/spec';
+import { ensureTemporal } from '../src/temporal';
+import { countProcesses, startWorkerProcess } from './worker-process';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { files: { type: 'string', default: '10' }, 'sub-tasks': { type: 'string', default: '4' }, rounds: { type: 'string', default: '2' }, strace: { type: 'boolean' } },
+});
+if (positionals.length !== 1) throw new Error('usage: npx tsx bench/compare.ts OTHER/dist/worker.js [--files N] [--sub-tasks N] [--rounds N] [--strace]');
+const builds: Record<string, string> = { other: path.resolve(positionals[0]), this: path.join(__dirname, '..', 'dist', 'worker.js') };
+const [files, subTasks, rounds] = [values.files, values['sub-tasks'], values.rounds].map(Number);
+
+const root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-compare-'));
+const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', ...args], { cwd });
+
+/** A bare remote of `n` files of 2.7 KB (incompressible). */
+function remote(name: string, n: number): string {
+  const work = path.join(root, name);
+  git(root, 'init', '-q', '-b', 'main', work);
+  for (let i = 0; i < n; i++) {
+    mkdirSync(path.join(work, `d${i % 100}`), { recursive: true });
+    writeFileSync(path.join(work, `d${i % 100}`, `f${i}`), randomBytes(2000).toString('base64'));
+  }
+  git(work, 'add', '-A');
+  git(work, 'commit', '-qm', 'initial');
+  git(root, 'clone', '-q', '--bare', work, `${work}.git`);
+  rmSync(work, { recursive: true, force: true });
+  return `${work}.git`;
+}
+
+const request = (url: string, n: number) =>
+  parseLeaderRequest({
+    objective: 'compare',
+    repo: { url, baseRef: 'main', targetRef: `compare-${newRunId()}` },
+    testCmd: 'true',
+    subTasks: Array.from({ length: n }, (_, i) => ({ id: `t${i}`, prompt: 'compare', ownedPaths: [`t${i}`], agent: { kind: 'shell', command: `mkdir -p t${i} && echo ${i} > t${i}/o && git add -A && git commit -qm t${i}` } })),
+  });
+
+async function main(): Promise<void> {
+  execFileSync('npm', ['run', '--silent', 'build'], { cwd: path.join(__dirname, '..'), stdio: 'pipe' });
+  const measured = remote('measured', files);
+  const warm = remote('warm', 2);
+  const temporal = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port: 18233 + (process.pid % 1000) });
+  const client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: temporal.namespace });
+  console.log(`# ${files} files, ${subTasks} sub-tasks, ${rounds} rounds; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  let queue = 0;
+  for (let round = 0; round < rounds; round++) {
+    for (const build of round % 2 ? ['this', 'other'] : ['other', 'this']) {
+      const taskQueue = `compare-${++queue}`;
+      const straceFile = values.strace ? path.join(root, `${taskQueue}.strace`) : undefined;
+      const w = await startWorkerProcess({ client, address: temporal.address, namespace: temporal.namespace, dataDir: path.join(root, build), taskQueue, logFile: path.join(root, 'worker.log'), workerJs: builds[build], straceFile });
+      const run = async (url: string, n: number) => {
+        const end = await awaitRun(await startRun(client, request(url, n), { taskQueue }));
+        if (end.result?.outcome !== 'pushed') throw new Error(`a run on the ${build} build did not push: ${end.failureMessage}`);
+      };
+      await run(warm, 2);
+      const from = straceFile ? statSync(straceFile).size : 0;
+      const [cpu0, t0] = [w.cpu(), performance.now()];
+      await run(measured, subTasks);
+      const [cpu1, secs, rss] = [w.cpu(), (performance.now() - t0) / 1000, w.peakRss()];
+      await w.stop();
+      const p = straceFile ? countProcesses(straceFile, from) : undefined;
+      console.log(
+        `${build.padEnd(5)} wall ${secs.toFixed(2)} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
+          `peak RSS ${(rss / 1e6).toFixed(0)} MB${p ? `, ${p.execs} execs / ${p.forks} forks` : ''}`,
+      );
+    }
+  }
+  await client.connection.close();
+  await temporal.stop();
+  rmSync(root, { recursive: true, force: true });
+}
+
+main().catch((err) => {
+  console.error(`compare failed: ${err instanceof Error ? err.stack ?? err.message : err}`);
+  rmSync(root, { recursive: true, force: true });
+  process.exit(1);
+});
