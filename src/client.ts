@@ -220,6 +220,8 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
     const cost = `${usd(w.costUsd)} ${String(w.turns).padStart(3)} turns`;
     const duration = w.durationMs ?? (w.startedAt === undefined ? undefined : now - w.startedAt);
     lines.push(`  ${w.id.padEnd(width)}  ${w.state.padEnd(9)} ${seconds(duration).padStart(7)}  ${cost}  ${detail}`);
+    const where = placement(w);
+    if (where) lines.push(`  ${' '.repeat(width)}  ${where}`);
     if (w.question) lines.push(`  ${' '.repeat(width)}  question: ${w.question}`);
     if (w.state === 'suspended') lines.push(`  ${' '.repeat(width)}  resume:   flotilla resume ${q(runId)} --worker ${w.id} --message '...'`);
   }
@@ -228,6 +230,14 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
   const elapsed = (s.endedAt ?? now) - s.startedAt;
   lines.push(`totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(elapsed)} elapsed`);
   return lines.join('\n');
+}
+
+/** Where a worker's sandbox lives and when its work was last saved: "on host-b, checkpoint 14:03:10 UTC (1a2b3c4d5e6f), moved 1 time(s)". */
+function placement(w: { host?: string; checkpoint?: { sha: string; at: number }; reprovisions?: number | unknown[] }): string | undefined {
+  if (!w.host) return undefined;
+  const moved = Array.isArray(w.reprovisions) ? w.reprovisions.length : (w.reprovisions ?? 0);
+  const saved = w.checkpoint ? `, checkpoint ${new Date(w.checkpoint.at).toISOString().slice(11, 19)} UTC (${w.checkpoint.sha.slice(0, 12)})` : '';
+  return `on ${w.host}${saved}${moved ? `, moved to another host ${moved} time(s)` : ''}`;
 }
 
 export function formatRunEnd(end: RunEnd): string {
@@ -241,6 +251,9 @@ export function formatRunEnd(end: RunEnd): string {
     const s = w.salvaged;
     if (s) lines.push(`    salvaged: ${s.commits} unverified commit(s) at ${s.ref} (${s.headSha.slice(0, 12)}) in the worker's staging repository`);
     if (w.salvageFailed) lines.push(`    not salvaged: ${w.salvageFailed}`);
+    const where = placement(w);
+    if (where) lines.push(`    ${where}`);
+    for (const m of w.reprovisions ?? []) lines.push(`    re-provisioned from ${m.from} on ${m.to}${m.fromCheckpoint ? ` at checkpoint ${m.fromCheckpoint.slice(0, 12)}` : ' from the start'}: ${m.reason}`);
   }
   lines.push(...formatAttempts(r.integration));
   if (r.conflict) lines.push(`  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`);

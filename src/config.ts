@@ -24,6 +24,28 @@ export function taskQueue(): string {
   return process.env.FLOTILLA_TASK_QUEUE ?? DEFAULT_TASK_QUEUE;
 }
 
+/** A host id: it names a task queue and shows in every status, so letters, digits, ".", "_" and "-" only. */
+const HOST_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+/**
+ * Which host this worker process is: FLOTILLA_HOST_ID, or the hostname. It must stay the same
+ * across restarts, so that a worker restarted with its data directory serves the sandboxes there
+ * again, and differ between hosts, so that each host's sandboxes are reached only on it.
+ */
+export function hostId(env: NodeJS.ProcessEnv = process.env): string {
+  const raw = env.FLOTILLA_HOST_ID || os.hostname();
+  if (!HOST_ID.test(raw)) {
+    const from = env.FLOTILLA_HOST_ID ? 'FLOTILLA_HOST_ID' : `the hostname (set FLOTILLA_HOST_ID instead)`;
+    throw new ConfigError(`${from} must be 1-63 letters, digits, ".", "_" or "-" (starting with a letter or digit), not "${raw}"`);
+  }
+  return raw;
+}
+
+/** The task queue only the workers of `host` poll: activities that need that host's sandboxes go there. */
+export function hostTaskQueue(queue: string, host: string): string {
+  return `${queue}@${host}`;
+}
+
 export function namespace(): string {
   return process.env.TEMPORAL_NAMESPACE ?? 'default';
 }

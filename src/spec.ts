@@ -191,6 +191,14 @@ export const Limits = z
      * is retried elsewhere. Default 30 s: quick failover without flapping on a busy machine.
      */
     heartbeatTimeoutSeconds: z.number().int().min(2).max(600).default(30),
+    /**
+     * How long an activity waits for the host that holds its sandbox to pick it up before that
+     * host counts as lost and the sandbox is re-provisioned elsewhere. Default 5 minutes: a
+     * restart of the host's worker is not a loss.
+     */
+    hostTimeoutSeconds: z.number().int().min(2).max(24 * 3600).default(300),
+    /** How often a running agent's work in progress is checkpointed to the staging store. Default 5 minutes. */
+    checkpointIntervalSeconds: z.number().int().min(1).max(24 * 3600).default(300),
   })
   .strict();
 
@@ -354,6 +362,8 @@ export const LeaderRequest = z
       commandTimeoutMinutes: 10,
       suspendTimeoutMinutes: 24 * 60,
       heartbeatTimeoutSeconds: 30,
+      hostTimeoutSeconds: 300,
+      checkpointIntervalSeconds: 300,
     }),
     /** Where people approve: the plan before workers start, the tested result before the push. */
     gates: z
@@ -511,6 +521,28 @@ export interface WorkerReport {
   turns: number;
   /** Agent runs: more than one when it was suspended and resumed. */
   runs: number;
+  /** The host its sandbox lived on last (runs started before host affinity: absent). */
+  host?: string;
+  /** Its last checkpoint of work in progress, when one was made. */
+  checkpoint?: Checkpoint;
+  /** Sandboxes re-provisioned on another host because the one holding it was lost, oldest first. */
+  reprovisions?: Reprovision[];
+}
+
+/** A WIP commit of a worker's workspace in the staging store (refs/flotilla/<run>/checkpoints/<worker>). */
+export interface Checkpoint {
+  sha: string;
+  /** Milliseconds since the epoch. */
+  at: number;
+}
+
+/** A sandbox moved because its host was lost: from where, to where, why, and from which checkpoint. */
+export interface Reprovision {
+  from: string;
+  to: string;
+  reason: string;
+  /** The checkpoint the new sandbox started from; absent: from the start. */
+  fromCheckpoint?: string;
 }
 
 /** 'unchanged': every worker succeeded without changing anything, so there was nothing to push. */

@@ -1,7 +1,9 @@
 /**
- * The Temporal worker process: runs leader and worker workflows and every activity. Activities
- * use local sandboxes and the staging repository under the data directory, so all worker
- * processes of one deployment share that directory (one host, or a shared volume).
+ * The Temporal worker process: runs leader and worker workflows and every activity. It polls two
+ * task queues (Temporal's worker-specific task queue pattern): the deployment's shared queue, for
+ * workflows and activities any host can run, and its host's own queue `<queue>@<host>`, for the
+ * activities that need a sandbox on this host's disk. Workflows claim a host (claimHost, on the
+ * shared queue) and send that sandbox's activities to the host queue the claim returned.
  *
  *   flotilla worker [--verbose] [--log-format text|json]     (in a checkout: npm run worker)
  *
@@ -12,10 +14,10 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
-import { type NativeConnection, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
+import { type NativeConnection, type State, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
-import { type DepsOptions, defaultDeps } from './activities/deps';
-import { type DeploymentVersion, dataDir, deploymentSetting, packageVersion, stagingUrl, taskQueue } from './config';
+import { type DepsOptions, type HostPlacement, defaultDeps } from './activities/deps';
+import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, stagingUrl, taskQueue } from './config';
 import { connectWorker } from './connection';
 import { checkRetention, retentionPolicy, startRetention } from './gc';
 import { createLogger, installSdkLogger, logOptions } from './log';
@@ -37,8 +39,56 @@ export interface FlotillaWorkerOptions {
   shutdownGraceTime?: WorkerOptions['shutdownGraceTime'];
   /** Poll as this worker deployment version, runs pinned to it; without it, an unversioned worker. */
   deployment?: DeploymentVersion;
+  /** This process's host (default: FLOTILLA_HOST_ID, or the hostname); its sandboxes' activities come on `<taskQueue>@<host>`. */
+  host?: string;
   /** OpenTelemetry tracing (src/telemetry.ts); a given workflowBundle must then be bundled with TRACED_WORKFLOW_MODULES. */
   tracing?: Tracing;
+}
+
+/** A worker process's two Temporal workers: the shared queue's and its host's. They start and stop together. */
+export class FlotillaWorker {
+  constructor(
+    private readonly shared: Worker,
+    private readonly onHost: Worker,
+    /** The host this process is, and the queue only it (and other processes of its host) polls. */
+    readonly placement: HostPlacement,
+  ) {}
+
+  /** Polls both queues until shutdown; when one worker fails, the other is stopped too and the failure rethrown. */
+  async run(): Promise<void> {
+    const ran = await Promise.allSettled(
+      [this.shared, this.onHost].map((w) =>
+        w.run().catch((err: unknown) => {
+          this.shutdown();
+          throw err;
+        }),
+      ),
+    );
+    const failed = ran.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  /** RUNNING once both poll; otherwise the state of the one that is behind (INITIALIZED, STOPPING...). */
+  getState(): State {
+    const states = [this.shared.getState(), this.onHost.getState()];
+    return states.find((s) => s !== 'RUNNING') ?? 'RUNNING';
+  }
+
+  /** Stops polling both queues; running activities get the shutdown grace time. */
+  shutdown(): void {
+    for (const w of [this.shared, this.onHost]) if (w.getState() === 'RUNNING') w.shutdown();
+  }
+
+  /** Runs both workers while `fn` runs, then stops them. */
+  async runUntil<R>(fn: () => Promise<R>): Promise<R> {
+    const running = this.run();
+    try {
+      return await fn();
+    } finally {
+      this.shutdown();
+      await running;
+    }
+  }
 }
 
 /**
@@ -50,30 +100,43 @@ function packagedBundle(traced = false): { codePath: string } | undefined {
   return existsSync(codePath) ? { codePath } : undefined;
 }
 
-export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<Worker> {
+export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<FlotillaWorker> {
   const workflowBundle = opts.workflowBundle ?? packagedBundle(!!opts.tracing);
   const tracing = opts.tracing && {
     interceptors: { activity: opts.tracing.activityInterceptors, ...(workflowBundle ? {} : { workflowModules: TRACED_WORKFLOW_MODULES }) },
     sinks: opts.tracing.sinks,
   };
-  return Worker.create({
+  const host = opts.host ?? hostId();
+  const placement = { host, taskQueue: hostTaskQueue(opts.taskQueue, host) };
+  // Both serve every activity: runs started before host affinity send sandbox activities to the shared queue.
+  const activities = createActivities(defaultDeps(opts.dataDir, { ...opts.deps, host: placement }));
+  const common: Omit<WorkerOptions, 'taskQueue'> = {
     connection: opts.connection,
     namespace: opts.namespace,
-    taskQueue: opts.taskQueue,
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
-    activities: createActivities(defaultDeps(opts.dataDir, opts.deps)),
+    activities,
     // Cancellation reaches an activity only with a heartbeat: keep them frequent so a cancelled
     // or paused agent is stopped within seconds, not the default half-minute.
     maxHeartbeatThrottleInterval: '2 seconds',
     shutdownGraceTime: opts.shutdownGraceTime ?? 0,
-    ...tracing,
     // PINNED: a run, its workers and their activities stay on the version that started the run,
     // so new code only ever sees histories it wrote. The leader waits at gates for days: with
     // AUTO_UPGRADE a deploy would replay those runs on code they were not recorded with.
     ...(opts.deployment
       ? { workerDeploymentOptions: { version: opts.deployment, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' } }
       : {}),
+  };
+  const shared = await Worker.create({
+    ...common,
+    taskQueue: opts.taskQueue,
+    ...(workflowBundle ? { workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
+    ...tracing,
   });
+  const onHost = await Worker.create({
+    ...common,
+    taskQueue: placement.taskQueue,
+    ...(opts.tracing && { interceptors: { activity: opts.tracing.activityInterceptors } }),
+  });
+  return new FlotillaWorker(shared, onHost, placement);
 }
 
 /** The default build ID: the package version and a hash of the workflow bundle, so changed workflow code is a new build. */
@@ -183,7 +246,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
     if (tracing) log.info(`Tracing to ${tracing.endpoint}`);
     if (gc) log.info(`Retention: the state of runs closed over ${gc.policy.setting} is removed every ${gc.policy.everyMs / 1000}s`);
     const as = versioned.deployment ? ` as ${versioned.deployment.deploymentName}:${versioned.deployment.buildId} (runs pinned)` : '';
-    log.info(`Flotilla worker polling task queue "${taskQueue()}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
+    log.info(`Flotilla worker polling task queue "${taskQueue()}" and its host's "${worker.placement.taskQueue}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
     const pruning = gc && startRetention(gc.client, dir, gc.policy, log);
     await worker.run();
     await pruning?.stop();

@@ -10,7 +10,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { type RunEnd, awaitRun } from '../src/client';
 import type { LeaderRequestInput } from '../src/spec';
 import type { DepsOptions } from '../src/activities/deps';
-import { createFlotillaWorker } from '../src/worker';
+import { type FlotillaWorker, createFlotillaWorker } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';
 
 export function tempDir(prefix: string): string {
@@ -23,7 +23,7 @@ export class TestEnv {
   private constructor(
     readonly client: Client,
     readonly connection: NativeConnection,
-    readonly worker: Worker,
+    readonly worker: FlotillaWorker,
     readonly taskQueue: string,
     readonly dataDir: string,
   ) {}

@@ -38,6 +38,8 @@ describe('parseLeaderRequest', () => {
       commandTimeoutMinutes: 10,
       suspendTimeoutMinutes: 1440,
       heartbeatTimeoutSeconds: 30,
+      hostTimeoutSeconds: 300,
+      checkpointIntervalSeconds: 300,
     });
     expect(req.gates.plan).toEqual({ mode: 'auto', timeoutMinutes: 10080, onTimeout: 'fail' });
     expect(req.sandbox).toEqual({ provider: 'local', network: false });

@@ -55,7 +55,9 @@ interface Leaving {
  * (no more polling) the activity fails retryably, as on a host that died before finishing it.
  */
 async function startHost(dataDir: string, store: ServedStore, taskQueue: string, leaving?: Leaving) {
-  const activities = createActivities(defaultDeps(dataDir, { stagingUrl: store.url }));
+  // Both hosts serve the shared queue as their host queue too: a sandbox's activities may land on
+  // either, which is what this test makes happen (test/hosts.test.ts has a queue per host).
+  const activities = createActivities(defaultDeps(dataDir, { stagingUrl: store.url, host: { host: path.basename(dataDir), taskQueue } }));
   let reached!: () => void;
   const gone = new Promise<void>((resolve) => (reached = resolve));
   let stopped!: () => void;

@@ -8,12 +8,12 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, type Worker, bundleWorkflowCode } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
 import { type DeploymentVersion, deploymentSetting } from '../src/config';
 import { temporalBinary } from '../src/temporal';
-import { createFlotillaWorker, defaultBuildId } from '../src/worker';
+import { type FlotillaWorker, createFlotillaWorker, defaultBuildId } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';
 import { approveSignal, statusQuery } from '../src/workflows/messages';
 import { makeRemote, tempDir, writeAgent } from './helpers';
@@ -27,7 +27,7 @@ let client: Client;
 let connection: NativeConnection;
 let workflowBundle: { code: string };
 const dataDir = tempDir('data');
-const running: { worker: Worker; done: Promise<void> }[] = [];
+const running: { worker: FlotillaWorker; done: Promise<void> }[] = [];
 
 beforeAll(async () => {
   Runtime.install({ logger: new DefaultLogger('ERROR') });

@@ -51,6 +51,8 @@ export interface AgentRunInput {
   sessionCostUsd?: number;
   /** Run with the workspace mounted read-only (a planner looks, it does not touch). */
   readOnly?: boolean;
+  /** The agent's previous run was cut short (its sandbox's host was lost): it is told so, as after a crash. */
+  interrupted?: boolean;
   /** Variables for this role beyond what the harness sets (a planner's plan file). */
   extraEnv?: Record<string, string>;
 }
@@ -83,7 +85,7 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
     sessionId,
     message: input.message,
     maxTurns: input.maxTurns,
-    interrupted: info.attempt > 1,
+    interrupted: input.interrupted || info.attempt > 1,
     sessionBudgetUsd: remainingUsd === undefined ? undefined : sessionCostUsd + remainingUsd,
   });
   for (const [file, content] of Object.entries(run.files)) await sb.writeFile(file, content);
@@ -113,7 +115,7 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
 }
 
 /** A bundle over MAX_IMPORT_BYTES is refused before it is copied out of the sandbox, and after. */
-function checkImportSize(bytes: number): void {
+export function checkImportSize(bytes: number): void {
   if (bytes > MAX_IMPORT_BYTES) throw permanent('TooLarge', `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`);
 }
 

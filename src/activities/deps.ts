@@ -33,6 +33,14 @@ export interface ActivityDeps {
    * activity execution (the activity's own writes are published as it makes them).
    */
   staging: (runKey: string) => Promise<StagingRepo>;
+  /** This worker process's host and the task queue only its host polls (see src/worker.ts). */
+  host?: HostPlacement;
+}
+
+/** Where a sandbox lives: the host, and the task queue its activities go to. */
+export interface HostPlacement {
+  host: string;
+  taskQueue: string;
 }
 
 export interface DepsOptions {
@@ -40,6 +48,8 @@ export interface DepsOptions {
   e2bApi?: E2BApi;
   /** How local sandboxes are made (the bubblewrap binary, the isolation opt-out, the worker's limit caps). */
   local?: LocalProviderOptions;
+  /** This process's host and host task queue, which claimHost hands out. */
+  host?: HostPlacement;
   /** The shared store's URL; by default FLOTILLA_STAGING_URL, none when that is unset. */
   stagingUrl?: string;
 }
@@ -87,6 +97,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
       if (activity) pulled.set(activity, (done ?? new Set()).add(runKey));
       return repo;
     },
+    host: options.host,
   };
 }
 

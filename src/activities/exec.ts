@@ -188,16 +188,21 @@ export interface ScriptResult {
   output: string;
 }
 
-/** Runs a short bash script (git plumbing) in the workspace with git hardened; see GIT_ENV. */
-export async function runScript(sb: Sandbox, body: string, timeoutMs = 5 * 60_000): Promise<ScriptResult> {
-  const r = await sb.exec(`set -euo pipefail\n${GIT_PREAMBLE}\n${body}`, { env: GIT_ENV, timeoutMs, signal: Context.current().cancellationSignal });
+/**
+ * Runs a short bash script (git plumbing) in the workspace with git hardened; see GIT_ENV. With
+ * `beside` (a script that runs while the agent does), the repository's config is left alone: the
+ * script must not use the workspace's repository config (see checkpoint.ts).
+ */
+export async function runScript(sb: Sandbox, body: string, timeoutMs = 5 * 60_000, beside = false): Promise<ScriptResult> {
+  const preamble = beside ? '' : GIT_PREAMBLE;
+  const r = await sb.exec(`set -euo pipefail\n${preamble}\n${body}`, { env: GIT_ENV, timeoutMs, signal: Context.current().cancellationSignal });
   if (r.aborted) await Context.current().cancelled;
   return { exitCode: r.exitCode, timedOut: r.timedOut, output: redact(r.output) };
 }
 
 /** Runs a short script (git plumbing) and returns its output; a non-zero exit is an error. */
-export async function script(sb: Sandbox, body: string, what: string, timeoutMs = 5 * 60_000): Promise<string> {
-  const r = await runScript(sb, body, timeoutMs);
+export async function script(sb: Sandbox, body: string, what: string, timeoutMs = 5 * 60_000, beside = false): Promise<string> {
+  const r = await runScript(sb, body, timeoutMs, beside);
   if (r.exitCode !== 0) {
     throw new Error(`${what} failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);
   }

@@ -1,7 +1,8 @@
 /** Every activity of Flotilla, bound to the host's dependencies. Workflows import only its type. */
 import { Context } from '@temporalio/activity';
 import { agentActivities } from './agent';
-import type { ActivityDeps } from './deps';
+import { checkpointActivities } from './checkpoint';
+import type { ActivityDeps, HostPlacement } from './deps';
 import { integrateActivities } from './integrate';
 import { planActivities } from './plan';
 import { remoteActivities } from './remote';
@@ -28,6 +29,20 @@ function withHeartbeats<A extends unknown[], R>(fn: (...args: A) => Promise<R>):
   };
 }
 
+/**
+ * Runs on the shared task queue, so whichever worker process is free takes it: the sandbox that
+ * follows lives on that worker's host, and every activity that needs it goes to that host's queue.
+ */
+function hostActivities(deps: ActivityDeps) {
+  return {
+    async claimHost(): Promise<HostPlacement> {
+      // Retryable: another worker process, one that serves a host queue, takes it.
+      if (!deps.host) throw new Error('this worker process serves no host task queue');
+      return deps.host;
+    },
+  };
+}
+
 export function createActivities(deps: ActivityDeps) {
   const { runCommand, ...sandbox } = sandboxActivities(deps);
   const { runAgent, ...agent } = agentActivities(deps);
@@ -35,7 +50,7 @@ export function createActivities(deps: ActivityDeps) {
   // These heartbeat with progress details of their own. The resolver and repair activities stay
   // wrapped: their git steps around the agent run must heartbeat too, and nobody watches their details.
   const tracked = { runCommand, runAgent, proposePlan };
-  const plain = { ...sandbox, ...agent, ...integrateActivities(deps), ...remoteActivities(deps), ...requestActivities() };
+  const plain = { ...sandbox, ...agent, ...checkpointActivities(deps), ...hostActivities(deps), ...integrateActivities(deps), ...remoteActivities(deps), ...requestActivities() };
   const beating = Object.fromEntries(
     Object.entries(plain).map(([name, fn]) => [name, withHeartbeats(fn as (...args: unknown[]) => Promise<unknown>)]),
   ) as unknown as typeof plain;
@@ -43,6 +58,7 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
-export type { SandboxRef } from './deps';
+export type { HostPlacement, SandboxRef } from './deps';
+export type { CheckpointMark } from './checkpoint';
 export type { CommandReport } from './exec';
 export type { AgentRunReport } from './agent';

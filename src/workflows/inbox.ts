@@ -219,6 +219,8 @@ export function openInbox(crew: Crew): void {
     if (!ws || ws.id !== p.id) return refuse('workerProgress', raw, `progress for worker "${clip(p.id, 100)}" that does not come from that worker`);
     if (ws.state === 'running' || ws.state === 'suspended') {
       Object.assign(ws, { state: p.state, reason: p.reason, question: p.question, costUsd: p.costUsd, turns: p.turns });
+      // Where its sandbox is: sent by workers of runs with host affinity only.
+      if (p.host !== undefined) Object.assign(ws, { host: p.host, checkpoint: p.checkpoint, reprovisions: p.reprovisions });
     }
   });
 

@@ -10,7 +10,7 @@
  * Every attempt shows in the status and the result as it happens; history carries only SHAs,
  * refs and short (redacted) tails. The sandboxes are destroyed however it ends.
  */
-import { CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { type ActivityOptions, CancellationScope, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../activities';
 import type { TestRun } from '../activities/integrate';
 import { redoNote } from '../prompts';
@@ -26,6 +26,7 @@ import {
   type WorkerReport,
   normalizeRepoPath,
 } from '../spec';
+import { DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome, hostLost } from './hosts';
 import type { RunStatus } from './messages';
 import { activityOptions, commandOptions } from './options';
 import { firstLine, lastLines } from './text';
@@ -63,15 +64,26 @@ function how(run: TestRun): string {
 
 export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
   const { req, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
-  const { provisionSandbox, destroySandbox, mergeWorkers, recordIntegrated } = proxyActivities<Activities>(
-    activityOptions(heartbeatTimeoutMs),
-  );
-  // Setup and tests run one after the other within one activity.
-  const { runTests } = proxyActivities<Activities>(commandOptions(2 * commandTimeoutMs, heartbeatTimeoutMs));
+  const { mergeWorkers, recordIntegrated } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
   const agentTimeoutMs = req.limits.workerTimeoutMinutes * 60_000;
-  const { resolveConflict } = proxyActivities<Activities>(commandOptions(agentTimeoutMs, heartbeatTimeoutMs));
-  // A repair round may first run the visible tests to show the agent their output.
-  const { repairTests } = proxyActivities<Activities>(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs));
+  // The test and fixer sandboxes live on one host, claimed when the first is needed; runs started
+  // before host affinity keep them on the shared queue.
+  const hostTimeoutMs = req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS;
+  const home = patched(HOST_AFFINITY) ? new SandboxHome('integration', hostTimeoutMs, heartbeatTimeoutMs) : undefined;
+  const bind = () => {
+    const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
+    const { provisionSandbox, destroySandbox } = proxy(activityOptions(heartbeatTimeoutMs));
+    return {
+      provisionSandbox,
+      destroySandbox,
+      // Setup and tests run one after the other within one activity.
+      runTests: proxy(commandOptions(2 * commandTimeoutMs, heartbeatTimeoutMs)).runTests,
+      resolveConflict: proxy(commandOptions(agentTimeoutMs, heartbeatTimeoutMs)).resolveConflict,
+      // A repair round may first run the visible tests to show the agent their output.
+      repairTests: proxy(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs)).repairTests,
+    };
+  };
+  let on = home ? undefined : bind();
 
   const tasks = new Map(req.subTasks.map((t) => [t.id, t]));
   const verifyCmd = req.setupCmd ? `${req.setupCmd} && ${req.testCmd}` : req.testCmd;
@@ -82,9 +94,29 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
   // Provisioned when first needed; every activity then makes its own fresh checkout in it.
   const ready = new Set<string>();
   const prepare = async (sandbox: SandboxRef) => {
+    if (home && !on) {
+      await home.claim();
+      on = bind();
+    }
     if (ready.has(sandbox.key)) return;
-    await provisionSandbox(sandbox);
+    await on!.provisionSandbox(sandbox);
     ready.add(sandbox.key);
+  };
+  /**
+   * Runs a step in `sandbox`, provisioned first. When its host is lost, both sandboxes move to
+   * another host and the step runs again there: each step checks out its own commit.
+   */
+  const inSandbox = <T>(sandbox: SandboxRef, step: (activities: ReturnType<typeof bind>) => Promise<T>): Promise<T> => {
+    const once = async () => {
+      await prepare(sandbox);
+      return step(on!);
+    };
+    if (!home) return once();
+    return home.run(once, async () => {
+      on = bind();
+      ready.clear();
+      await prepare(sandbox);
+    });
   };
   /** The date of every commit the integration makes: a retried activity makes the same ones. */
   const at = Math.floor(Date.now() / 1000);
@@ -130,9 +162,9 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         break;
       }
       rounds++;
-      await prepare(fixerSandbox);
+      if (!home) await prepare(fixerSandbox);
       const { end } = track({ kind: 'resolve', workerId: conflict.workerId, round: rounds, files: conflict.files });
-      const resolved = await resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${rounds}` }, [{
+      const resolved = await inSandbox(fixerSandbox, (a) => a.resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${rounds}` }, [{
         ...fixer(),
         agent: resolver.agent,
         round: rounds,
@@ -148,7 +180,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
           return other ? [{ workerId: id, prompt: other.prompt }] : [];
         }),
         previousFailure,
-      }]);
+      }]));
       spent.resolver += resolved.costUsd;
       end(resolved.ok ? 'succeeded' : 'failed', {
         reason: resolved.reason,
@@ -219,13 +251,13 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
 
     // ---- The test gate, and repair rounds while it fails ----
     status.phase = 'testing';
-    await prepare(testSandbox);
+    if (!home) await prepare(testSandbox);
     /** `round` names the run in the Web UI: 0 is the first, n the one after repair round n. */
     const runGate = async (round: number): Promise<TestRun | Failure> => {
       const summary = round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`;
-      const run = await runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
+      const run = await inSandbox(testSandbox, (a) => a.runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
         { sandbox: testSandbox, runKey, baseSha, sha: head, setupCmd: req.setupCmd, testCmd: req.testCmd, timeoutMs: commandTimeoutMs, oracleSha },
-      ]);
+      ]));
       if (run.discarded) (report.discarded ??= []).push(run.discarded);
       if (run.logRef) result.test = { exitCode: run.exitCode, tail: run.tail, logRef: run.logRef };
       if (run.problem) return { ok: false, outcome: 'failed', message: `${run.problem}; nothing is pushed` };
@@ -249,9 +281,10 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         };
       }
       rounds++;
-      await prepare(fixerSandbox);
+      if (!home) await prepare(fixerSandbox);
       const { end } = track({ kind: 'repair', round: rounds, failed: lastLines(gate.tail, FAILED_TAIL_LINES) });
-      const repaired = await repairTests.executeWithOptions({ summary: `repair round ${rounds} by ${repair.agent.kind}` }, [{
+      const failing = gate;
+      const repaired = await inSandbox(fixerSandbox, (a) => a.repairTests.executeWithOptions({ summary: `repair round ${rounds} by ${repair.agent.kind}` }, [{
         ...fixer(),
         agent: repair.agent,
         round: rounds,
@@ -259,13 +292,13 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         budgetUsd,
         fromSha: head,
         tasks: req.subTasks.map((t) => ({ workerId: t.id, prompt: firstLine(t.prompt) })),
-        failedCmd: gate.command,
-        exitCode: gate.exitCode,
+        failedCmd: failing.command,
+        exitCode: failing.exitCode,
         // With hidden tests the gate's output is theirs too: the agent gets a visible run instead.
-        logRef: oracleSha ? undefined : gate.logRef,
+        logRef: oracleSha ? undefined : failing.logRef,
         commandTimeoutMs,
         allowedPaths,
-      }]);
+      }]));
       spent.repair += repaired.costUsd;
       const spentRound = { costUsd: repaired.costUsd, logRef: repaired.logRef, diffstat: repaired.diffstat };
       if (!repaired.ok) {
@@ -282,6 +315,14 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     const recorded = await recordIntegrated({ runKey, baseSha, sha: head, name: 'integrated', oracleSha });
     return { ok: true, sha: recorded.sha, diffstat: recorded.diffstat, testSummary: summarizeTests(gate.tail) };
   } finally {
-    await CancellationScope.nonCancellable(() => Promise.all([destroySandbox(testSandbox), destroySandbox(fixerSandbox)]));
+    await CancellationScope.nonCancellable(async () => {
+      if (!on) return; // no host was claimed: no sandbox was made
+      const destroy = on.destroySandbox;
+      // A lost host took its sandboxes with it (`flotilla gc` prunes them if it comes back).
+      const gone = (err: unknown) => {
+        if (!home || !hostLost(err)) throw err;
+      };
+      await Promise.all([destroy(testSandbox).catch(gone), destroy(fixerSandbox).catch(gone)]);
+    });
   }
 }

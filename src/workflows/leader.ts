@@ -167,6 +167,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       durationMs: report.durationMs,
       costUsd: report.costUsd,
       turns: report.turns,
+      ...(report.host !== undefined && { host: report.host, checkpoint: report.checkpoint, reprovisions: report.reprovisions?.length ?? 0 }),
     });
     return brief(report);
   };
@@ -249,6 +250,9 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
       policy: req.policy,
       progressToken: uuid4(),
+      // Absent from requests parsed before these limits existed: the worker then takes the defaults.
+      hostTimeoutMs: req.limits.hostTimeoutSeconds && req.limits.hostTimeoutSeconds * 1000,
+      checkpointIntervalMs: req.limits.checkpointIntervalSeconds && req.limits.checkpointIntervalSeconds * 1000,
     });
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) => runWorker(workerInput(task), status.workers[i]));
     const failed = result.workers.filter((w) => w.status !== 'done');

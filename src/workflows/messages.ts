@@ -9,7 +9,7 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
-import { type GateDecision, type GateName, type IntegrationReport, type Isolation, type PlanningReport, type Refusal, type RunOutcome, MAX_CHARS, boundedText, describeIssues } from '../spec';
+import { type Checkpoint, type GateDecision, type GateName, type IntegrationReport, type Isolation, type PlanningReport, type Refusal, type RunOutcome, MAX_CHARS, boundedText, describeIssues } from '../spec';
 
 export type RunPhase =
   | 'resolving'
@@ -40,6 +40,10 @@ export interface WorkerStatus {
   startedAt?: number;
   /** Set once it has finished; while it runs, clients count from startedAt. */
   durationMs?: number;
+  /** The host its sandbox lives on, its last checkpoint, and how often the sandbox moved to another host. */
+  host?: string;
+  checkpoint?: Checkpoint;
+  reprovisions?: number;
 }
 
 /** What a person reviews at an open gate. */
@@ -138,6 +142,9 @@ export const WorkerProgress = z
     question: boundedText(MAX_CHARS.message).optional(),
     costUsd: z.number().min(0),
     turns: z.number().int().min(0),
+    host: z.string().min(1).max(100).optional(),
+    checkpoint: z.object({ sha: z.string().regex(/^[0-9a-f]{40}$/, 'must be a commit SHA'), at: z.number().min(0) }).strict().optional(),
+    reprovisions: z.number().int().min(0).max(100).optional(),
   })
   .strict();
 export type WorkerProgress = z.infer<typeof WorkerProgress>;

@@ -3,9 +3,10 @@
  * a caller's plan. An invalid proposal is retried once with the reasons; after that the run falls
  * back to a single worker with the whole objective, and says so.
  */
-import { CancellationScope, patched, proxyActivities } from '@temporalio/workflow';
+import { type ActivityOptions, CancellationScope, patched, proxyActivities } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../activities';
 import { type LeaderRequest, type PlannedRequest, type PlanningReport, RequestError, parseLeaderRequest } from '../spec';
+import { DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome } from './hosts';
 import type { RunStatus } from './messages';
 import { activityOptions, commandOptions } from './options';
 
@@ -19,8 +20,14 @@ export async function settlePlan(
   ctx: { runKey: string; baseSha: string; status: RunStatus; heartbeatTimeoutMs: number; timeoutMs: number },
 ): Promise<{ request: PlannedRequest; planning: PlanningReport }> {
   if (req.subTasks) return { request: { ...req, subTasks: req.subTasks }, planning: { source: 'request', attempts: 0, costUsd: 0, problems: [] } };
-  const { provisionSandbox, seedWorkspace, destroySandbox } = proxyActivities<Activities>(activityOptions(ctx.heartbeatTimeoutMs));
-  const { proposePlan } = proxyActivities<Activities>(commandOptions(ctx.timeoutMs, ctx.heartbeatTimeoutMs));
+  // The planner's sandbox stays on the host that claims it (runs started before host affinity: the shared queue).
+  const home = patched(HOST_AFFINITY)
+    ? new SandboxHome('the planner', req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS, ctx.heartbeatTimeoutMs)
+    : undefined;
+  if (home) await home.claim();
+  const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
+  const { provisionSandbox, seedWorkspace, destroySandbox } = proxy(activityOptions(ctx.heartbeatTimeoutMs));
+  const { proposePlan } = proxy(commandOptions(ctx.timeoutMs, ctx.heartbeatTimeoutMs));
   // validate() guarantees a planner or a default agent when there are no sub-tasks.
   const agent = (req.planner ?? req.agent)!;
   ctx.status.phase = 'planning';

@@ -8,6 +8,7 @@
  * worker ends.
  */
 import {
+  type ActivityOptions,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
@@ -18,13 +19,15 @@ import {
   proxyActivities,
   setCurrentDetails,
   setHandler,
+  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities, AgentRunReport, CommandReport, SandboxRef } from '../activities';
+import type { Activities, AgentRunReport, CheckpointMark, CommandReport, SandboxRef } from '../activities';
 import type { WorkerSeed } from '../activities/integrate';
 import { rootMessage } from '../failures';
 import type { AgentSpec, CommitPolicy, Isolation, WorkerReport } from '../spec';
 import { MAX_CHARS } from '../spec';
+import { DEFAULT_CHECKPOINT_INTERVAL_MS, DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome, hostLost } from './hosts';
 import { ResumeInput, type WorkerProgress, parseMessage, pauseSignal, resumeSignal, workerProgressSignal } from './messages';
 import { activityOptions, commandOptions } from './options';
 import { clip } from './text';
@@ -49,6 +52,10 @@ export interface WorkerInput {
   policy?: CommitPolicy;
   /** Proves to the leader that progress comes from this child; nobody else has it. */
   progressToken: string;
+  /** How long the sandbox's host may take to pick up an activity before it counts as lost (absent: the default). */
+  hostTimeoutMs?: number;
+  /** How often the running agent's work is checkpointed (absent: the default). */
+  checkpointIntervalMs?: number;
 }
 
 /** Why an agent run stopped short of finishing and the worker should wait for a person. */
@@ -64,17 +71,34 @@ function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | u
 const SALVAGE_FAILED_RUNS = 'salvage-failed-agent-runs';
 
 export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> {
-  const { provisionSandbox, seedWorkspace, checkoutSeed, collectWork, destroySandbox, pauseSandbox, resumeSandbox } = proxyActivities<Activities>(
-    activityOptions(input.heartbeatTimeoutMs),
-  );
-  const { runCommand } = proxyActivities<Activities>(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs));
-  // Salvage is best effort after a failure already decided: a workspace that cannot be collected holds the worker only briefly.
-  const salvageWork = proxyActivities<Activities>({
-    ...activityOptions(input.heartbeatTimeoutMs),
-    scheduleToCloseTimeout: Math.max(2 * 60_000, 4 * input.heartbeatTimeoutMs),
-  }).collectWork;
-  const { runAgent } = proxyActivities<Activities>(commandOptions(input.workerTimeoutMs, input.heartbeatTimeoutMs));
   const { task } = input;
+  // Runs started before host affinity send every activity to the shared queue, as they did then.
+  const home = patched(HOST_AFFINITY) ? new SandboxHome(`worker ${task.id}`, input.hostTimeoutMs ?? DEFAULT_HOST_TIMEOUT_MS, input.heartbeatTimeoutMs) : undefined;
+  /** The sandbox's activities, on its host's queue (re-bound when it moves). */
+  const bind = () => {
+    const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
+    // A proxy has no keys of its own to spread: each activity is named.
+    const { provisionSandbox, seedWorkspace, checkoutSeed, collectWork, destroySandbox, pauseSandbox, resumeSandbox, checkpointWork, restoreCheckpoint } = proxy(
+      activityOptions(input.heartbeatTimeoutMs),
+    );
+    return {
+      provisionSandbox,
+      seedWorkspace,
+      checkoutSeed,
+      collectWork,
+      destroySandbox,
+      pauseSandbox,
+      resumeSandbox,
+      checkpointWork,
+      restoreCheckpoint,
+      runCommand: proxy(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs)).runCommand,
+      // Salvage is best effort after a failure already decided: a workspace that cannot be collected holds the worker only briefly.
+      salvageWork: proxy({ ...activityOptions(input.heartbeatTimeoutMs), scheduleToCloseTimeout: Math.max(2 * 60_000, 4 * input.heartbeatTimeoutMs) }).collectWork,
+      runAgent: proxy(commandOptions(input.workerTimeoutMs, input.heartbeatTimeoutMs)).runAgent,
+    };
+  };
+  // Bound once the host is claimed (at once for runs started before host affinity).
+  let on = home ? (undefined as unknown as ReturnType<typeof bind>) : bind();
   const sandbox: SandboxRef = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
   const started = Date.now();
   let isolation: Isolation = 'none';
@@ -82,6 +106,12 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
   let turns = 0;
   let runs = 0;
   let budget = input.budgetUsd;
+  /** The commit the workspace was seeded with: checkpoints and collected work are made on top of it. */
+  const seededAt = input.seed?.sha ?? input.baseSha;
+  const branch = `flotilla/${input.runKey}/${task.id}`;
+  let checkpoint: CheckpointMark | undefined;
+  /** Set when the sandbox moved: the agent's next run is told it was interrupted, in a new session. */
+  let interrupted = false;
 
   // ---- Messages: pause and resume arrive from the leader ----
   let pauseRequested = false;
@@ -97,7 +127,10 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     if (parsed.ok) resume = parsed.value;
   });
   const parentId = workflowInfo().parent?.workflowId;
+  /** What the leader was told last: a move or a checkpoint repeats it with the new placement. */
+  let told: [WorkerProgress['state'], { reason?: string; question?: string }] = ['running', {}];
   const tellLeader = async (state: WorkerProgress['state'], extra: { reason?: string; question?: string } = {}) => {
+    told = [state, extra];
     if (!parentId) return;
     const progress: WorkerProgress = {
       token: input.progressToken,
@@ -107,6 +140,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       turns,
       reason: extra.reason && clip(extra.reason, MAX_CHARS.comment - 100),
       question: extra.question && clip(extra.question, MAX_CHARS.message - 100),
+      ...(home && { host: home.placement.host, checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at }, reprovisions: home.moves.length }),
     };
     // A leader that has closed cannot be told; the worker's own result still says how it ended.
     await getExternalWorkflowHandle(parentId)
@@ -123,6 +157,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     costUsd,
     turns,
     runs,
+    ...(home && { host: home.placement?.host, checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at }, reprovisions: home.moves }),
     ...fields,
   });
   const failedCommand = (what: string, run: CommandReport): WorkerReport =>
@@ -133,12 +168,12 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
       tail: run.tail,
       logRef: run.logRef,
     });
-  const collect = (collectWith = collectWork) =>
+  const collect = (collectWith = on.collectWork) =>
     collectWith({
       sandbox,
       runKey: input.runKey,
       workerId: task.id,
-      baseSha: input.seed?.sha ?? input.baseSha,
+      baseSha: seededAt,
       allowedPaths: [...task.ownedPaths, ...task.sharedPaths],
       policy: input.policy,
     });
@@ -150,7 +185,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
   const salvage = async (failed: WorkerReport): Promise<WorkerReport> => {
     if (!patched(SALVAGE_FAILED_RUNS)) return failed;
     try {
-      const work = await collect(salvageWork);
+      const work = await collect(on.salvageWork);
       if (work.commits === 0 || !work.ref) return failed;
       return { ...failed, salvaged: { ref: work.ref, headSha: work.headSha, commits: work.commits } };
     } catch (err) {
@@ -159,22 +194,67 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     }
   };
 
-  try {
-    ({ isolation } = await provisionSandbox(sandbox));
-    await seedWorkspace({
+  /** Makes the sandbox ready on its host: seeded, at the last checkpoint if there is one, set up. */
+  const prepare = async (): Promise<WorkerReport | undefined> => {
+    ({ isolation } = await on.provisionSandbox(sandbox));
+    const seeded = await on.seedWorkspace({
       sandbox,
       runKey: input.runKey,
       baseSha: input.baseSha,
-      branch: `flotilla/${input.runKey}/${task.id}`,
+      branch,
       author: `Flotilla worker ${task.id}`,
     });
-    if (input.seed) await checkoutSeed({ sandbox, baseSha: input.baseSha, seed: input.seed });
+    if (input.seed) await on.checkoutSeed({ sandbox, baseSha: input.baseSha, seed: input.seed });
+    // A workspace that was there already (the claim landed on the same host, which was only slow)
+    // holds newer work than any checkpoint: it is kept as it is.
+    if (checkpoint && !seeded.reused) {
+      await on.restoreCheckpoint.executeWithOptions({ summary: `restore ${task.id} from checkpoint ${checkpoint.sha.slice(0, 12)}` }, [
+        { sandbox, runKey: input.runKey, workerId: task.id, baseSha: seededAt, sha: checkpoint.sha, branch },
+      ]);
+    }
     if (input.setupCmd) {
-      const setup = await runCommand.executeWithOptions({ summary: `setup ${task.id}: ${input.setupCmd}`.slice(0, 200) }, [
+      const setup = await on.runCommand.executeWithOptions({ summary: `setup ${task.id}: ${input.setupCmd}`.slice(0, 200) }, [
         { sandbox, command: input.setupCmd, timeoutMs: input.commandTimeoutMs, label: 'setup' },
       ]);
       if (setup.exitCode !== 0 || setup.timedOut) return failedCommand('the setup command', setup);
     }
+    return undefined;
+  };
+  /** Rebuilds the sandbox on the host `home` just claimed, from the last checkpoint. */
+  const rebuild = async (move: { fromCheckpoint?: string; to: string }) => {
+    on = bind();
+    move.fromCheckpoint = checkpoint?.sha;
+    // An agent that had started is told its run was cut short; one that had not, starts as usual.
+    interrupted = runs > 0;
+    const failed = await prepare();
+    if (failed) throw ApplicationFailure.nonRetryable(`after moving to host ${move.to}: ${failed.reason}`, 'HostLost');
+    await tellLeader(...told);
+  };
+  /** A step on the sandbox's host that survives losing it (runs started before host affinity: the step as it is). */
+  const onHost = <T>(step: () => Promise<T>): Promise<T> => (home ? home.run(step, rebuild) : step());
+  /** Saves the workspace to the staging store (host affinity only); a failed checkpoint costs only itself. */
+  const saveWork = async () => {
+    if (!home) return;
+    try {
+      const mark = await on.checkpointWork.executeWithOptions({ summary: `checkpoint ${task.id}` }, [
+        { sandbox, runKey: input.runKey, workerId: task.id, baseSha: seededAt, previous: checkpoint },
+      ]);
+      if (mark.sha === checkpoint?.sha) return;
+      checkpoint = mark;
+      await tellLeader(...told);
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+    }
+  };
+
+  try {
+    if (home) {
+      await home.claim();
+      on = bind();
+      await tellLeader('running');
+    }
+    const unprepared = await onHost(prepare);
+    if (unprepared) return unprepared;
 
     // ---- The agent, as many runs as suspensions and resumptions take ----
     let sessionId: string | undefined;
@@ -184,9 +264,23 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     const runAgentOnce = async (): Promise<AgentRunReport | undefined> => {
       runs++;
       agentScope = new CancellationScope();
+      // The session lived in the lost sandbox: a moved agent starts a new one, told it was interrupted.
+      if (interrupted) sessionId = undefined;
+      const told = interrupted;
+      interrupted = false;
+      // While it runs, its work is checkpointed now and then; the ticker stops with the run.
+      const ticker = home ? new CancellationScope() : undefined;
+      const ticking = ticker
+        ?.run(async () => {
+          for (;;) {
+            await sleep(input.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS);
+            await saveWork();
+          }
+        })
+        .catch(() => undefined);
       try {
         return await agentScope.run(() =>
-          runAgent.executeWithOptions({ summary: `agent ${input.agent.kind} on ${task.id}, run ${runs}` }, [{
+          on.runAgent.executeWithOptions({ summary: `agent ${input.agent.kind} on ${task.id}, run ${runs}${told ? ' (interrupted: its host was lost)' : ''}` }, [{
             sandbox,
             agent: input.agent,
             workerId: task.id,
@@ -198,6 +292,7 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
             maxTurns: input.maxTurns,
             budgetUsd: budget === undefined ? undefined : Math.max(0, budget - costUsd),
             sessionCostUsd,
+            ...(told && { interrupted: true }),
           }]),
         );
       } catch (err) {
@@ -206,13 +301,16 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
         throw err;
       } finally {
         agentScope = undefined;
+        ticker?.cancel();
+        await ticking;
       }
     };
-    let finished: AgentRunReport | undefined;
-    while (!finished) {
+    /** The agent runs until one finishes without suspending; a failed run ends the worker with a report. */
+    const runToTheEnd = async (): Promise<AgentRunReport | WorkerReport> => {
+    for (;;) {
       let run: AgentRunReport | undefined;
       try {
-        run = pauseRequested ? undefined : await runAgentOnce();
+        run = pauseRequested ? undefined : await onHost(runAgentOnce);
       } catch (err) {
         // Cancelled: nothing is collected. Failed for good (a sandbox limit, its time bound spent): its work is.
         // Runs from before salvage fail the worker with the error, as they did then.
@@ -226,16 +324,14 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
         sessionCostUsd = run.sessionCostUsd;
       }
       const why = run ? suspension(run, costUsd, budget, input.maxTurns) : 'paused by an operator';
-      if (run && !why) {
-        finished = run;
-        break;
-      }
+      if (run && !why) return run;
 
       // ---- Suspended: the sandbox stays, the worker waits for resume ----
       // Cleared before the leader hears of it: a resume sent while the sandbox is pausing is kept.
       resume = undefined;
+      await saveWork();
       await tellLeader('suspended', { reason: why, question: run?.agent.question });
-      await pauseSandbox(sandbox);
+      await onHost(() => on.pauseSandbox(sandbox));
       setCurrentDetails(`**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${parentId ?? 'RUN'} --worker ${task.id} --message "..."\``);
       const resumed = await condition(() => resume !== undefined, input.suspendTimeoutMs, { summary: `${task.id} suspended: waiting for resume` });
       setCurrentDetails('');
@@ -243,22 +339,35 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
         const minutes = Math.round(input.suspendTimeoutMs / 60_000);
         return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
       }
-      await resumeSandbox(sandbox);
+      await onHost(() => on.resumeSandbox(sandbox));
       pauseRequested = false;
       message = resume!.message;
       if (resume!.addBudgetUsd) budget = (budget ?? costUsd) + resume!.addBudgetUsd;
       await tellLeader('running');
     }
-    const run = finished;
-    if (run.exitCode !== 0 || run.timedOut) return await salvage(failedCommand('the agent', run));
+    };
 
+    let run: AgentRunReport;
     let work;
-    try {
-      work = await collect();
-    } catch (err) {
-      // Work that cannot be collected (too large, refused by the policy) fails the worker with the reason.
-      if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
-      return report({ status: 'failed', reason: `its work was not collected: ${err.cause.message}`, exitCode: run.exitCode, tail: run.tail, logRef: run.logRef });
+    for (;;) {
+      const ran = await runToTheEnd();
+      if (!('agent' in ran)) return ran;
+      run = ran;
+      if (run.exitCode !== 0 || run.timedOut) return await salvage(failedCommand('the agent', run));
+      try {
+        work = await collect();
+        break;
+      } catch (err) {
+        // A host lost before the work was collected: the agent finishes it again where the sandbox moved.
+        const lost = home && hostLost(err);
+        if (lost) {
+          await home.move(lost, rebuild);
+          continue;
+        }
+        // Work that cannot be collected (too large, refused by the policy) fails the worker with the reason.
+        if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
+        return report({ status: 'failed', reason: `its work was not collected: ${err.cause.message}`, exitCode: run.exitCode, tail: run.tail, logRef: run.logRef });
+      }
     }
     const common = {
       ref: work.ref,
@@ -280,7 +389,14 @@ export async function workerWorkflow(input: WorkerInput): Promise<WorkerReport> 
     }
     return report({ ...common, status: 'done' });
   } finally {
-    await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
+    await CancellationScope.nonCancellable(async () => {
+      try {
+        await on.destroySandbox(sandbox);
+      } catch (err) {
+        // A lost host took the sandbox with it (`flotilla gc` prunes one that comes back).
+        if (!home || !hostLost(err)) throw err;
+      }
+    });
   }
 }
 

@@ -29,17 +29,17 @@ function refsOf(dir: string) {
     (await simpleGit(dir).raw(['for-each-ref', '--format=%(refname)', prefix])).split('\n').filter(Boolean);
 }
 
-/** A store served read-write by git daemon on 127.0.0.1 at a free port; ready when it answers ls-remote. */
-export async function serveStore(): Promise<ServedStore> {
+/** A store served read-write by git daemon on `address` (default loopback) at a free port; ready when it answers ls-remote. */
+export async function serveStore(address = '127.0.0.1'): Promise<ServedStore> {
   const root = tempDir('store');
   const dir = await bareRepo(root);
   const port = await freePort();
   const daemon: ChildProcess = spawn(
     'git',
-    ['daemon', '--reuseaddr', '--export-all', '--enable=receive-pack', `--base-path=${root}`, '--listen=127.0.0.1', `--port=${port}`, root],
+    ['daemon', '--reuseaddr', '--export-all', '--enable=receive-pack', `--base-path=${root}`, `--listen=${address}`, `--port=${port}`, root],
     { stdio: 'ignore' },
   );
-  const url = `git://127.0.0.1:${port}/store.git`;
+  const url = `git://${address}:${port}/store.git`;
   await waitFor('git daemon to answer', async () => ((await run('git', ['ls-remote', url])).code === 0 ? true : undefined));
   return {
     url,
