@@ -225,7 +225,15 @@ export class StagingRepo {
   /** Forced push of `sha` to `ref` in the shared store (by SHA: a concurrent pull cannot change what is published). */
   private async publish(ref: string, sha: string): Promise<void> {
     if (!this.shared) return;
-    await this.onShared('push', ['push', '--quiet', '--no-verify', '--', this.shared, `+${sha}:${ref}`]);
+    try {
+      await this.onShared('push', ['push', '--quiet', '--no-verify', '--', this.shared, `+${sha}:${ref}`]);
+    } catch (err) {
+      // Two hosts publishing one ref at once (the same log, stored by two workers) race for the
+      // store's ref lock; the loser finds the ref already where it wanted it.
+      const listed = await this.onShared('list', ['ls-remote', '--', this.shared, ref]);
+      if (listed.split('\n').some((line) => line === `${sha}\t${ref}`)) return;
+      throw err;
+    }
   }
 
   /** Runs git against the shared store; a failure says so, with any credential masked. */

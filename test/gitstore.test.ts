@@ -84,6 +84,16 @@ describe('StagingRepo with a shared store', () => {
     },
   );
 
+  it('two hosts storing the same log at once both succeed: the one that loses the ref lock finds it published', async () => {
+    const hosts = Array.from({ length: 4 }, () => defaultDeps(tempDir('host'), { stagingUrl: served.url }));
+    for (let round = 0; round < 5; round++) {
+      const content = `the same output, round ${round}\n`;
+      const refs = await Promise.all(hosts.map((h) => h.artifacts.put(content)));
+      expect(new Set(refs).size).toBe(1);
+      expect(await served.refs(artifactRef(refs[0].slice(7)))).toEqual([artifactRef(refs[0].slice(7))]);
+    }
+  });
+
   it('makes an artifact written on one host readable on another, streamed through the store', async () => {
     const dataA = tempDir('host-a');
     const dataB = tempDir('host-b');
