@@ -61,6 +61,7 @@ const load = {
   temporalServer: () => require('./temporal') as typeof import('./temporal'),
   client: () => require('./client') as typeof import('./client'),
   runs: () => require('./runs') as typeof import('./runs'),
+  searchAttributes: () => require('./search-attributes') as typeof import('./search-attributes'),
   messages: () => require('./workflows/messages') as typeof import('./workflows/messages'),
   schema: () => require('./schema') as typeof import('./schema'),
   init: () => require('./init') as typeof import('./init'),
@@ -204,12 +205,30 @@ async function resultCommand(id: string, o: { json?: boolean }): Promise<number>
   });
 }
 
-async function listCommand(o: { awaiting?: boolean; repo?: string; phase?: string; limit: number; json?: boolean }): Promise<number> {
+async function listCommand(o: { awaiting?: true | string; repo?: string; phase?: string; outcome?: string; limit: number; json?: boolean }): Promise<number> {
+  const { SearchAttributesMissing, filterProblem, formatRuns, listRuns } = load.runs();
+  const filters = { awaiting: o.awaiting === true ? 'any' : o.awaiting, repo: o.repo, phase: o.phase, outcome: o.outcome } as import('./runs').ListFilters;
+  const problem = filterProblem(filters);
+  if (problem) throw new UsageError(problem);
   return withClient(async ({ client }) => {
-    const { formatRuns, listRuns } = load.runs();
-    const rows = await listRuns(client, o.limit, o);
+    const rows = await listRuns(client, o.limit, filters).catch((err: unknown) => {
+      throw err instanceof SearchAttributesMissing ? new UnreachableError(err.message) : err;
+    });
     if (o.json) json(rows);
     else say(formatRuns(rows));
+    return EXIT.ok;
+  });
+}
+
+/** Registers Flotilla's search attributes in the configured namespace, saying which it added. */
+async function setupClusterCommand(): Promise<number> {
+  return withClient(async ({ client }) => {
+    const { registerSearchAttributes } = load.searchAttributes();
+    const ns = client.options.namespace;
+    const added = await registerSearchAttributes(client.connection.operatorService, ns).catch((err: Error) => {
+      throw /wrong type/.test(err.message) ? new UnreachableError(err.message) : err;
+    });
+    say(added.length ? `Registered in namespace "${ns}": ${added.join(', ')}.` : `Nothing to do: namespace "${ns}" has all of Flotilla's search attributes.`);
     return EXIT.ok;
   });
 }
@@ -313,8 +332,10 @@ Environment:
   FLOTILLA_TEMPORAL_PORT  port of the embedded dev server (default 7233; Web UI on port + 1000)
   FLOTILLA_TASK_QUEUE     task queue of runs and workers (default "flotilla"); both must agree
   FLOTILLA_HOME           data directory (default ~/.flotilla)
+  FLOTILLA_STAGING_URL    worker, gc: the shared store of run state every worker host reaches
   FLOTILLA_DEPLOYMENT     worker: poll as a version of this worker deployment, runs pinned to it
   FLOTILLA_BUILD_ID       worker: that version's build ID (default: package version + workflow code hash)
+  FLOTILLA_REGISTER_SEARCH_ATTRIBUTES  worker: 1 registers Flotilla's search attributes at start (else: flotilla setup-cluster)
   NO_COLOR                no colours, even on a terminal
 
 Exit codes:
@@ -419,13 +440,20 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
   program
     .command('list')
     .description('recent runs with their phase, who they wait for, repository and cost')
-    .option('--awaiting', 'only runs waiting for a person (an open gate or a suspended worker)')
-    .option('--repo <text>', 'only runs whose repository contains this text')
+    .option('--awaiting [kind]', 'only runs waiting for a person: at the plan gate, the push gate, to resume a worker (answer), or any of them (the default)')
+    .option('--repo <url>', 'only runs of this repository (its URL exactly as in the request)')
     .option('--phase <phase>', 'only runs in this phase (running, awaiting-push-approval, done, failed, ...)')
-    .option('--limit <n>', 'look at the n most recent runs', positiveInteger('--limit'), 20)
+    .option('--outcome <outcome>', 'only runs that ended so (pushed, rejected, failed, cancelled, ...)')
+    .option('--limit <n>', 'show at most n runs, most recent first', positiveInteger('--limit'), 20)
     .option('--json', 'print the runs as JSON')
-    .addHelpText('after', example('flotilla list --awaiting', 'flotilla list --repo acme/shop --json'))
+    .addHelpText('after', example('flotilla list --awaiting push', 'flotilla list --repo git@github.com:acme/shop.git --phase running --json'))
     .action((o) => run(listCommand(o)));
+
+  program
+    .command('setup-cluster')
+    .description("register Flotilla's search attributes in the namespace (needed once per namespace of an existing cluster)")
+    .addHelpText('after', example('flotilla setup-cluster', 'TEMPORAL_PROFILE=onprem flotilla setup-cluster'))
+    .action(() => run(setupClusterCommand()));
 
   program
     .command('approve')

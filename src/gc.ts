@@ -88,11 +88,15 @@ const ARTIFACT_REFS = 'refs/flotilla/artifacts/';
 
 /** The runKey of every refs/flotilla/<runKey>/<name> ref here (and in the shared store), with its refs. */
 async function stagingRefs(stagingDir: string, shared?: StagingRepo): Promise<Map<string, string[]>> {
-  const byKey = new Map<string, Set<string>>();
   const local = existsSync(path.join(stagingDir, 'HEAD'))
     ? (await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/'])).split('\n')
     : [];
-  for (const ref of [...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]) {
+  return byRun([...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]);
+}
+
+function byRun(refs: string[]): Map<string, string[]> {
+  const byKey = new Map<string, Set<string>>();
+  for (const ref of refs) {
     const m = /^refs\/flotilla\/([^/]+)\/.+$/.exec(ref);
     if (m && !ref.startsWith(ARTIFACT_REFS)) byKey.set(m[1], (byKey.get(m[1]) ?? new Set()).add(ref));
   }
@@ -159,7 +163,7 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   if (o.dryRun) return report;
 
   // Refs go in one transaction (and one push per thousand); then reflogs and unreachable objects, so their space comes back.
-  if (shared) await shared.deleteRefs([...doomedRefs, ...doomedShared]);
+  if (shared) await shared.deleteRefs([...doomedRefs, ...(await stillUnclaimed(shared, refs, doomedShared))]);
   else if (doomedRefs.length > 0) deleteRefs(stagingDir, doomedRefs);
   if (doomedRefs.length > 0) {
     const git = simpleGit({ baseDir: stagingDir });
@@ -172,6 +176,17 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const pruned = await artifacts.prune(doomedArtifacts, removable);
   report.artifacts = { ...report.artifacts, removed: pruned.removed, kept: report.artifacts.kept + doomedArtifacts.length - pruned.removed };
   return report;
+}
+
+/**
+ * `artifacts` (listed when no run was kept), unless a run has appeared in the shared store since
+ * gc listed it: every run has its base ref before it writes a log, so a new one may have named any
+ * of them, and they all stay.
+ */
+async function stillUnclaimed(shared: StagingRepo, listed: Map<string, string[]>, artifacts: string[]): Promise<string[]> {
+  if (artifacts.length === 0) return [];
+  const now = byRun(await shared.sharedRefs('refs/flotilla/'));
+  return [...now.keys()].every((key) => listed.has(key)) ? artifacts : [];
 }
 
 function deleteRefs(stagingDir: string, doomed: string[]): void {

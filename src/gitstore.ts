@@ -144,7 +144,7 @@ export class StagingRepo {
 
   /**
    * Brings the refs of run `runKey` from the shared store into this cache (a no-op without one).
-   * No --prune: a ref this host wrote a moment ago is already published, and a deletion is
+   * No --prune: a ref written here a moment ago may not be published yet, and a deletion is
    * applied on both sides by deleteRef.
    */
   async pull(runKey: string): Promise<void> {

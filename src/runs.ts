@@ -1,10 +1,27 @@
 /**
- * `flotilla list`: the recent runs from Temporal's visibility store, each with what its status
- * query says (phase, who it waits for, repository, cost) when a worker answers.
+ * `flotilla list`: leader runs from Temporal's visibility store, filtered by Flotilla's search
+ * attributes (src/search-attributes.ts) in the same query the Web UI would run, each row read
+ * from those attributes. A run started before they existed has none: its row asks the run's
+ * status query instead, when a worker answers.
  */
-import type { Client } from '@temporalio/client';
-import { NoWorkerError, queryStatus, usd } from './client';
-import type { RunStatus } from './workflows/messages';
+import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
+import { NoWorkerError, grpcCode, queryStatus, usd } from './client';
+import {
+  AWAITING,
+  FlotillaAwaiting,
+  FlotillaCostUsd,
+  FlotillaOutcome,
+  FlotillaPhase,
+  FlotillaRepo,
+  FlotillaTargetRef,
+  OUTCOMES,
+  PHASES,
+  type RunFilters,
+  checkMessage,
+  checkSearchAttributes,
+  runsQuery,
+} from './search-attributes';
+import { awaitingOf } from './workflows/visibility';
 
 export interface RunRow {
   id: string;
@@ -12,26 +29,33 @@ export interface RunRow {
   execution: string;
   startedAt: string;
   taskQueue: string;
-  /** From the status query; absent when no worker answered. */
+  /** The run's phase; absent for an older run no worker answered for. */
   phase?: string;
-  /** A person this run waits for: "plan gate", "push gate", or "worker <id>" (suspended). */
-  awaiting?: string;
+  /** The person it waits for: at the plan gate, the push gate, or to resume a worker ("answer"). */
+  awaiting?: 'plan' | 'push' | 'answer';
+  outcome?: string;
   repo?: string;
+  targetRef?: string;
   costUsd?: number;
-  /** Why the status is missing. */
+  /** Why the row is incomplete. */
   note?: string;
 }
 
-export interface ListFilters {
-  awaiting?: boolean;
-  repo?: string;
-  phase?: string;
-}
+export type ListFilters = RunFilters;
 
-function awaitingOf(s: RunStatus): string | undefined {
-  if (s.gate) return `${s.gate.gate} gate`;
-  const suspended = s.workers.filter((w) => w.state === 'suspended').map((w) => w.id);
-  return suspended.length ? `worker ${suspended.join(', ')}` : undefined;
+/** The namespace lacks the search attributes a filter needs. */
+export class SearchAttributesMissing extends Error {}
+
+/** Checks the values of the filters (bad ones are the caller's mistake); returns the problem, if any. */
+export function filterProblem(filters: ListFilters): string | undefined {
+  const among = (name: string, value: string | undefined, allowed: readonly string[]) =>
+    value !== undefined && !allowed.includes(value) ? `${name} must be one of ${allowed.join(', ')} (got "${value}")` : undefined;
+  return (
+    among('--awaiting', filters.awaiting, [...AWAITING.filter((a) => a !== 'none'), 'any']) ??
+    among('--phase', filters.phase, PHASES) ??
+    among('--outcome', filters.outcome, OUTCOMES) ??
+    (filters.repo === '' ? '--repo must not be empty' : undefined)
+  );
 }
 
 /**
@@ -40,40 +64,75 @@ function awaitingOf(s: RunStatus): string | undefined {
  */
 const ROW_QUERY_DEADLINE_MS = 5_000;
 
-/** The `limit` most recent leader runs, with their status, then filtered. */
+const GRPC_INVALID_ARGUMENT = 3;
+
+function rowOf(wf: WorkflowExecutionInfo): RunRow {
+  const attrs = wf.typedSearchAttributes;
+  const awaiting = attrs.get(FlotillaAwaiting);
+  return {
+    id: wf.workflowId,
+    execution: wf.status.name,
+    startedAt: wf.startTime.toISOString(),
+    taskQueue: wf.taskQueue,
+    phase: attrs.get(FlotillaPhase),
+    awaiting: awaiting === 'plan' || awaiting === 'push' || awaiting === 'answer' ? awaiting : undefined,
+    outcome: attrs.get(FlotillaOutcome),
+    repo: attrs.get(FlotillaRepo),
+    targetRef: attrs.get(FlotillaTargetRef),
+    costUsd: attrs.get(FlotillaCostUsd),
+  };
+}
+
+/** The `limit` most recent leader runs matching every filter. */
 export async function listRuns(client: Client, limit: number, filters: ListFilters): Promise<RunRow[]> {
   const rows: RunRow[] = [];
-  for await (const wf of client.workflow.list({ query: "WorkflowType = 'leaderWorkflow'" })) {
-    rows.push({ id: wf.workflowId, execution: wf.status.name, startedAt: wf.startTime.toISOString(), taskQueue: wf.taskQueue });
-    if (rows.length >= limit) break;
+  try {
+    for await (const wf of client.workflow.list({ query: runsQuery(filters) })) {
+      rows.push(rowOf(wf));
+      if (rows.length >= limit) break;
+    }
+  } catch (err) {
+    // A query naming an attribute the namespace lacks is refused as an invalid argument.
+    if (grpcCode(err) === GRPC_INVALID_ARGUMENT) {
+      const problem = checkMessage(client.options.namespace, await checkSearchAttributes(client.connection.operatorService, client.options.namespace));
+      if (problem) throw new SearchAttributesMissing(problem);
+    }
+    throw err;
   }
+  // Older runs, without attributes: their status query, if a worker answers.
   await Promise.all(
-    rows.map(async (row) => {
-      try {
-        const { status } = await queryStatus(client, row.id, ROW_QUERY_DEADLINE_MS);
-        Object.assign(row, { phase: status.phase, awaiting: awaitingOf(status), repo: status.repo, costUsd: status.totals.costUsd });
-      } catch (err) {
-        row.note = err instanceof NoWorkerError ? `no worker answers on task queue "${row.taskQueue}"` : (err as Error).message;
-      }
-    }),
+    rows
+      .filter((row) => row.phase === undefined)
+      .map(async (row) => {
+        try {
+          const { status } = await queryStatus(client, row.id, ROW_QUERY_DEADLINE_MS);
+          const awaiting = awaitingOf(status);
+          Object.assign(row, {
+            phase: status.phase,
+            awaiting: awaiting === 'none' ? undefined : awaiting,
+            outcome: status.outcome,
+            repo: status.repo,
+            targetRef: status.targetRef,
+            costUsd: status.totals.costUsd,
+          });
+        } catch (err) {
+          row.note = err instanceof NoWorkerError ? `no worker answers on task queue "${row.taskQueue}"` : (err as Error).message;
+        }
+      }),
   );
-  return rows.filter(
-    (r) =>
-      (!filters.awaiting || r.awaiting !== undefined) &&
-      (!filters.repo || (r.repo ?? '').includes(filters.repo)) &&
-      (!filters.phase || (r.phase ?? r.execution.toLowerCase()) === filters.phase),
-  );
+  return rows;
 }
 
 /** One row per run, columns aligned. */
 export function formatRuns(rows: RunRow[]): string {
   if (!rows.length) return 'No runs.';
   const table = [
-    ['RUN', 'PHASE', 'AWAITING', 'COST', 'REPO', 'STARTED'],
+    ['RUN', 'PHASE', 'AWAITING', 'OUTCOME', 'COST', 'REPO', 'STARTED'],
     ...rows.map((r) => [
       r.id,
       r.phase ?? r.execution.toLowerCase(),
       r.awaiting ?? '-',
+      r.outcome ?? '-',
       r.costUsd === undefined ? '-' : usd(r.costUsd),
       r.repo ?? (r.note ? `(${r.note})` : '-'),
       r.startedAt.replace('T', ' ').slice(0, 19),

@@ -14,6 +14,7 @@ import { Connection } from '@temporalio/client';
 import { loadClientConfigProfile, loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { embeddedPort, namespace } from './config';
+import { devServerFlags } from './search-attributes';
 
 /** What a connection needs beyond the address: TLS, API key, gRPC metadata. Never logged. */
 export type ConnectionSettings = Pick<NativeConnectionOptions, 'tls' | 'apiKey' | 'metadata'>;
@@ -173,6 +174,8 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
       '--db-filename', path.join(dir, 'dev.db'),
       '--namespace', namespace(),
       '--log-level', 'warn',
+      // Flotilla's search attributes, which a worker requires of its namespace.
+      ...devServerFlags(),
     ],
     // Its own process group, so stop() takes down whatever the launcher started.
     { stdio: ['ignore', log, log], detached: true },

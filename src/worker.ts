@@ -20,6 +20,7 @@ import { connectWorker } from './connection';
 import { checkRetention, retentionPolicy, startRetention } from './gc';
 import { createLogger, installSdkLogger, logOptions } from './log';
 import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
+import { checkMessage, checkSearchAttributes, registerSearchAttributes } from './search-attributes';
 import { TRACED_WORKFLOW_MODULES, type Tracing, startTracing } from './telemetry';
 import { credentialFiles } from './temporal';
 
@@ -129,6 +130,21 @@ function refuseCredentialsVisibleToAgents(): void {
 }
 
 /**
+ * Leaders upsert Flotilla's search attributes, and an upsert the namespace cannot take fails the
+ * workflow task again and again: better no worker, saying how to fix it, than runs that hang.
+ * A deployment that owns its cluster (docker-compose.yml) lets the worker register them instead.
+ */
+async function requireSearchAttributes(connection: NativeConnection, namespace: string, log: (line: string) => void): Promise<void> {
+  if (process.env.FLOTILLA_REGISTER_SEARCH_ATTRIBUTES === '1') {
+    const added = await registerSearchAttributes(connection.operatorService, namespace);
+    if (added.length) log(`Registered search attributes in namespace "${namespace}": ${added.join(', ')}`);
+    return;
+  }
+  const problem = checkMessage(namespace, await checkSearchAttributes(connection.operatorService, namespace));
+  if (problem) throw new Error(`refusing to start: ${problem}`);
+}
+
+/**
  * After SIGTERM a worker stops polling and gives running activities this long to finish; then
  * they are cancelled, which kills their agent and destroys the sandbox, and Temporal retries them
  * on another worker. Agents run for minutes, so waiting for them is not the point: a clean stop is.
@@ -151,6 +167,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   warnIfUnisolated((line) => log.warn(line.trim()));
   try {
     refuseCredentialsVisibleToAgents();
+    await requireSearchAttributes(temporal.connection, temporal.namespace, (line) => log.info(line));
     // Retention (FLOTILLA_RETENTION): this host's share of `flotilla gc`, from the first poll on.
     const gc = retention && { client: new Client({ connection: temporal.connection, namespace: temporal.namespace }), policy: retention };
     if (gc) await checkRetention(gc.client, temporal.namespace, gc.policy);

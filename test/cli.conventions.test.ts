@@ -39,6 +39,7 @@ const VERBS: [string, string][] = [
   ['resume', '--add-budget <usd>'],
   ['cancel', '<id>'],
   ['gc', '--older-than <age>'],
+  ['setup-cluster', 'TEMPORAL_PROFILE=onprem'],
   ['worker', 'TEMPORAL_ADDRESS'],
 ];
 

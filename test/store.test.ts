@@ -186,6 +186,41 @@ describe('one run across two hosts through the shared store', () => {
   });
 });
 
+describe('a conflict across hosts', () => {
+  it('resolved on A, tested and pushed by B: the resolver\'s commit reaches B through the store', async () => {
+    const store = await serveStore();
+    const check = '#!/bin/bash\ngrep -qx left shared/names.txt && grep -qx right shared/names.txt\n';
+    const remote = await makeRemote({ 'README.md': '# conflict\n', 'check.sh': check, 'shared/names.txt': 'one\ntwo\nthree\n' });
+    const renamer = (id: string) => ({
+      id,
+      prompt: `rename two to ${id}`,
+      ownedPaths: [id],
+      agent: { kind: 'shell' as const, command: `${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'` },
+    });
+    const resolver = { maxRounds: 1, agent: { kind: 'shell' as const, command: `printf 'one\\nleft\\nright\\nthree\\n' > shared/names.txt` } };
+    const req = { objective: 'rename', repo: { url: remote.url, baseRef: 'main', targetRef: 'renamed' }, testCmd: './check.sh', sharedPaths: ['shared'], subTasks: [renamer('left'), renamer('right')], resolver };
+    const taskQueue = `store-${randomUUID()}`;
+    const dataA = tempDir('host-a');
+    const dataB = tempDir('host-b');
+    const a = await startHost(dataA, store, taskQueue, { activity: 'provisionSandbox', when: (ref: { key: string }) => ref.key.endsWith('/integration') });
+    const handle = await client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-${randomUUID()}`, args: [req as never] });
+    await leaves(a, handle);
+    await a.stop();
+    rmSync(dataA, { recursive: true, force: true });
+
+    const b = await startHost(dataB, store, taskQueue);
+    const end = await awaitRun(handle);
+    await b.stop();
+    expect(end.result?.outcome, end.result?.message).toBe('pushed');
+    expect(end.result?.integration?.attempts.map((x) => [x.kind, x.workerId, x.state])).toEqual([['resolve', 'right', 'succeeded']]);
+    expect(await remote.show('renamed', 'shared/names.txt')).toBe('one\nleft\nright\nthree\n');
+    expect(await remote.show('renamed', 'right/greeting.txt')).toBe('hello from right\n');
+    remote.cleanup();
+    rmSync(dataB, { recursive: true, force: true });
+    await store.stop();
+  });
+});
+
 describe('flotilla gc with a shared store', () => {
   it("removes a closed run's refs and artifacts from the store, from any host, never an open run's", async () => {
     const store = await fileStore();

@@ -43,6 +43,7 @@ import { integrate } from './integration';
 import { settlePlan } from './planning';
 import { activityOptions } from './options';
 import { clip, excerpt, firstLine } from './text';
+import { keepSearchAttributesCurrent } from './visibility';
 import { type WorkerInput, workerWorkflow, workerWorkflowId } from './worker';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
@@ -65,6 +66,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   /** Dollars spent by every agent of the run: planner, workers, resolvers and repairers. */
   const spent = () =>
     (status.planning?.costUsd ?? 0) + status.workers.reduce((sum, w) => sum + w.costUsd, 0) + (status.integration?.costUsd ?? 0);
+  // Runs started before search attributes existed do not upsert them (their namespace may lack them).
+  const publishSearchAttributes = patched(SEARCH_ATTRIBUTES) ? keepSearchAttributesCurrent(status, spent) : () => undefined;
   // Pure: a query must not change the state it reports. Durations are the client's to compute.
   setHandler(statusQuery, () => ({
     ...status,
@@ -296,6 +299,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     if (!(err instanceof TemporalFailure)) throw err;
     return finish('failed', `${phaseName(status.phase)} failed: ${failureLine(err)}`);
   } finally {
+    publishSearchAttributes(); // the run's end, before it closes
     // Handlers waiting on a worker stop waiting; every handler finishes before the run returns.
     crew.over = true;
     await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
@@ -339,6 +343,7 @@ async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
 }
 
 const PARSED_BY_ACTIVITY = 'request-parsed-by-activity';
+const SEARCH_ATTRIBUTES = 'search-attributes';
 
 
 function minutes(n: number): number {
