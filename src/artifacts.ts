@@ -93,22 +93,27 @@ export class ArtifactStore {
   // only then looks whether the file exists; prune hides a file first and only then re-reads the
   // claims. Whichever order the two interleave in, a claimed file is never lost.
 
-  /** Records that run `runKey` stored artifact `hex` (artifacts/runs/<runKey>, one hex a line). */
+  /** Records that run `runKey` stored artifact `hex` (artifacts/<runKey>.claims, one hex a line). */
   async claim(runKey: string, hex: string): Promise<void> {
     if (!/^[A-Za-z0-9_-]+$/.test(runKey)) throw new Error(`not a run key: ${runKey}`);
-    await mkdir(path.join(this.dir, 'runs'), { recursive: true, mode: 0o700 });
-    await appendFile(path.join(this.dir, 'runs', runKey), `${hex}\n`, { mode: 0o600 });
+    await this.ensureDir();
+    await appendFile(this.claimsFile(runKey), `${hex}\n`, { mode: 0o600 });
   }
 
   /** The artifacts each run claimed. */
   async claims(): Promise<Map<string, Set<string>>> {
     const byRun = new Map<string, Set<string>>();
-    const dir = path.join(this.dir, 'runs');
-    for (const runKey of existsSync(dir) ? await readdir(dir) : []) {
-      const text = await readFile(path.join(dir, runKey), 'utf8').catch(() => '');
+    for (const name of existsSync(this.dir) ? await readdir(this.dir) : []) {
+      const runKey = /^([A-Za-z0-9_-]+)\.claims$/.exec(name)?.[1];
+      if (!runKey) continue;
+      const text = await readFile(this.claimsFile(runKey), 'utf8').catch(() => '');
       byRun.set(runKey, new Set(text.split('\n').filter((l) => /^[0-9a-f]{64}$/.test(l))));
     }
     return byRun;
+  }
+
+  private claimsFile(runKey: string): string {
+    return path.join(this.dir, `${runKey}.claims`);
   }
 
   /** Every stored artifact, by hex. */
@@ -137,7 +142,7 @@ export class ArtifactStore {
         bytes += size;
       }
     }
-    for (const runKey of gone) await rm(path.join(this.dir, 'runs', runKey), { force: true });
+    for (const runKey of gone) await rm(this.claimsFile(runKey), { force: true });
     return { removed, bytes };
   }
 
