@@ -236,6 +236,7 @@ describe('replay', () => {
     expect(histories.length).toBeGreaterThan(5);
     const traced = await replay(histories, { workflowModules: TRACED_WORKFLOW_MODULES });
     expect(traced.replayed).toBe(histories.length);
-    expect(traced.errors).toEqual([expect.stringMatching(/^history-suspend: DeterminismViolationError: .*Nondeterminism error/)]);
+    expect(traced.errors.length).toBeGreaterThan(0);
+    for (const error of traced.errors) expect(error).toMatch(/^history-\S+: DeterminismViolationError: .*Nondeterminism error/);
   });
 });
