@@ -113,6 +113,25 @@ async function leaves(host: { gone: Promise<void> }, run: { result(): Promise<un
   await Promise.race([host.gone, run.result().catch(() => undefined)]);
 }
 
+function startRun(taskQueue: string, req: object) {
+  return client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-${randomUUID()}`, args: [req as never] });
+}
+
+/** Until `host` goes away at its activity (see leaves); then it stops polling. */
+async function untilGone(host: Awaited<ReturnType<typeof startHost>>, run: { result(): Promise<unknown> }): Promise<void> {
+  await leaves(host, run);
+  await host.stop();
+}
+
+/** A host on `dataDir` takes the run over to its end, which must be a push. */
+async function finishOn(dataDir: string, store: ServedStore, taskQueue: string, run: Parameters<typeof awaitRun>[0]) {
+  const host = await startHost(dataDir, store, taskQueue);
+  const end = await awaitRun(run);
+  await host.stop();
+  expect(end.result?.outcome, end.result?.message).toBe('pushed');
+  return end;
+}
+
 async function refsIn(dataDir: string, prefix: string): Promise<string[]> {
   const out = await simpleGit(path.join(dataDir, 'staging.git')).raw(['for-each-ref', '--format=%(refname)', prefix]);
   return out.split('\n').filter(Boolean);
@@ -126,15 +145,11 @@ describe('one run across two hosts through the shared store', () => {
     const dataA = tempDir('host-a');
     const dataB = tempDir('host-b');
     const a = await startHost(dataA, store, taskQueue, { activity: 'mergeWorkers' });
-    const handle = await client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-${randomUUID()}`, args: [request(remote.url, 'across') as never] });
-    await leaves(a, handle);
-    await a.stop();
+    const handle = await startRun(taskQueue, request(remote.url, 'across'));
+    await untilGone(a, handle);
     rmSync(dataA, { recursive: true, force: true });
 
-    const b = await startHost(dataB, store, taskQueue);
-    const end = await awaitRun(handle);
-    await b.stop();
-    expect(end.result?.outcome, end.result?.message).toBe('pushed');
+    const end = await finishOn(dataB, store, taskQueue, handle);
     expect(await remote.show('across', 'one/greeting.txt')).toBe('hello from one\n');
     expect(await remote.show('across', 'two/greeting.txt')).toBe('hello from two\n');
     expect(await remote.show('across', 'README.md')).toBe('# across\n');
@@ -163,22 +178,17 @@ describe('one run across two hosts through the shared store', () => {
       agent: { kind: 'shell' as const, command: `grep -q needs-repair-5c1e "$FLOTILLA_PROMPT_FILE" && echo fixed > one/repaired.txt` },
     };
     const a = await startHost(dataA, store, taskQueue, { activity: 'provisionSandbox', when: (ref: { key: string }) => ref.key.endsWith('/integration-fixer') });
-    const handle = await client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-${randomUUID()}`, args: [request(remote.url, 'repaired', { repair }) as never] });
-    await leaves(a, handle);
-    await a.stop();
+    const handle = await startRun(taskQueue, request(remote.url, 'repaired', { repair }));
+    await untilGone(a, handle);
     // A keeps its test sandbox (it comes back for the second test run) but nothing else.
     rmSync(path.join(dataA, 'staging.git'), { recursive: true, force: true });
     rmSync(path.join(dataA, 'artifacts'), { recursive: true, force: true });
 
     const b = await startHost(dataB, store, taskQueue, { activity: 'runTests' });
-    await leaves(b, handle);
-    await b.stop();
+    await untilGone(b, handle);
     rmSync(dataB, { recursive: true, force: true });
 
-    const back = await startHost(dataA, store, taskQueue);
-    const end = await awaitRun(handle);
-    await back.stop();
-    expect(end.result?.outcome, end.result?.message).toBe('pushed');
+    const end = await finishOn(dataA, store, taskQueue, handle);
     expect(end.result?.integration?.attempts.map((x) => [x.kind, x.state])).toEqual([['repair', 'succeeded']]);
     expect(await remote.show('repaired', 'one/repaired.txt')).toBe('fixed\n');
     expect(await remote.show('repaired', 'two/greeting.txt')).toBe('hello from two\n');
@@ -205,15 +215,11 @@ describe('a conflict across hosts', () => {
     const dataA = tempDir('host-a');
     const dataB = tempDir('host-b');
     const a = await startHost(dataA, store, taskQueue, { activity: 'provisionSandbox', when: (ref: { key: string }) => ref.key.endsWith('/integration') });
-    const handle = await client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-${randomUUID()}`, args: [req as never] });
-    await leaves(a, handle);
-    await a.stop();
+    const handle = await startRun(taskQueue, req);
+    await untilGone(a, handle);
     rmSync(dataA, { recursive: true, force: true });
 
-    const b = await startHost(dataB, store, taskQueue);
-    const end = await awaitRun(handle);
-    await b.stop();
-    expect(end.result?.outcome, end.result?.message).toBe('pushed');
+    const end = await finishOn(dataB, store, taskQueue, handle);
     expect(end.result?.integration?.attempts.map((x) => [x.kind, x.workerId, x.state])).toEqual([['resolve', 'right', 'succeeded']]);
     expect(await remote.show('renamed', 'shared/names.txt')).toBe('one\nleft\nright\nthree\n');
     expect(await remote.show('renamed', 'right/greeting.txt')).toBe('hello from right\n');
