@@ -224,6 +224,9 @@ class CommandCgroups {
   /** Undefined when cgroups are not writable here; rlimits then stand in where they can. */
   static async create(name: string, limits: SandboxLimits): Promise<CommandCgroups | undefined> {
     if (!asRoot()) return undefined;
+    // Only where both v1 controllers are mounted: under `ip netns exec` /sys is a fresh sysfs with
+    // an empty /sys/fs/cgroup, and a recursive mkdir there never returns (Node 20).
+    if (!['memory', 'pids'].every((c) => existsSync(path.join(CGROUP_ROOT, c, 'cgroup.procs')))) return undefined;
     const memory = path.join(CGROUP_ROOT, 'memory/flotilla', name);
     const pids = path.join(CGROUP_ROOT, 'pids/flotilla', name);
     try {
