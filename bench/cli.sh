@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10}
-[ -f dist/cli.js ] || { echo "bench: run \`npm run build\` first" >&2; exit 2; }
+[ -f dist/cli/index.js ] || { echo "bench: run \`npm run build\` first" >&2; exit 2; }
 
 # Median wall time of a command in milliseconds, over $runs runs.
 median_ms() {

@@ -16,8 +16,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { awaitRun, newRunId, startRun } from '../src/client';
-import { parseLeaderRequest } from '../src/spec';
-import { ensureTemporal } from '../src/temporal';
+import { parseLeaderRequest } from '../src/contracts/request';
+import { ensureTemporal } from '../src/temporal/server';
 import { countProcesses, startWorkerProcess } from './worker-process';
 
 const { values, positionals } = parseArgs({

@@ -16,8 +16,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { awaitRun, newRunId, startRun } from '../src/client';
-import { parseLeaderRequest } from '../src/spec';
-import { ensureTemporal } from '../src/temporal';
+import { parseLeaderRequest } from '../src/contracts/request';
+import { ensureTemporal } from '../src/temporal/server';
 import { type WorkerProcess, countProcesses, startWorkerProcess } from './worker-process';
 
 const quick = process.argv.includes('--quick');

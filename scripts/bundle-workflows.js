@@ -6,7 +6,7 @@ const path = require('node:path');
 const { bundleWorkflowCode } = require('@temporalio/worker');
 
 const dist = path.join(__dirname, '..', 'dist');
-const { TRACED_WORKFLOW_MODULES } = require(path.join(dist, 'telemetry.js'));
+const { TRACED_WORKFLOW_MODULES } = require(path.join(dist, 'temporal', 'telemetry.js'));
 const bundles = [
   ['workflow-bundle.js', {}],
   ['workflow-bundle-traced.js', { workflowInterceptorModules: TRACED_WORKFLOW_MODULES }],

@@ -21,7 +21,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 export FLOTILLA_HOME=$WORK/home FLOTILLA_TEMPORAL_PORT=$PORT FLOTILLA_TASK_QUEUE=screenshots TEMPORAL_ADDRESS=
 UI=http://127.0.0.1:$((PORT + 1000))
 TSX=(node --require "$ROOT/node_modules/tsx/dist/cjs/index.cjs")
-flotilla() { "${TSX[@]}" "$ROOT/src/cli.ts" "$@"; }
+flotilla() { "${TSX[@]}" "$ROOT/src/cli/index.ts" "$@"; }
 
 WORKER_PID=
 cleanup() {

@@ -17,14 +17,14 @@ import { Client } from '@temporalio/client';
 import { type NativeConnection, type State, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, type HostPlacement, defaultDeps } from './activities/deps';
-import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, stagingUrl, taskQueue } from './config';
-import { connectWorker } from './connection';
-import { checkRetention, retentionPolicy, startRetention } from './gc';
-import { createLogger, installSdkLogger, logOptions } from './log';
-import { probeBubblewrap, readOnlyDirs } from './sandbox/local';
-import { checkMessage, checkSearchAttributes, registerSearchAttributes } from './search-attributes';
-import { TRACED_WORKFLOW_MODULES, type Tracing, startTracing } from './telemetry';
-import { credentialFiles } from './temporal';
+import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, stagingUrl, taskQueue } from './config/settings';
+import { connectWorker } from './temporal/connection';
+import { checkRetention, retentionPolicy, startRetention } from './retention/gc';
+import { createLogger, installSdkLogger, logOptions } from './log/logger';
+import { probeBubblewrap, readOnlyDirs } from './sandbox/local/provider';
+import { checkMessage, checkSearchAttributes, registerSearchAttributes } from './temporal/search-attributes';
+import { TRACED_WORKFLOW_MODULES, type Tracing, startTracing } from './temporal/telemetry';
+import { credentialFiles } from './temporal/server';
 
 export interface FlotillaWorkerOptions {
   connection: NativeConnection;
@@ -41,7 +41,7 @@ export interface FlotillaWorkerOptions {
   deployment?: DeploymentVersion;
   /** This process's host (default: FLOTILLA_HOST_ID, or the hostname); its sandboxes' activities come on `<taskQueue>@<host>`. */
   host?: string;
-  /** OpenTelemetry tracing (src/telemetry.ts); a given workflowBundle must then be bundled with TRACED_WORKFLOW_MODULES. */
+  /** OpenTelemetry tracing (src/temporal/telemetry.ts); a given workflowBundle must then be bundled with TRACED_WORKFLOW_MODULES. */
   tracing?: Tracing;
 }
 

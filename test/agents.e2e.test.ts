@@ -7,7 +7,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, formatStatus } from '../src/client';
-import { type RunStatus, resumeSignal, statusQuery } from '../src/workflows/messages';
+import { type RunStatus, resumeSignal, statusQuery } from '../src/contracts/messages';
 import { TestEnv, makeRemote, describeReplay, writeAgent } from './helpers';
 import { waitFor } from './processes';
 import { ModelServer, userTexts } from './support/model-server';

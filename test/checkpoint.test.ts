@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../src/activities';
 import { checkpointRef } from '../src/activities/checkpoint';
 import { type ActivityDeps, type SandboxRef, defaultDeps, openSandbox } from '../src/activities/deps';
-import { runRef } from '../src/gitstore';
+import { runRef } from '../src/git/staging';
 import { tempDir } from './helpers';
 
 let deps: ActivityDeps;

@@ -12,8 +12,8 @@ import Ajv from 'ajv';
 import { describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { heartbeatLine, usd } from '../src/client';
-import { loadRequestFile } from '../src/request-file';
-import { ChangeLog, InPlaceView } from '../src/terminal';
+import { loadRequestFile } from '../src/client/request-file';
+import { ChangeLog, InPlaceView } from '../src/cli/terminal';
 import { makeRemote, tempDir } from './helpers';
 import { CLI, flotilla as runFlotilla, flotillaOnTerminal, waitFor } from './processes';
 

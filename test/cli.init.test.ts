@@ -8,8 +8,8 @@ import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { awaitRun } from '../src/client';
-import { detectCommands } from '../src/init';
-import { temporalBinary } from '../src/temporal';
+import { detectCommands } from '../src/cli/init';
+import { temporalBinary } from '../src/temporal/server';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
 import { flotilla, run } from './processes';
 

@@ -45,7 +45,7 @@ function flotilla(cwd: string, args: string[]): Promise<Ran> {
 
 describe('the installed package', () => {
   it('ships compiled code and the workflow bundle, and no TypeScript toolchain', () => {
-    expect(existsSync(path.join(installed, 'dist/cli.js'))).toBe(true);
+    expect(existsSync(path.join(installed, 'dist/cli/index.js'))).toBe(true);
     expect(existsSync(path.join(installed, 'dist/workflow-bundle.js'))).toBe(true);
     expect(existsSync(path.join(installed, 'dist/workflow-bundle-traced.js')), 'the workflow code a worker with tracing on runs').toBe(true);
     expect(existsSync(path.join(installed, 'schema/request.schema.json'))).toBe(true);

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { awaitRun } from '../src/client';
-import { temporalBinary } from '../src/temporal';
+import { temporalBinary } from '../src/temporal/server';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
 import { flotilla as runFlotilla, flotillaOnTerminal, run } from './processes';
 

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../src/client';
-import { type RunStatus, resumeSignal, statusQuery } from '../src/workflows/messages';
+import { type RunStatus, resumeSignal, statusQuery } from '../src/contracts/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
 import { waitFor } from './processes';
 import { E2BDouble } from './support/e2b-double';
@@ -26,7 +26,7 @@ afterAll(async () => {
 /** Sandboxes the double still holds, running or paused. */
 async function liveSandboxes(): Promise<number> {
   let count = 0;
-  const pages = await double.list({ query: { metadata: {} } });
+  const pages = double.list({ query: { metadata: {} } });
   while (pages.hasNext) count += (await pages.nextItems()).length;
   return count;
 }

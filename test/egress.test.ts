@@ -5,7 +5,7 @@
  */
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { EgressPolicy, cloudAllowList, operatorRules, sandboxRules, urlEndpoint } from '../src/sandbox/egress';
+import { EgressPolicy, cloudAllowList, operatorRules, sandboxRules, urlEndpoint } from '../src/sandbox/egress/proxy';
 
 const notListed = (target: string) => ({ refused: `${target} is not on the sandbox's allowlist` });
 const local = (name: string, address: string) => ({ refused: `${name} resolves to ${address}, a loopback, private, link-local or local address` });

@@ -8,12 +8,12 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { ArtifactStore } from '../src/artifacts';
-import type { GcReport } from '../src/gc';
+import { ArtifactStore } from '../src/store/artifacts';
+import type { GcReport } from '../src/retention/gc';
 import { approve, awaitRun } from '../src/client';
-import { acquireRunObjects } from '../src/run-objects';
-import { runKeyOf } from '../src/spec';
-import { approveSignal, statusQuery } from '../src/workflows/messages';
+import { acquireRunObjects } from '../src/git/run-mirror';
+import { runKeyOf } from '../src/contracts/names';
+import { approveSignal, statusQuery } from '../src/contracts/messages';
 import { TestEnv, makeRemote, tempDir, writeAgent } from './helpers';
 import { CLI, flotilla, run, startWorkerProcess, waitFor } from './processes';
 

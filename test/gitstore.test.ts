@@ -2,8 +2,8 @@
 import { existsSync, rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defaultDeps } from '../src/activities/deps';
-import { ConfigError, stagingUrl } from '../src/config';
-import { StagingRepo, artifactRef, runRef, scrubSecrets } from '../src/gitstore';
+import { ConfigError, stagingUrl } from '../src/config/settings';
+import { StagingRepo, artifactRef, runRef, scrubSecrets } from '../src/git/staging';
 import { makeRemote, tempDir } from './helpers';
 import { CLI, run } from './processes';
 import { type ServedStore, fileStore, serveStore } from './support/git-daemon';

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { ensureTemporal, type TemporalTarget } from '../src/temporal';
+import { ensureTemporal, type TemporalTarget } from '../src/temporal/server';
 import { freePort } from './support/ports';
 
 declare module 'vitest' {

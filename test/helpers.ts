@@ -8,7 +8,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode } 
 import { simpleGit } from 'simple-git';
 import { describe, expect, inject, it } from 'vitest';
 import { type RunEnd, awaitRun } from '../src/client';
-import type { LeaderRequestInput } from '../src/spec';
+import type { LeaderRequestInput } from '../src/contracts/request';
 import type { DepsOptions } from '../src/activities/deps';
 import { type FlotillaWorker, createFlotillaWorker } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';

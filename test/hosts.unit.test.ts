@@ -4,8 +4,8 @@
  */
 import { ActivityFailure, ApplicationFailure, CancelledFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { permanent } from '../src/failures';
-import { hostLost } from '../src/workflows/hosts';
+import { permanent } from '../src/contracts/failures';
+import { hostLost } from '../src/workflows/host-affinity';
 
 const activity = (cause: Error, type = 'runAgent') => new ActivityFailure('Activity task failed', type, '7', RetryState.NON_RETRYABLE_FAILURE, 'worker@host-a', cause);
 

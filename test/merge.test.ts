@@ -1,5 +1,5 @@
 /**
- * Host-side merging (src/merge.ts) on a real bare repository, as the staging repository holds
+ * Host-side merging (src/git/merge.ts) on a real bare repository, as the staging repository holds
  * the workers' commits: clean merges, conflicts with the workers and files they involve, and
  * a retry of a half-done merge that lands on the very same commits.
  */
@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { afterEach, describe, expect, it } from 'vitest';
-import { mergeWorkers } from '../src/merge';
+import { mergeWorkers } from '../src/git/merge';
 import { makeRemote } from './helpers';
 
 let cleanups: (() => void)[] = [];

@@ -10,8 +10,8 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { MessageRefused, approve, awaitRun, formatRunEnd, formatStatus, pause, resume } from '../src/client';
-import { MAX_CHARS, RequestError, parseLeaderRequest } from '../src/spec';
-import { temporalBinary } from '../src/temporal';
+import { MAX_CHARS, RequestError, parseLeaderRequest } from '../src/contracts/request';
+import { temporalBinary } from '../src/temporal/server';
 import {
   ApproveInput,
   REFUSALS_KEPT,
@@ -22,7 +22,7 @@ import {
   pauseSignal,
   resumeSignal,
   statusQuery,
-} from '../src/workflows/messages';
+} from '../src/contracts/messages';
 import { TestEnv, makeRemote, tempDir, manual, shellRequest, greet } from './helpers';
 import { flotilla, processesMatching, processesRunning, run, waitFor } from './processes';
 import { E2BDouble } from './support/e2b-double';

@@ -3,11 +3,10 @@
  * API and the real `temporal` binary, against the suite's dev server.
  */
 import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
-import { temporalBinary } from '../src/temporal';
-import { type RunStatus, approveSignal, resumeSignal, statusQuery } from '../src/workflows/messages';
+import { temporalBinary } from '../src/temporal/server';
+import { type RunStatus, approveSignal, resumeSignal, statusQuery } from '../src/contracts/messages';
 import { TestEnv, makeRemote, describeReplay, manual, shellRequest, greet } from './helpers';
 import { CLI, flotilla, processesMatching, processesRunning, run, waitFor } from './processes';
 

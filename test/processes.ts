@@ -20,7 +20,7 @@ export function run(cmd: string, args: string[], extraEnv: Record<string, string
 }
 
 /** The command that runs our CLI from the sources (bin/flotilla runs the build), from any directory. */
-export const CLI = [process.execPath, '--require', createRequire(__filename).resolve('tsx/cjs'), path.join(__dirname, '../src/cli.ts')];
+export const CLI = [process.execPath, '--require', createRequire(__filename).resolve('tsx/cjs'), path.join(__dirname, '../src/cli/index.ts')];
 
 /** Our CLI, pointed at the suite's server and the given task queue. */
 export function flotilla(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}, cwd?: string): Promise<Ran> {

@@ -14,7 +14,7 @@ import { temporal as proto } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approve, awaitRun, resume } from '../src/client';
-import { statusQuery } from '../src/workflows/messages';
+import { statusQuery } from '../src/contracts/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
 import { waitFor } from './processes';
 

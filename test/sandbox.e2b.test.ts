@@ -14,7 +14,7 @@ import {
   TimeoutError,
 } from 'e2b';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
-import { type E2BApi, type E2BCreateOpts, E2BSandboxProvider, classifyE2BError, e2bSdk } from '../src/sandbox/e2b';
+import { type E2BApi, type E2BCreateOpts, E2BSandboxProvider, classifyE2BError, e2bSdk } from '../src/sandbox/e2b/provider';
 import { sandboxContract } from './sandbox.contract';
 import { E2BDouble, type DoubleCall } from './support/e2b-double';
 

@@ -13,11 +13,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, parseMaxLimits, probeBubblewrap } from '../src/sandbox/local';
+import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, parseMaxLimits, probeBubblewrap } from '../src/sandbox/local/provider';
 import type { Sandbox } from '../src/sandbox/types';
 import { sandboxContract } from './sandbox.contract';
 
-const LOCAL_TS = path.join(__dirname, '../src/sandbox/local.ts');
+const LOCAL_TS = path.join(__dirname, '../src/sandbox/local/provider.ts');
 const TSX = path.join(__dirname, '../node_modules/.bin/tsx');
 
 async function tempProvider(): Promise<{ provider: LocalSandboxProvider; baseDir: string; cleanup(): Promise<void> }> {

@@ -1,6 +1,6 @@
 /**
  * Seeding a workspace from a repository with deep history and many files: a local sandbox
- * borrows its run's objects, read-only, through git alternates (src/run-objects.ts), gets only a
+ * borrows its run's objects, read-only, through git alternates (src/git/run-mirror.ts), gets only a
  * work tree and an index, cannot change that store nor reach another run's objects, and the store
  * goes with the run's last sandbox. A stale index.lock left by a killed git does not lose work.
  */
@@ -9,9 +9,9 @@ import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../src/client';
-import { acquireRunObjects, releaseRunObjects } from '../src/run-objects';
-import { runKeyOf } from '../src/spec';
-import { type RunStatus, statusQuery } from '../src/workflows/messages';
+import { acquireRunObjects, releaseRunObjects } from '../src/git/run-mirror';
+import { runKeyOf } from '../src/contracts/names';
+import { type RunStatus, statusQuery } from '../src/contracts/messages';
 import { TestEnv, makeRemote, tempDir } from './helpers';
 import { waitFor } from './processes';
 

@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadRequestFile } from '../src/client';
-import { RequestError, parseLeaderRequest, repoUrlProblem } from '../src/spec';
+import { RequestError, parseLeaderRequest } from '../src/contracts/request';
+import { repoUrlProblem } from '../src/contracts/names';
 
 const valid = () => ({
   objective: 'o',

@@ -2,7 +2,7 @@
  * The spine end to end: a real dev server, real git remotes, real sandboxes, shell agents.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { statusQuery } from '../src/workflows/messages';
+import { statusQuery } from '../src/contracts/messages';
 import { TestEnv, makeRemote, writeAgent } from './helpers';
 import { waitFor } from './processes';
 

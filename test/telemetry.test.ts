@@ -15,7 +15,7 @@ import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { awaitRun } from '../src/client';
-import { TRACED_WORKFLOW_MODULES, startTracing } from '../src/telemetry';
+import { TRACED_WORKFLOW_MODULES, startTracing } from '../src/temporal/telemetry';
 import { greet, makeRemote, shellRequest, tempDir } from './helpers';
 import { CLI, flotilla, run, startWorkerProcess, waitFor } from './processes';
 

@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { summarizeTests } from '../src/workflows/tests-summary';
+import { summarizeTests } from '../src/contracts/test-summary';
 import { tempDir } from './helpers';
 import { run } from './processes';
 

@@ -11,11 +11,11 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
-import { type DeploymentVersion, deploymentSetting } from '../src/config';
-import { temporalBinary } from '../src/temporal';
+import { type DeploymentVersion, deploymentSetting } from '../src/config/settings';
+import { temporalBinary } from '../src/temporal/server';
 import { type FlotillaWorker, createFlotillaWorker, defaultBuildId } from '../src/worker';
 import { leaderWorkflow } from '../src/workflows';
-import { approveSignal, statusQuery } from '../src/workflows/messages';
+import { approveSignal, statusQuery } from '../src/contracts/messages';
 import { makeRemote, tempDir, writeAgent } from './helpers';
 import { CLI, run, waitFor } from './processes';
 

@@ -12,16 +12,8 @@ import { msToTs } from '@temporalio/common/lib/time';
 import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
-import type { RunRow } from '../src/runs';
-import {
-  FlotillaAwaiting,
-  FlotillaCostUsd,
-  FlotillaOutcome,
-  FlotillaPhase,
-  FlotillaRepo,
-  FlotillaTargetRef,
-  SEARCH_ATTRIBUTES,
-} from '../src/search-attributes';
+import type { RunRow } from '../src/client/list';
+import { FlotillaAwaiting, FlotillaCostUsd, FlotillaOutcome, FlotillaPhase, FlotillaRepo, FlotillaTargetRef, SEARCH_ATTRIBUTES } from '../src/contracts/search-attributes';
 import { TestEnv, describeReplay, greet, makeRemote, manual, shellRequest, tempDir, writeAgent } from './helpers';
 import { CLI, flotilla, run, waitFor } from './processes';
 

@@ -8,8 +8,8 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, startRun } from '../src/client';
-import { parseLeaderRequest } from '../src/spec';
-import { type RunStatus, statusQuery } from '../src/workflows/messages';
+import { parseLeaderRequest } from '../src/contracts/request';
+import { type RunStatus, statusQuery } from '../src/contracts/messages';
 import { TestEnv, describeReplay, makeRemote, writeAgent } from './helpers';
 import { flotilla, waitFor } from './processes';
 

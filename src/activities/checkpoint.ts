@@ -12,7 +12,7 @@
  * hands over is checked by collectWork like any other work.
  */
 import { stat } from 'node:fs/promises';
-import { BUNDLE_REF, runRef } from '../gitstore';
+import { BUNDLE_REF, runRef } from '../git/staging';
 import { checkImportSize } from './agent';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 import { script, sh } from './exec';

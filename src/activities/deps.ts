@@ -1,14 +1,15 @@
 /** What activities need from the host, built once per worker process. */
 import path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { ArtifactStore } from '../artifacts';
-import { makePrivateDir, stagingUrl } from '../config';
-import { StagingRepo, artifactRef } from '../gitstore';
-import { mountedObjects } from '../run-objects';
-import type { E2BApi, E2BProviderOptions, E2BSandboxProvider } from '../sandbox/e2b';
-import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local';
+import { ArtifactStore } from '../store/artifacts';
+import { makePrivateDir, stagingUrl } from '../config/settings';
+import { StagingRepo, artifactRef } from '../git/staging';
+import { mountedObjects } from '../git/run-mirror';
+import type { E2BApi, E2BProviderOptions, E2BSandboxProvider } from '../sandbox/e2b/provider';
+import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local/provider';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
-import type { Isolation, SandboxLimitsRequest } from '../spec';
+import type { Isolation } from '../contracts/reports';
+import type { SandboxLimitsRequest } from '../contracts/request';
 
 /** How a workflow names a sandbox: a stable key plus the options it was made with. */
 export interface SandboxRef {
@@ -112,7 +113,7 @@ class LazyE2BProvider implements SandboxProvider {
   constructor(private readonly options: E2BProviderOptions) {}
 
   private get real(): Promise<E2BSandboxProvider> {
-    this.loaded ??= import('../sandbox/e2b').then((m) => new m.E2BSandboxProvider(this.options));
+    this.loaded ??= import('../sandbox/e2b/provider').then((m) => new m.E2BSandboxProvider(this.options));
     return this.loaded;
   }
 

@@ -1,10 +1,10 @@
 /** Running commands in a sandbox from an activity: heartbeats, cancellation, logs by reference. */
 import { Context } from '@temporalio/activity';
-import { tail } from '../artifacts';
+import { tail } from '../store/artifacts';
 import type { OutputParser } from '../agents/types';
-import type { EgressRules } from '../sandbox/egress';
+import type { EgressRules } from '../sandbox/egress/proxy';
 import type { Sandbox } from '../sandbox/types';
-import { StreamRedactor, redact } from '../secrets';
+import { StreamRedactor, redact } from '../store/secrets';
 import type { ActivityDeps } from './deps';
 
 const HEARTBEAT_MS = 2_000;

@@ -3,7 +3,7 @@ import { Context } from '@temporalio/activity';
 import { agentActivities } from './agent';
 import { checkpointActivities } from './checkpoint';
 import type { ActivityDeps, HostPlacement } from './deps';
-import { integrateActivities } from './integrate';
+import { integrateActivities } from './integration';
 import { planActivities } from './plan';
 import { remoteActivities } from './remote';
 import { requestActivities } from './request';

@@ -1,6 +1,6 @@
 /** The planner: an agent that looks at the repository (read-only) and proposes sub-tasks. */
-import { tail } from '../artifacts';
-import { type AgentSpec, type LeaderRequest, RequestError, type SubTask, parseLeaderRequest } from '../spec';
+import { tail } from '../store/artifacts';
+import { type AgentSpec, type LeaderRequest, RequestError, type SubTask, parseLeaderRequest } from '../contracts/request';
 import { runHarness } from './agent';
 import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 

@@ -1,8 +1,8 @@
 /** The only activities that talk to the user's remote; they run on the host, never in a sandbox. */
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { permanent } from '../failures';
-import { type PushOutcome, runRef, scrubSecrets } from '../gitstore';
-import { runKeyOf } from '../spec';
+import { permanent } from '../contracts/failures';
+import { type PushOutcome, runRef, scrubSecrets } from '../git/staging';
+import { runKeyOf } from '../contracts/names';
 import type { ActivityDeps } from './deps';
 
 export function remoteActivities(deps: ActivityDeps) {

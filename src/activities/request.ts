@@ -1,6 +1,6 @@
 /** The request, parsed and defaulted outside the workflow. */
-import { permanent } from '../failures';
-import { type LeaderRequest, RequestError, parseLeaderRequest } from '../spec';
+import { permanent } from '../contracts/failures';
+import { type LeaderRequest, RequestError, parseLeaderRequest } from '../contracts/request';
 
 export function requestActivities() {
   return {

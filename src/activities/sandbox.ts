@@ -1,8 +1,8 @@
 /** Sandbox lifecycle and workspace seeding. */
-import { tail } from '../artifacts';
-import { runRef } from '../gitstore';
-import { SANDBOX_OBJECTS, acquireRunObjects, releaseRunObjects } from '../run-objects';
-import type { Isolation } from '../spec';
+import { tail } from '../store/artifacts';
+import { runRef } from '../git/staging';
+import { SANDBOX_OBJECTS, acquireRunObjects, releaseRunObjects } from '../git/run-mirror';
+import type { Isolation } from '../contracts/reports';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox, sandboxOptions } from './deps';
 import { type CommandReport, execTracked, runScript, sh } from './exec';
@@ -15,7 +15,7 @@ const EXIT_SEEDED = 87;
 /**
  * How a sandbox gets the run's base commit: a script fragment to run right after `git init` in
  * its workspace, which leaves the commit's objects readable there. A local sandbox borrows them,
- * read-only, from its run's object store through git alternates (run-objects.ts): no history is
+ * read-only, from its run's object store through git alternates (git/run-mirror.ts): no history is
  * copied. A cloud sandbox gets the commit alone, as a shallow repository, from a bundle uploaded
  * to its scratch directory now.
  */

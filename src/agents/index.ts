@@ -1,4 +1,4 @@
-import type { AgentSpec } from '../spec';
+import type { AgentSpec } from '../contracts/request';
 import { CLAUDE_MODEL_API, ClaudeCodeHarness } from './claude-code';
 import { CODEX_MODEL_API, CodexHarness } from './codex';
 import { ShellHarness } from './shell';

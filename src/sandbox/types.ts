@@ -2,8 +2,9 @@
  * The one interface Flotilla uses to run anything an agent or a repository controls. Every
  * provider (local, E2B) passes the same contract suite in test/sandbox.contract.ts.
  */
-import type { Isolation, SandboxLimitsRequest } from '../spec';
-import type { EgressRules } from './egress';
+import type { Isolation } from '../contracts/reports';
+import type { SandboxLimitsRequest } from '../contracts/request';
+import type { EgressRules } from './egress/proxy';
 
 export interface ExecOptions {
   /** Working directory inside the sandbox; defaults to the workspace. */

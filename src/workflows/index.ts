@@ -1,2 +1,2 @@
-export { leaderWorkflow } from './leader';
-export { workerWorkflow } from './worker';
+export { leaderWorkflow } from './leader/leader';
+export { workerWorkflow } from './subtask/subtask';

@@ -4,7 +4,7 @@ import { ActivityCancellationType, type ActivityOptions } from '@temporalio/work
  * Retries are bounded by time, not by a small attempt count: a worker process that crashes again
  * and again (a deploy, an OOM-killed host) is retried for as long as the bound allows, each
  * crash noticed within the heartbeat timeout. Deterministic failures are non-retryable
- * (src/failures.ts), so they end at once whatever the bound.
+ * (src/contracts/failures.ts), so they end at once whatever the bound.
  */
 const RETRY = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' } as const;
 

@@ -4,7 +4,7 @@
  * collect. Real runs: dev server, bubblewrap sandboxes, git; the shell agent attempts each attack.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { leavesRepository } from '../../src/verify';
+import { leavesRepository } from '../../src/git/verify';
 import { TestEnv, makeRemote } from '../helpers';
 
 let env: TestEnv;

@@ -8,7 +8,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { IntegrationAttempt } from '../../src/spec';
+import type { IntegrationAttempt } from '../../src/contracts/reports';
 import { TestEnv, makeRemote } from '../helpers';
 
 const CHECK = `#!/bin/bash

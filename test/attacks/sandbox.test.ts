@@ -7,8 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatStatus } from '../../src/client';
-import { statusQuery } from '../../src/workflows/messages';
-import { workerWorkflowId } from '../../src/workflows/worker';
+import { statusQuery } from '../../src/contracts/messages';
+import { subTaskWorkflowId } from '../../src/workflows/subtask/subtask';
 import { TestEnv, makeRemote } from '../helpers';
 
 const CHECK = '#!/bin/sh\nexit 0\n';
@@ -120,7 +120,7 @@ describe('attacks on the local sandbox', () => {
     expect(end.failureMessage).toContain(worker!.reason!);
     expect(await remote.head()).toBe(base);
     // Deterministic, so not retried: every activity ran once.
-    const attempts = await activityAttempts(env, workerWorkflowId(end.workflowId, 'attacker'));
+    const attempts = await activityAttempts(env, subTaskWorkflowId(end.workflowId, 'attacker'));
     expect(attempts.length).toBeGreaterThan(0);
     expect(attempts.every((n) => n === 1), `attempts ${attempts}`).toBe(true);
     expect(env.sandboxesLeft()).toEqual([]);

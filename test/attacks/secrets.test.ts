@@ -10,8 +10,8 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StagingRepo } from '../../src/gitstore';
-import { StreamRedactor } from '../../src/secrets';
+import { StagingRepo } from '../../src/git/staging';
+import { StreamRedactor } from '../../src/store/secrets';
 import { TestEnv, makeRemote, tempDir } from '../helpers';
 import { flotilla, waitFor } from '../processes';
 

@@ -33,7 +33,7 @@ import {
   SandboxNotFoundError,
   TimeoutError,
 } from 'e2b';
-import type { E2BApi, E2BCommand, E2BCreateOpts, E2BHandle, E2BPaginator, E2BRunOpts, E2BSandboxInfo } from '../../src/sandbox/e2b';
+import type { E2BApi, E2BCommand, E2BCreateOpts, E2BHandle, E2BPaginator, E2BRunOpts, E2BSandboxInfo } from '../../src/sandbox/e2b/provider';
 
 const HOME = '/home/user';
 const ROOTLESS = process.getuid?.() !== 0;

@@ -1,5 +1,5 @@
 /** Provisions a local sandbox under argv[2], runs one command in it, prints its output (test/sandbox.netns.test.ts). */
-import { LocalSandboxProvider } from '../../src/sandbox/local';
+import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 
 (async () => {
   const provider = new LocalSandboxProvider(process.argv[2], {});

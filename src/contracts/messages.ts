@@ -1,0 +1,174 @@
+/**
+ * Signals and queries, shared by the workflows and every client (CLI, scripts). The names are
+ * what `temporal workflow signal --name …` and `temporal workflow query --type …` use, and the
+ * inputs are plain JSON so the Temporal CLI can send them:
+ *
+ *   temporal workflow signal --workflow-id RUN --name approve --input '{"gate":"push","sha":"…","by":"ana"}'
+ *   temporal workflow update execute --workflow-id RUN --name approve --input '{"gate":"plan"}'
+ *   temporal workflow query  --workflow-id RUN --type status
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import { z } from 'zod';
+import { type Checkpoint, type GateDecision, type IntegrationReport, type Isolation, type PlanningReport, type Refusal, type RunOutcome } from './reports';
+import { type GateName, MAX_CHARS, boundedText, describeIssues } from './request';
+
+export type RunPhase =
+  | 'resolving'
+  | 'planning'
+  | 'awaiting-plan-approval'
+  | 'running'
+  | 'integrating'
+  | 'testing'
+  | 'awaiting-push-approval'
+  | 'pushing'
+  | 'done'
+  | 'failed'
+  | 'cancelled';
+
+export type SubTaskState = 'queued' | 'running' | 'suspended' | 'done' | 'failed' | 'cancelled';
+
+export interface SubTaskStatus {
+  id: string;
+  state: SubTaskState;
+  /** Why it is suspended or failed. */
+  reason?: string;
+  /** A suspended worker's question for a person, when its agent asked one. */
+  question?: string;
+  commits?: number;
+  filesChanged?: number;
+  costUsd: number;
+  turns: number;
+  startedAt?: number;
+  /** Set once it has finished; while it runs, clients count from startedAt. */
+  durationMs?: number;
+  /** The host its sandbox lives on, its last checkpoint, and how often the sandbox moved to another host. */
+  host?: string;
+  checkpoint?: Checkpoint;
+  reprovisions?: number;
+}
+
+/** What a person reviews at an open gate. */
+export interface GateReview {
+  gate: GateName;
+  openedAt: number;
+  /** When the gate decides by itself, and how. */
+  expiresAt: number;
+  onTimeout: 'fail' | 'approve';
+  /** The plan gate: one row per sub-task. */
+  plan?: { id: string; ownedPaths: string[]; agent: string; prompt: string }[];
+  /** The push gate: the exact commit that would be pushed, and what it changes. */
+  sha?: string;
+  diffstat?: string;
+  testSummary?: string;
+  /** Approvals and rejections of this gate that were refused, and why (a wrong SHA); capped like RunStatus.refusals. */
+  refused: { by: string; reason: string }[];
+}
+
+export interface RunStatus {
+  phase: RunPhase;
+  objective: string;
+  repo: string;
+  targetRef: string;
+  baseSha?: string;
+  /** How this run's sandboxes are isolated ('none' only when the worker was started with the opt-out). */
+  isolation?: Isolation;
+  gate?: GateReview;
+  workers: SubTaskStatus[];
+  integratedSha?: string;
+  /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
+  integration?: IntegrationReport;
+  outcome?: RunOutcome;
+  message?: string;
+  decisions: GateDecision[];
+  /** How the plan was settled, once it is. */
+  planning?: PlanningReport;
+  /** Every message refused (bad payload, unknown name or worker, closed gate, forged progress): the latest REFUSALS_KEPT. */
+  refusals: Refusal[];
+  /** All refusals, including those no longer kept. */
+  refusedCount: number;
+  /** When the run started and, once over, ended: clients compute durations (a query cannot read the clock). */
+  startedAt: number;
+  endedAt?: number;
+  totals: { costUsd: number; turns: number; workersDone: number; workersFailed: number };
+}
+
+/** The latest refusals a run keeps (older ones are only counted), and the longest reason kept. */
+export const REFUSALS_KEPT = 20;
+export const REFUSAL_MAX_CHARS = 300;
+
+const by = boundedText(MAX_CHARS.name).optional();
+const gate = z.enum(['plan', 'push']);
+const workerId = z.string().min(1, 'must not be empty').max(100);
+
+export const ApproveInput = z
+  .object({
+    gate,
+    /** Required at the push gate: the integrated SHA the status shows. */
+    sha: z.string().regex(/^[0-9a-f]{40}$/, 'must be a full 40-character commit SHA').optional(),
+    by,
+    comment: boundedText(MAX_CHARS.comment).optional(),
+  })
+  .strict();
+export type ApproveInput = z.infer<typeof ApproveInput>;
+
+export const RejectInput = z.object({ gate, by, reason: boundedText(MAX_CHARS.comment).min(1, 'must not be empty') }).strict();
+export type RejectInput = z.infer<typeof RejectInput>;
+
+export const PauseInput = z.object({ workerId, by }).strict();
+export type PauseInput = z.infer<typeof PauseInput>;
+
+export const ResumeInput = z
+  .object({
+    workerId,
+    /** Delivered to the agent when it continues. */
+    message: boundedText(MAX_CHARS.message).optional(),
+    /** Dollars added to the worker's budget: finite and positive (JSON has no Infinity; zod refuses NaN). */
+    addBudgetUsd: z.number().positive('must be a positive number of dollars').max(1_000_000).optional(),
+    by,
+  })
+  .strict();
+export type ResumeInput = z.infer<typeof ResumeInput>;
+
+/**
+ * What a worker tells its leader whenever its state changes. `token` is the one the leader put
+ * in that child's input: progress without it is forged and refused.
+ */
+export const SubTaskProgress = z
+  .object({
+    token: z.string().min(1),
+    id: workerId,
+    /** A worker's end arrives as its result, not as progress. */
+    state: z.enum(['running', 'suspended']),
+    reason: boundedText(MAX_CHARS.comment).optional(),
+    question: boundedText(MAX_CHARS.message).optional(),
+    costUsd: z.number().min(0),
+    turns: z.number().int().min(0),
+    host: z.string().min(1).max(100).optional(),
+    checkpoint: z.object({ sha: z.string().regex(/^[0-9a-f]{40}$/, 'must be a commit SHA'), at: z.number().min(0) }).strict().optional(),
+    reprovisions: z.number().int().min(0).max(100).optional(),
+  })
+  .strict();
+export type SubTaskProgress = z.infer<typeof SubTaskProgress>;
+
+/** Parses a message with its schema: the value, or every problem in one line. Never throws. */
+export function parseMessage<T>(schema: z.ZodType<T>, raw: unknown): { ok: true; value: T } | { ok: false; reason: string } {
+  const parsed = schema.safeParse(raw, { reportInput: true });
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return { ok: false, reason: `invalid message: ${describeIssues(parsed.error.issues, '(message)').join('; ')}` };
+}
+
+export const statusQuery = defineQuery<RunStatus>('status');
+export const approveSignal = defineSignal<[ApproveInput]>('approve');
+export const rejectSignal = defineSignal<[RejectInput]>('reject');
+export const pauseSignal = defineSignal<[PauseInput]>('pause');
+export const resumeSignal = defineSignal<[ResumeInput]>('resume');
+/**
+ * The same messages as updates, under the same names: the caller gets an answer (a line saying
+ * what was done), or a refusal with the reason, and a refused update leaves no trace in history.
+ */
+export const approveUpdate = defineUpdate<string, [ApproveInput]>('approve');
+export const rejectUpdate = defineUpdate<string, [RejectInput]>('reject');
+export const pauseUpdate = defineUpdate<string, [PauseInput]>('pause');
+export const resumeUpdate = defineUpdate<string, [ResumeInput]>('resume');
+/** Sent by workers to their leader. */
+export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');

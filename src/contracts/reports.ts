@@ -1,0 +1,166 @@
+/**
+ * The reports that come back from a run: small summaries and references only, since they live
+ * in workflow history. Pure: workflow code imports it.
+ */
+import type { GateName } from './request';
+
+// ---- Reports: small summaries and references only; they live in workflow history. ----
+
+/** How a worker's commands were isolated: bubblewrap, an E2B microVM, or not at all. */
+export type Isolation = 'bubblewrap' | 'e2b' | 'none';
+
+export interface SubTaskReport {
+  workerId: string;
+  status: 'done' | 'failed' | 'cancelled';
+  /** Why it failed, in one or two lines. */
+  reason?: string;
+  /** Staging ref holding the worker's commits, and its head. */
+  ref?: string;
+  headSha?: string;
+  /** Commits on top of the base, and the number of files they change. */
+  commits: number;
+  filesChanged: number;
+  /** Paths changed outside ownedPaths (capped), when the scope check failed. */
+  outOfScope?: string[];
+  /**
+   * The work a failed agent run left, collected into the staging repository so a person can
+   * recover it. Unverified: no tests ran on it, and nothing builds on it.
+   */
+  salvaged?: { ref: string; headSha: string; commits: number };
+  /** Why that work could not be collected, when it could not. */
+  salvageFailed?: string;
+  isolation: Isolation;
+  exitCode?: number;
+  /** Artifact holding the agent's full output; `tail` is its last lines. */
+  logRef?: string;
+  tail?: string;
+  durationMs: number;
+  /** Dollars the agent reported (or that its tokens cost), over all its runs. */
+  costUsd: number;
+  turns: number;
+  /** Agent runs: more than one when it was suspended and resumed. */
+  runs: number;
+  /** The host its sandbox lived on last (runs started before host affinity: absent). */
+  host?: string;
+  /** Its last checkpoint of work in progress, when one was made. */
+  checkpoint?: Checkpoint;
+  /** Sandboxes re-provisioned on another host because the one holding it was lost, oldest first. */
+  reprovisions?: Reprovision[];
+}
+
+/** A WIP commit of a worker's workspace in the staging store (refs/flotilla/<run>/checkpoints/<worker>). */
+export interface Checkpoint {
+  sha: string;
+  /** Milliseconds since the epoch. */
+  at: number;
+}
+
+/** A sandbox moved because its host was lost: from where, to where, why, and from which checkpoint. */
+export interface Reprovision {
+  from: string;
+  to: string;
+  reason: string;
+  /** The checkpoint the new sandbox started from; absent: from the start. */
+  fromCheckpoint?: string;
+}
+
+/** 'unchanged': every worker succeeded without changing anything, so there was nothing to push. */
+export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected';
+
+export interface ConflictReport {
+  workerId: string;
+  /** Earlier workers whose changes touch the same files. */
+  conflictsWith: string[];
+  files: string[];
+}
+
+export interface RunResult {
+  outcome: RunOutcome;
+  message: string;
+  baseSha: string;
+  targetRef: string;
+  workers: SubTaskReport[];
+  /** How the run's sandboxes were isolated ('none' only when the worker was started with the opt-out). */
+  isolation?: Isolation;
+  integratedSha?: string;
+  pushedSha?: string;
+  conflict?: ConflictReport;
+  /** The last test run; with hidden tests, their names and contents are redacted from its output. */
+  test?: { exitCode: number; tail: string; logRef: string };
+  /** Dollars spent by every agent of the run. */
+  costUsd: number;
+  /** Who passed each manual gate, or how it expired. */
+  decisions: GateDecision[];
+  planning?: PlanningReport;
+  /** Every attempt at a conflicting merge or failing tests, when there was one. */
+  integration?: IntegrationReport;
+  /** Messages the run refused (the latest few) and how many in all. */
+  refusals: Refusal[];
+  refusedCount: number;
+}
+
+/** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (workflows/messages.ts). */
+export interface Refusal {
+  /** The signal or update name, as sent. */
+  message: string;
+  by: string;
+  reason: string;
+  at: number;
+}
+
+export interface GateDecision {
+  gate: GateName;
+  approved: boolean;
+  by: string;
+  comment?: string;
+  /** For the push gate: the integrated commit that was approved. */
+  sha?: string;
+  /** Set when the gate decided by itself because nobody did in time. */
+  expired?: boolean;
+}
+
+/** How the plan was settled; shown in status and the result. */
+export interface PlanningReport {
+  /** request: the caller's sub-tasks. planner: an agent's valid proposal. fallback: one worker with the whole objective. */
+  source: 'request' | 'planner' | 'fallback';
+  attempts: number;
+  costUsd: number;
+  /** Why the planner's last proposal was refused, when it was. */
+  problems: string[];
+}
+
+/**
+ * One try at getting the integrated tree right. resolve: a resolver round on a conflicting
+ * merge. redispatch: the conflicting sub-task redone on top of the integrated tree. repair: a
+ * repair round on failing tests.
+ */
+export interface IntegrationAttempt {
+  kind: 'resolve' | 'redispatch' | 'repair';
+  /** The sub-task whose merge conflicted (resolve, redispatch). */
+  workerId?: string;
+  /** Counted per conflicting worker for resolve, per run for repair. */
+  round: number;
+  state: 'running' | 'succeeded' | 'failed';
+  /** The conflicting files (resolve, redispatch). */
+  files?: string[];
+  /** The tail of the failing output the round set out to fix (repair). */
+  failed?: string;
+  /** Why it did not succeed. */
+  reason?: string;
+  /** What it changed. */
+  diffstat?: string;
+  costUsd: number;
+  /** The agent's full output (resolve, repair). */
+  logRef?: string;
+  /** The child workflow that redid the sub-task (redispatch). */
+  workflowId?: string;
+  durationMs?: number;
+}
+
+export interface IntegrationReport {
+  attempts: IntegrationAttempt[];
+  /** Dollars spent by resolver and repair agents. A redone sub-task counts with the workers (its attempt shows its cost too). */
+  costUsd: number;
+  /** What test runs committed or changed in their checkout: discarded, never pushed. */
+  discarded?: string[];
+}

@@ -1,0 +1,407 @@
+/**
+ * The shapes that cross Flotilla's edges: the request a user submits and the reports that come
+ * back. This module is imported by workflow code, so it must stay pure (no Node APIs, no I/O).
+ */
+import { z } from 'zod';
+import { normalizeRepoPath, pathIsUnder, refNameProblem, repoPathProblem, repoUrlProblem } from './names';
+
+/**
+ * Maximum sizes, in characters. Everything here travels in workflow history (whose events are
+ * capped at 2 MB by the server) and in prompts, so each field is bounded and the request as a
+ * whole is too: a request over these limits is refused by `validate`, not by a failed start.
+ */
+export const MAX_CHARS = {
+  objective: 20_000,
+  /** Agents read prompts from files, so this bounds history, not the agent's command line. */
+  prompt: 200_000,
+  /** The request as JSON, all fields together: well under Temporal's 2 MiB payload limit. */
+  request: 1_000_000,
+  /** A resume message delivered to an agent (through a file, like a prompt). */
+  message: 200_000,
+  /** An approval's comment or a rejection's reason. */
+  comment: 2_000,
+  /** Who sent a message (`by`). */
+  name: 100,
+} as const;
+
+/** A string of at most `max` characters; the error says how long it was. */
+export function boundedText(max: number) {
+  return z.string().max(max, { error: (iss) => `is ${String(iss.input).length} characters; at most ${max}` });
+}
+
+const refName = z.string().superRefine((v, ctx) => {
+  const problem = refNameProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: `branch name ${problem}` });
+});
+
+const repoPath = z.string().superRefine((v, ctx) => {
+  const problem = repoPathProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: `path ${problem}` });
+});
+
+/** A sub-task id becomes part of a branch name and a workflow id, so it is kept plain. */
+const subTaskId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, 'must be 1-63 letters, digits, "-" or "_", starting with a letter or digit');
+
+export const ShellAgent = z
+  .object({
+    kind: z.literal('shell'),
+    /** Run with bash in the workspace; the prompt is in the file $FLOTILLA_PROMPT_FILE (and $FLOTILLA_PROMPT up to 32 KiB). */
+    command: z.string().min(1, 'must not be empty'),
+  })
+  .strict();
+
+export const ClaudeCodeAgent = z
+  .object({
+    kind: z.literal('claude-code'),
+    /** A model name or alias; Claude Code's default otherwise. */
+    model: z.string().min(1).optional(),
+    /** Turn limit of every run (limits.maxTurns overrides it). */
+    maxTurns: z.number().int().positive().optional(),
+    /** Extra system instructions, after Flotilla's own. */
+    appendSystemPrompt: z.string().optional(),
+  })
+  .strict();
+
+export const CodexAgent = z
+  .object({
+    kind: z.literal('codex'),
+    model: z.string().min(1).optional(),
+    /** `key=value` settings passed to codex as `-c` (providers, reasoning effort). */
+    config: z.array(z.string().min(1)).optional(),
+  })
+  .strict();
+
+export const AgentSpec = z.discriminatedUnion('kind', [ShellAgent, ClaudeCodeAgent, CodexAgent]);
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+export const SubTask = z
+  .object({
+    id: subTaskId,
+    prompt: boundedText(MAX_CHARS.prompt).min(1, 'must not be empty'),
+    /** Paths (files or directories, relative to the repository root) this sub-task may change. */
+    ownedPaths: z.array(repoPath).min(1, 'must list at least one path'),
+    /** Overrides the request's default agent for this sub-task. */
+    agent: AgentSpec.optional(),
+  })
+  .strict();
+export type SubTask = z.infer<typeof SubTask>;
+
+export const Limits = z
+  .object({
+    /** Workers running at once. Default 4: enough parallelism without starving a laptop. */
+    maxParallel: z.number().int().min(1).max(64).default(4),
+    /** Wall-clock limit of one agent run. Default 30 minutes. */
+    workerTimeoutMinutes: z.number().positive().max(24 * 60).default(30),
+    /** Limit of the setup and test commands. Default 10 minutes. */
+    commandTimeoutMinutes: z.number().positive().max(24 * 60).default(10),
+    /** Dollars one worker's agent may spend before it suspends for more. Unlimited by default. */
+    workerBudgetUsd: z.number().positive().optional(),
+    /**
+     * Dollars all agents of the run may spend. Once spent, no new worker starts and the run ends
+     * as failed. Without workerBudgetUsd, each worker's slice is this divided by the sub-tasks.
+     */
+    runBudgetUsd: z.number().positive().optional(),
+    /** Model turns one agent run may take before the worker suspends. Unlimited by default. */
+    maxTurns: z.number().int().positive().optional(),
+    /** How long a suspended worker waits for `resume` before it fails. Default one day. */
+    suspendTimeoutMinutes: z.number().positive().default(24 * 60),
+    /**
+     * A worker process that stops heartbeating for this long is presumed dead and its activity
+     * is retried elsewhere. Default 30 s: quick failover without flapping on a busy machine.
+     */
+    heartbeatTimeoutSeconds: z.number().int().min(2).max(600).default(30),
+    /**
+     * How long an activity waits for the host that holds its sandbox to pick it up before that
+     * host counts as lost and the sandbox is re-provisioned elsewhere. Default 5 minutes: a
+     * restart of the host's worker is not a loss.
+     */
+    hostTimeoutSeconds: z.number().int().min(2).max(24 * 3600).default(300),
+    /** How often a running agent's work in progress is checkpointed to the staging store. Default 5 minutes. */
+    checkpointIntervalSeconds: z.number().int().min(1).max(24 * 3600).default(300),
+  })
+  .strict();
+
+/** Bytes a file in a worker's commits may have unless the request allows more (GitHub refuses over 100 MiB). */
+export const DEFAULT_MAX_FILE_BYTES = 100 * 1024 * 1024;
+/** Files one worker's commits may change unless the request allows more. */
+export const DEFAULT_MAX_CHANGED_FILES = 20_000;
+
+/**
+ * What a worker's commits may contain. Each rule is checked on the host, on the imported commits;
+ * a worker that breaks one fails, saying which file and why.
+ */
+export const CommitPolicy = z
+  .object({
+    /** Largest file (blob) any of the worker's commits may add. Default 100 MiB. */
+    maxFileBytes: z.number().int().positive().default(DEFAULT_MAX_FILE_BYTES),
+    /** Most files one worker may change. Default 20,000. */
+    maxChangedFiles: z.number().int().positive().default(DEFAULT_MAX_CHANGED_FILES),
+    /** Allow symbolic links whose target is outside the repository (absolute, up through "..", or into .git). */
+    allowExternalSymlinks: z.boolean().default(false),
+    /** Allow submodules and other gitlinks (commits of another repository). */
+    allowSubmodules: z.boolean().default(false),
+  })
+  .strict();
+export type CommitPolicy = z.infer<typeof CommitPolicy>;
+
+export const Gate = z
+  .object({
+    /** auto: pass straight through. manual: wait for an approve or reject signal. */
+    mode: z.enum(['auto', 'manual']).default('auto'),
+    /** How long a manual gate waits. Default: a week. */
+    timeoutMinutes: z.number().positive().default(7 * 24 * 60),
+    /** What an expired gate does. Default: fail, since nobody approved. */
+    onTimeout: z.enum(['fail', 'approve']).default('fail'),
+  })
+  .strict();
+export type Gate = z.infer<typeof Gate>;
+export type GateName = 'plan' | 'push';
+const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout: 'fail' as const };
+
+const ALLOW_HOST = /^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$/;
+/**
+ * Resource limits of one sandbox (enforced by the local provider). Each one left out takes the
+ * worker's default; each one given is capped at the worker's maximum.
+ */
+export const SandboxLimitsSpec = z
+  .object({
+    /** Size of the sandbox's private /tmp (a tmpfs, so host memory). Default 256. */
+    tmpMiB: z.number().int().positive().optional(),
+    /** Bytes in the workspace and scratch directories together, and the largest file. Default 4096. */
+    workspaceMiB: z.number().int().positive().optional(),
+    /** Files and directories in the workspace and scratch directories. Default 100,000. */
+    workspaceFiles: z.number().int().positive().optional(),
+    /** Processes (and threads) running at once. Default 1024. */
+    processes: z.number().int().positive().optional(),
+    /** Memory of all the sandbox's processes together. Default 4096. */
+    memoryMiB: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SandboxLimitsRequest = z.infer<typeof SandboxLimitsSpec>;
+
+export const SandboxSpec = z
+  .object({
+    /** local: directories on the worker's host (bubblewrap). e2b: E2B cloud sandboxes (E2B_API_KEY). */
+    provider: z.enum(['local', 'e2b']).default('local'),
+    /** The E2B template; it needs bash, git and the agent CLIs. Default: E2B's "base". */
+    template: z.string().min(1).optional(),
+    /** Agents get no network unless asked: a shell agent rarely needs it. */
+    network: z.boolean().default(false),
+    /**
+     * Hosts sandboxes may reach besides the package registries and the agents' model APIs:
+     * "name" (ports 80 and 443), "name:port" or "*.domain". Never a loopback, private or
+     * link-local address, whatever the name resolves to.
+     */
+    allowHosts: z.array(z.string().regex(ALLOW_HOST, 'must be a host name, host:port or *.domain')).max(100).optional(),
+    limits: SandboxLimitsSpec.optional(),
+  })
+  .strict();
+
+/** An agent that fixes the integrated tree (a conflicted merge, failing tests), within bounds. */
+export const FixerSpec = z
+  .object({
+    agent: AgentSpec,
+    /** Agent runs: per conflicting worker for the resolver, per run for repair. Default 2. */
+    maxRounds: z.number().int().min(1).max(10).default(2),
+    /** Dollars all its runs together may spend. Unlimited by default. */
+    budgetUsd: z.number().positive().optional(),
+  })
+  .strict();
+export type FixerSpec = z.infer<typeof FixerSpec>;
+
+/**
+ * Hidden tests live in a repository of their own: the worker fetches them host-side, so the
+ * request (and workflow history) names only where they are, never their paths or contents.
+ * Every file of `ref` is placed at the same path of the integrated tree for the test runs.
+ */
+const repoUrl = z.string().superRefine((v, ctx) => {
+  const problem = repoUrlProblem(v);
+  if (problem) ctx.addIssue({ code: 'custom', message: `repository ${problem}` });
+});
+
+export const OracleSpec = z
+  .object({
+    // Optional here so that the old form gets its own message rather than "repo is required".
+    repo: repoUrl.optional(),
+    ref: refName.default('main'),
+    /** The old inline form, refused: its contents would sit in workflow history. */
+    files: z.unknown().optional(),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.files !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['files'],
+        message: 'is no longer accepted (oracle contents would be stored in workflow history); put the hidden tests in a repository and name it with oracle: { repo: <url>, ref: <branch> }',
+      });
+    } else if (o.repo === undefined) ctx.addIssue({ code: 'custom', path: ['repo'], message: 'is required' });
+  })
+  .transform(({ repo, ref }) => ({ repo: repo!, ref }));
+
+export const LeaderRequest = z
+  .object({
+    objective: boundedText(MAX_CHARS.objective).min(1, 'must not be empty'),
+    repo: z
+      .object({
+        url: repoUrl,
+        baseRef: refName.default('main'),
+        /** Where the result is pushed. Defaults to baseRef. */
+        targetRef: refName.optional(),
+      })
+      .strict(),
+    /** The plan. Without it, a planner agent proposes one (see `planner`). */
+    subTasks: z.array(SubTask).min(1, 'must list at least one sub-task').max(100, 'at most 100 sub-tasks').optional(),
+    /** The agent that plans when subTasks is absent; defaults to `agent`. It sees a read-only checkout. */
+    planner: AgentSpec.optional(),
+    /**
+     * Paths every sub-task may change besides its own (a route table, a changelog). Changes to
+     * them meet in integration, where overlapping edits are conflicts.
+     */
+    sharedPaths: z.array(repoPath).default([]),
+    /**
+     * Resolves a worker's conflicting merge in the integration sandbox; when it cannot, the
+     * sub-task is redone once on top of the integrated tree. Without it a conflict ends the run.
+     */
+    resolver: FixerSpec.optional(),
+    /** Fixes the integrated tree when the tests fail on it. Without it failing tests end the run. */
+    repair: FixerSpec.optional(),
+    /**
+     * Hidden tests: fetched host-side and written, read-only, only into the test sandbox while
+     * the tests run; never shown to an agent, committed, pushed or put in workflow history.
+     */
+    oracle: OracleSpec.optional(),
+    /** The agent each sub-task runs unless it names its own. */
+    agent: AgentSpec.optional(),
+    testCmd: z.string().min(1, 'must not be empty'),
+    setupCmd: z.string().min(1).optional(),
+    limits: Limits.default({
+      maxParallel: 4,
+      workerTimeoutMinutes: 30,
+      commandTimeoutMinutes: 10,
+      suspendTimeoutMinutes: 24 * 60,
+      heartbeatTimeoutSeconds: 30,
+      hostTimeoutSeconds: 300,
+      checkpointIntervalSeconds: 300,
+    }),
+    /** Where people approve: the plan before workers start, the tested result before the push. */
+    gates: z
+      .object({ plan: Gate.default(autoGate), push: Gate.default(autoGate) })
+      .strict()
+      .default({ plan: autoGate, push: autoGate }),
+    sandbox: SandboxSpec.default({ provider: 'local', network: false }),
+    /** What workers' commits may contain: file sizes and counts, symlinks, submodules. */
+    policy: CommitPolicy.prefault({}),
+  })
+  .strict()
+  .superRefine((req, ctx) => {
+    const size = JSON.stringify(req).length;
+    if (size > MAX_CHARS.request) ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
+    const subTasks = req.subTasks ?? [];
+    if (!req.subTasks && !req.planner && !req.agent) {
+      ctx.addIssue({ code: 'custom', path: ['subTasks'], message: 'is required when the request has neither a "planner" nor a default "agent"' });
+    }
+    const seen = new Map<string, number>();
+    subTasks.forEach((t, i) => {
+      const first = seen.get(t.id);
+      if (first !== undefined) {
+        ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'id'], message: `duplicate id "${t.id}" (also subTasks[${first}])` });
+      } else seen.set(t.id, i);
+      const agent = t.agent ?? req.agent;
+      if (!agent) {
+        ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'agent'], message: 'is required when the request has no default "agent"' });
+      } else if (agent.kind !== 'shell' && !req.sandbox.network) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sandbox', 'network'],
+          message: `must be true: sub-task "${t.id}" runs ${agent.kind}, which calls its model API from the sandbox`,
+        });
+      }
+    });
+    for (const [role, agent] of [
+      ['planner', req.planner],
+      ['resolver', req.resolver?.agent],
+      ['repair agent', req.repair?.agent],
+    ] as const) {
+      if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
+        ctx.addIssue({ code: 'custom', path: ['sandbox', 'network'], message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox` });
+      }
+    }
+    if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
+      ctx.addIssue({ code: 'custom', path: ['sandbox', 'allowHosts'], message: 'applies only with network: true' });
+    }
+    const owners: { task: number; pathIdx: number; path: string }[] = [];
+    subTasks.forEach((t, task) =>
+      t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
+    );
+    req.sharedPaths.forEach((raw, i) => {
+      const shared = normalizeRepoPath(raw);
+      const owner = owners.find((o) => pathIsUnder(shared, o.path) || pathIsUnder(o.path, shared));
+      if (owner) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sharedPaths', i],
+          message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${subTasks[owner.task].id}"; a path is either owned or shared`,
+        });
+      }
+    });
+    for (const a of owners) {
+      for (const b of owners) {
+        if (a.task >= b.task) continue;
+        if (pathIsUnder(a.path, b.path) || pathIsUnder(b.path, a.path)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
+            message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${subTasks[a.task].id}"; owned paths must be disjoint`,
+          });
+        }
+      }
+    }
+  });
+export type LeaderRequest = z.infer<typeof LeaderRequest>;
+/** A request whose plan is settled: given by the caller or proposed by the planner. */
+export type PlannedRequest = LeaderRequest & { subTasks: SubTask[] };
+export type LeaderRequestInput = z.input<typeof LeaderRequest>;
+
+export class RequestError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid request:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'RequestError';
+  }
+}
+
+function formatPath(path: readonly PropertyKey[], root: string): string {
+  let out = '';
+  for (const p of path) out += typeof p === 'number' ? `[${p}]` : `${out ? '.' : ''}${String(p)}`;
+  return out || root;
+}
+
+/** What a value is, in the words of an error message: "a string", "null", "an array". */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
+  const t = typeof value;
+  return /^[aeiou]/.test(t) ? `an ${t}` : `a ${t}`;
+}
+
+/** One line per problem, naming the field and the real reason. Issues must carry their input (`reportInput`). */
+export function describeIssues(issues: readonly z.core.$ZodIssue[], root = '(request)'): string[] {
+  return issues.map((issue) => {
+    const where = formatPath(issue.path, root);
+    // With reportInput, a missing field is the only issue without an input.
+    if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && issue.input === undefined) return `${where}: is required`;
+    if (issue.code === 'invalid_type') return `${where}: expected ${issue.expected}, got ${kindOf(issue.input)}`;
+    if (issue.code === 'unrecognized_keys') return `${where}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+    return `${where}: ${issue.message}`;
+  });
+}
+
+/** Parses and validates a request; throws RequestError naming every bad field and why. */
+export function parseLeaderRequest(input: unknown): LeaderRequest {
+  const result = LeaderRequest.safeParse(input, { reportInput: true });
+  if (result.success) return result.data;
+  throw new RequestError(describeIssues(result.error.issues));
+}

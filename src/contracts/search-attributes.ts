@@ -1,0 +1,73 @@
+/**
+ * Flotilla's custom search attributes: what the Web UI and `flotilla list` filter runs by. One
+ * definition, used by the leader workflow (which keeps them current), the CLI (which queries
+ * them), the worker (which checks at start that its namespace has them) and `flotilla
+ * setup-cluster` (which registers them). No Node APIs here: workflow code imports this module.
+ *
+ * Registration is required, not optional: upserting an attribute the namespace lacks fails the
+ * workflow task, over and over, so a run would hang rather than fail. A worker refuses to start
+ * in a namespace without them, naming the command that registers them; runs then wait for a
+ * worker instead of breaking.
+ */
+import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/common';
+
+export const FlotillaRepo = defineSearchAttributeKey('FlotillaRepo', SearchAttributeType.KEYWORD);
+export const FlotillaTargetRef = defineSearchAttributeKey('FlotillaTargetRef', SearchAttributeType.KEYWORD);
+/** The status's phase: resolving, planning, awaiting-plan-approval, running, integrating, testing, ... */
+export const FlotillaPhase = defineSearchAttributeKey('FlotillaPhase', SearchAttributeType.KEYWORD);
+/** Set when the run ends: a RunOutcome, or cancelled. */
+export const FlotillaOutcome = defineSearchAttributeKey('FlotillaOutcome', SearchAttributeType.KEYWORD);
+export const FlotillaCostUsd = defineSearchAttributeKey('FlotillaCostUsd', SearchAttributeType.DOUBLE);
+/** Who the run waits for: a person at the plan or push gate, a person to resume a worker ("answer"), or none. */
+export const FlotillaAwaiting = defineSearchAttributeKey('FlotillaAwaiting', SearchAttributeType.KEYWORD);
+
+export const SEARCH_ATTRIBUTES = [FlotillaRepo, FlotillaTargetRef, FlotillaPhase, FlotillaOutcome, FlotillaCostUsd, FlotillaAwaiting] as const;
+
+export const PHASES = [
+  'resolving',
+  'planning',
+  'awaiting-plan-approval',
+  'running',
+  'integrating',
+  'testing',
+  'awaiting-push-approval',
+  'pushing',
+  'done',
+  'failed',
+  'cancelled',
+] as const;
+export const OUTCOMES = ['pushed', 'unchanged', 'failed', 'conflict', 'tests-failed', 'raced', 'rejected', 'cancelled'] as const;
+export const AWAITING = ['plan', 'push', 'answer', 'none'] as const;
+export type Awaiting = (typeof AWAITING)[number];
+
+
+// ---- Visibility queries --------------------------------------------------------------------
+
+/**
+ * A string literal of the visibility query language. Its parser (a MySQL dialect) reads a
+ * backslash as an escape, so both it and the quote are escaped: a value can neither end the
+ * literal nor swallow the quote that does. (The dev server's SQLite store then matches no value
+ * holding a backslash at all: such a filter finds nothing, never too much.)
+ */
+export function quote(value: string): string {
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+export interface RunFilters {
+  /** `any`: waiting for a person for any reason. */
+  awaiting?: Exclude<Awaiting, 'none'> | 'any';
+  repo?: string;
+  phase?: string;
+  outcome?: string;
+}
+
+/** Leader runs matching every filter given (AND). */
+export function runsQuery(filters: RunFilters): string {
+  const clauses = ["WorkflowType = 'leaderWorkflow'"];
+  if (filters.awaiting === 'any') clauses.push(`${FlotillaAwaiting.name} IN (${AWAITING.filter((a) => a !== 'none').map(quote).join(', ')})`);
+  else if (filters.awaiting) clauses.push(`${FlotillaAwaiting.name} = ${quote(filters.awaiting)}`);
+  if (filters.repo !== undefined) clauses.push(`${FlotillaRepo.name} = ${quote(filters.repo)}`);
+  if (filters.phase !== undefined) clauses.push(`${FlotillaPhase.name} = ${quote(filters.phase)}`);
+  if (filters.outcome !== undefined) clauses.push(`${FlotillaOutcome.name} = ${quote(filters.outcome)}`);
+  return clauses.join(' AND ');
+}

@@ -1,0 +1,73 @@
+/**
+ * Hidden ("oracle") tests, host-side: read from the commit the worker fetched into the staging
+ * repository, checked, and turned into a redactor for the output of the test runs they take
+ * part in, so that neither their names nor their text reach history, artifacts or an agent.
+ */
+import { listTree, readBlob } from './merge';
+import { pathIsUnder, repoPathProblem } from '../contracts/names';
+
+const MAX_FILES = 64;
+const MAX_BYTES = 512 * 1024;
+/** An output line sharing this many consecutive characters with an oracle file is withheld. */
+const WINDOW = 16;
+const REDACTED_NAME = '[hidden test]';
+const REDACTED_LINE = '[hidden test output withheld]';
+
+export interface OracleFile {
+  path: string;
+  executable: boolean;
+  content: Buffer;
+}
+
+/** The oracle files of `sha`, or why they cannot be used (without naming them: names are secret too). */
+export async function oracleFiles(dir: string, sha: string): Promise<{ files: OracleFile[] } | { problem: string }> {
+  const entries = await listTree(dir, sha);
+  if (entries.length === 0) return { problem: 'the hidden tests commit holds no files' };
+  if (entries.length > MAX_FILES) return { problem: `the hidden tests commit holds ${entries.length} files; at most ${MAX_FILES}` };
+  const odd = entries.filter((e) => e.mode !== '100644' && e.mode !== '100755');
+  if (odd.length) return { problem: `${odd.length} hidden test entr(ies) are symbolic links or submodules; only regular files can be placed` };
+  const badPaths = entries.filter((e) => repoPathProblem(e.path) !== undefined);
+  if (badPaths.length) return { problem: `${badPaths.length} hidden test path(s) cannot be placed in a repository` };
+  const files = await Promise.all(entries.map(async (e) => ({ path: e.path, executable: e.mode === '100755', content: await readBlob(dir, e.oid) })));
+  const bytes = files.reduce((sum, f) => sum + f.content.length, 0);
+  if (bytes > MAX_BYTES) return { problem: `the hidden tests are ${bytes} bytes; at most ${MAX_BYTES}` };
+  return { files };
+}
+
+/** True when `path` is an oracle path, lies under one, or holds one. */
+export function clashesWithOracle(path: string, oraclePaths: string[]): boolean {
+  return oraclePaths.some((o) => pathIsUnder(path, o) || pathIsUnder(o, path));
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/**
+ * Withholds from `text` every line that quotes an oracle file (a test title, an assertion
+ * message, a source line: any run of WINDOW characters it shares with one), and replaces
+ * their paths and file names. Output that encodes an oracle some other way is not caught.
+ */
+export function oracleRedactor(files: OracleFile[]): (text: string) => string {
+  if (files.length === 0) return (text) => text;
+  const windows = new Set<string>();
+  for (const f of files) {
+    for (const line of f.content.toString('utf8').split('\n')) {
+      const t = line.trim();
+      for (let i = 0; i + WINDOW <= t.length; i++) windows.add(t.slice(i, i + WINDOW));
+    }
+  }
+  const names = [...new Set(files.flatMap((f) => [f.path, f.path.split('/').pop()!]))]
+    .filter((n) => n.length >= 4)
+    .sort((a, b) => b.length - a.length);
+  const nameRe = new RegExp(names.map(escapeRegExp).join('|'), 'g');
+  const quotes = (line: string) => {
+    for (let i = 0; i + WINDOW <= line.length; i++) if (windows.has(line.slice(i, i + WINDOW))) return true;
+    return false;
+  };
+  return (text) =>
+    text
+      .split('\n')
+      .map((line) => (quotes(line) ? REDACTED_LINE : names.length ? line.replace(nameRe, REDACTED_NAME) : line))
+      .join('\n');
+}

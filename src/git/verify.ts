@@ -1,0 +1,143 @@
+/**
+ * Host-side checks of commits imported from a sandbox. The staging repository is the only
+ * truth: everything here is computed there, on the exact commit that was imported and will be
+ * merged, after the last moment an agent could touch it. Nothing a sandbox printed is used.
+ * (Object integrity is checked by the import itself, see StagingRepo.importBundle.)
+ */
+import path from 'node:path';
+import { permanent } from '../contracts/failures';
+import type { StagingRepo } from './staging';
+import { redact } from '../store/secrets';
+import { type CommitPolicy } from '../contracts/request';
+import { normalizeRepoPath, pathIsUnder } from '../contracts/names';
+
+/** A report names at most this many paths of a kind; the count says how many there were. */
+export const MAX_LISTED_PATHS = 20;
+
+export interface VerifiedWork {
+  headSha: string;
+  /** Commits from the base to the head. */
+  commits: number;
+  /** Paths the head changes relative to the base. */
+  filesChanged: number;
+  /** Changed paths outside the allowed paths (at most MAX_LISTED_PATHS), and how many there were. */
+  outOfScope: string[];
+  outOfScopeCount: number;
+}
+
+interface Change {
+  mode: string;
+  sha: string;
+  path: string;
+}
+
+/**
+ * Checks `ref` against `baseSha` and the policy; throws a permanent failure naming the first
+ * rule it breaks. Changed paths outside `allowedPaths` are reported, not thrown, so the worker
+ * can say which they were.
+ */
+export async function verifyWork(
+  staging: StagingRepo,
+  input: { ref: string; baseSha: string; allowedPaths: string[]; policy: CommitPolicy },
+): Promise<VerifiedWork> {
+  const { baseSha, policy } = input;
+  const headSha = await staging.revParse(input.ref);
+  if (!headSha) throw permanent('CorruptObjects', `${input.ref} is not a commit in the staging repository`);
+  await checkLineage(staging, baseSha, headSha);
+  const commits = Number((await staging.raw(['rev-list', '--count', `${baseSha}..${headSha}`])).trim());
+
+  const allowed = input.allowedPaths.map(normalizeRepoPath);
+  const outOfScope: string[] = [];
+  let outOfScopeCount = 0;
+  let filesChanged = 0;
+  const linked: Change[] = [];
+  const gitlinks: Change[] = [];
+  const added = new Map<string, string>();
+  let meta: string | undefined;
+  await staging.stream(['diff-tree', '-r', '-z', '--no-renames', '--no-commit-id', baseSha, headSha], '\0', (record) => {
+    if (meta === undefined) {
+      meta = record;
+      return true;
+    }
+    // ":<old mode> <new mode> <old sha> <new sha> <status>" then the path.
+    const [, mode, , sha] = meta.slice(1).split(' ');
+    meta = undefined;
+    const change = { mode, sha, path: record };
+    filesChanged++;
+    if (filesChanged > policy.maxChangedFiles) return false;
+    if (!allowed.some((a) => pathIsUnder(change.path, a))) {
+      outOfScopeCount++;
+      if (outOfScope.length < MAX_LISTED_PATHS) outOfScope.push(redact(change.path));
+    }
+    if (mode === '120000') linked.push(change);
+    else if (mode === '160000') gitlinks.push(change);
+    else if (mode !== '000000') added.set(sha, change.path);
+    return true;
+  });
+  if (filesChanged > policy.maxChangedFiles) {
+    throw permanent('TooLarge', `the worker's commits change more than ${policy.maxChangedFiles} files (policy.maxChangedFiles); split the sub-task or raise the limit`);
+  }
+  if (gitlinks.length > 0 && !policy.allowSubmodules) {
+    const g = gitlinks[0];
+    throw permanent('PolicyViolation', redact(`"${g.path}" is a submodule (a gitlink to commit ${g.sha.slice(0, 12)} of another repository); submodules are refused unless policy.allowSubmodules is true`));
+  }
+  if (!policy.allowExternalSymlinks) {
+    for (const link of linked) {
+      const target = await staging.blob(link.sha);
+      if (leavesRepository(link.path, target)) {
+        throw permanent('PolicyViolation', redact(`"${link.path}" is a symbolic link to "${target.slice(0, 200)}", outside the repository; such links are refused unless policy.allowExternalSymlinks is true`));
+      }
+    }
+  }
+  await checkFileSizes(staging, baseSha, headSha, policy.maxFileBytes, added);
+  return { headSha, commits, filesChanged, outOfScope, outOfScopeCount };
+}
+
+/** The head descends from the base, and every commit it brings has the base's history as its root. */
+async function checkLineage(staging: StagingRepo, baseSha: string, headSha: string): Promise<void> {
+  const isAncestor = await staging.raw(['merge-base', '--is-ancestor', baseSha, headSha]).then(
+    () => true,
+    () => false,
+  );
+  if (!isAncestor) throw permanent('LineageBroken', `the worker's commits do not descend from the base commit ${baseSha.slice(0, 12)}`);
+  // A root commit not reachable from the base is history from elsewhere (a merge of an
+  // unrelated branch, even one with `-s ours` that leaves the tree alone).
+  const roots: string[] = [];
+  await staging.stream(['rev-list', '--max-parents=0', headSha, `^${baseSha}`], '\n', (line) => {
+    if (line) roots.push(line);
+    return roots.length < MAX_LISTED_PATHS;
+  });
+  if (roots.length > 0) {
+    const subject = redact((await staging.raw(['log', '-1', '--format=%s', roots[0]])).trim().slice(0, 120));
+    throw permanent(
+      'LineageBroken',
+      `the worker's commits bring in unrelated history: root commit ${roots[0].slice(0, 12)} ("${subject}") does not descend from the base commit ${baseSha.slice(0, 12)}`,
+    );
+  }
+}
+
+/** Every blob the new commits add, in any of them, is within the size limit. */
+async function checkFileSizes(staging: StagingRepo, baseSha: string, headSha: string, maxBytes: number, paths: Map<string, string>): Promise<void> {
+  let big: string | undefined;
+  // blob:limit=n omits blobs of n bytes or more and --filter-print-omitted lists them as "~<sha>".
+  await staging.stream(['rev-list', '--objects', `--filter=blob:limit=${maxBytes + 1}`, '--filter-print-omitted', headSha, `^${baseSha}`], '\n', (line) => {
+    if (!line.startsWith('~')) return true;
+    big = line.slice(1);
+    return false;
+  });
+  if (!big) return;
+  const size = Number((await staging.raw(['cat-file', '-s', big])).trim());
+  const where = paths.has(big) ? `"${redact(paths.get(big)!)}"` : `a file in the worker's history (blob ${big.slice(0, 12)})`;
+  throw permanent('TooLarge', `${where} is ${size} bytes, over the limit of ${maxBytes} bytes (policy.maxFileBytes)`);
+}
+
+/**
+ * Whether a symlink at `linkPath` (repository-relative) pointing at `target` resolves outside
+ * the repository's files: absolute, up through "..", or into `.git`, where a later step that
+ * writes through the link would reach git's own state.
+ */
+export function leavesRepository(linkPath: string, target: string): boolean {
+  if (target.startsWith('/')) return true;
+  const resolved = path.posix.normalize(path.posix.join(path.posix.dirname(linkPath), target));
+  return resolved === '..' || resolved.startsWith('../') || resolved === '.git' || resolved.startsWith('.git/');
+}

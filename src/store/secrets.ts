@@ -1,0 +1,55 @@
+/**
+ * Secrets the worker holds (the git token, agents' API keys) and their redaction from anything
+ * that leaves an activity: output tails, heartbeats, artifacts, error messages, results.
+ */
+import { harnessFor } from '../agents';
+import type { AgentSpec } from '../contracts/request';
+
+/** Shorter values are not treated as secrets: redacting "1" or "true" would garble every log. */
+const MIN_SECRET_LENGTH = 8;
+/** Variables whose values are credentials, among those an agent harness passes from the host. */
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD/i;
+export const REDACTED = '[redacted]';
+/** One spec of each agent kind, to learn which variables each harness passes from the host. */
+const EVERY_KIND = [{ kind: 'shell', command: 'true' }, { kind: 'claude-code' }, { kind: 'codex' }] as AgentSpec[];
+
+/** The credential values present in this process's environment, longest first. */
+export function secretValues(env: NodeJS.ProcessEnv = process.env): string[] {
+  const names = new Set(['FLOTILLA_GIT_TOKEN']);
+  for (const spec of EVERY_KIND) for (const name of harnessFor(spec).passEnv) if (SECRET_NAME.test(name)) names.add(name);
+  const values = [...names].map((n) => env[n]).filter((v): v is string => v !== undefined && v.length >= MIN_SECRET_LENGTH);
+  return [...new Set(values)].sort((a, b) => b.length - a.length);
+}
+
+export function redact(text: string, secrets: readonly string[] = secretValues()): string {
+  let out = text;
+  for (const s of secrets) if (out.includes(s)) out = out.split(s).join(REDACTED);
+  return out;
+}
+
+/**
+ * Redacts a stream whose chunks may split a secret: it holds back the last (longest secret - 1)
+ * characters until the next chunk shows whether they start one.
+ */
+export class StreamRedactor {
+  private pending = '';
+  private readonly hold: number;
+
+  constructor(private readonly secrets: readonly string[] = secretValues()) {
+    this.hold = Math.max(0, ...secrets.map((s) => s.length - 1));
+  }
+
+  push(chunk: string): string {
+    if (this.secrets.length === 0) return chunk;
+    const text = redact(this.pending + chunk, this.secrets);
+    const cut = Math.max(0, text.length - this.hold);
+    this.pending = text.slice(cut);
+    return text.slice(0, cut);
+  }
+
+  end(): string {
+    const rest = redact(this.pending, this.secrets);
+    this.pending = '';
+    return rest;
+  }
+}

