@@ -22,14 +22,26 @@ import { countProcesses, startWorkerProcess } from './worker-process';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { files: { type: 'string', default: '10' }, 'sub-tasks': { type: 'string', default: '4' }, rounds: { type: 'string', default: '2' }, strace: { type: 'boolean' } },
+  options: {
+    files: { type: 'string', default: '10' },
+    'sub-tasks': { type: 'string', default: '4' },
+    rounds: { type: 'string', default: '2' },
+    strace: { type: 'boolean' },
+  },
 });
-if (positionals.length !== 1) throw new Error('usage: npx tsx bench/compare.ts OTHER/dist/worker.js [--files N] [--sub-tasks N] [--rounds N] [--strace]');
-const builds: Record<string, string> = { other: path.resolve(positionals[0]), this: path.join(__dirname, '..', 'dist', 'worker.js') };
+if (positionals.length !== 1)
+  throw new Error(
+    'usage: npx tsx bench/compare.ts OTHER/dist/worker.js [--files N] [--sub-tasks N] [--rounds N] [--strace]',
+  );
+const builds: Record<string, string> = {
+  other: path.resolve(positionals[0]),
+  this: path.join(__dirname, '..', 'dist', 'worker.js'),
+};
 const [files, subTasks, rounds] = [values.files, values['sub-tasks'], values.rounds].map(Number);
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-compare-'));
-const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', ...args], { cwd });
+const git = (cwd: string, ...args: string[]) =>
+  execFileSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', ...args], { cwd });
 
 /** A bare remote of `n` files of 2.7 KB (incompressible). */
 function remote(name: string, n: number): string {
@@ -51,7 +63,12 @@ const request = (url: string, n: number) =>
     objective: 'compare',
     repo: { url, baseRef: 'main', targetRef: `compare-${newRunId()}` },
     testCmd: 'true',
-    subTasks: Array.from({ length: n }, (_, i) => ({ id: `t${i}`, prompt: 'compare', ownedPaths: [`t${i}`], agent: { kind: 'shell', command: `mkdir -p t${i} && echo ${i} > t${i}/o && git add -A && git commit -qm t${i}` } })),
+    subTasks: Array.from({ length: n }, (_, i) => ({
+      id: `t${i}`,
+      prompt: 'compare',
+      ownedPaths: [`t${i}`],
+      agent: { kind: 'shell', command: `mkdir -p t${i} && echo ${i} > t${i}/o && git add -A && git commit -qm t${i}` },
+    })),
   });
 
 async function main(): Promise<void> {
@@ -59,17 +76,35 @@ async function main(): Promise<void> {
   const measured = remote('measured', files);
   const warm = remote('warm', 2);
   const temporal = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port: 18233 + (process.pid % 1000) });
-  const client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: temporal.namespace });
-  console.log(`# ${files} files, ${subTasks} sub-tasks, ${rounds} rounds; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const client = new Client({
+    connection: await Connection.connect({ address: temporal.address }),
+    namespace: temporal.namespace,
+  });
+  console.log(
+    `# ${files} files, ${subTasks} sub-tasks, ${rounds} rounds; load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   let queue = 0;
   for (let round = 0; round < rounds; round++) {
     for (const build of round % 2 ? ['this', 'other'] : ['other', 'this']) {
       const taskQueue = `compare-${++queue}`;
       const straceFile = values.strace ? path.join(root, `${taskQueue}.strace`) : undefined;
-      const w = await startWorkerProcess({ client, address: temporal.address, namespace: temporal.namespace, dataDir: path.join(root, build), taskQueue, logFile: path.join(root, 'worker.log'), workerJs: builds[build], straceFile });
+      const w = await startWorkerProcess({
+        client,
+        address: temporal.address,
+        namespace: temporal.namespace,
+        dataDir: path.join(root, build),
+        taskQueue,
+        logFile: path.join(root, 'worker.log'),
+        workerJs: builds[build],
+        straceFile,
+      });
       const run = async (url: string, n: number) => {
         const end = await awaitRun(await startRun(client, request(url, n), { taskQueue }));
-        if (end.result?.outcome !== 'pushed') throw new Error(`a run on the ${build} build did not push: ${end.failureMessage}`);
+        if (end.result?.outcome !== 'pushed')
+          throw new Error(`a run on the ${build} build did not push: ${end.failureMessage}`);
       };
       await run(warm, 2);
       const from = straceFile ? statSync(straceFile).size : 0;
@@ -90,7 +125,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  console.error(`compare failed: ${err instanceof Error ? err.stack ?? err.message : err}`);
+  console.error(`compare failed: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
   rmSync(root, { recursive: true, force: true });
   process.exit(1);
 });

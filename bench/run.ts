@@ -21,14 +21,19 @@ import { ensureTemporal } from '../src/temporal/server';
 import { type WorkerProcess, countProcesses, startWorkerProcess } from './worker-process';
 
 const quick = process.argv.includes('--quick');
-const cpuProfDir = process.argv.includes('--cpu-prof') ? path.resolve(process.argv[process.argv.indexOf('--cpu-prof') + 1] ?? 'bench-profiles') : undefined;
+const cpuProfDir = process.argv.includes('--cpu-prof')
+  ? path.resolve(process.argv[process.argv.indexOf('--cpu-prof') + 1] ?? 'bench-profiles')
+  : undefined;
 const P = quick
   ? { rounds: 2, agentS: 1, fanout: 8, more: 16, files: 2000, mb: 15, history: 20, concurrent: 5, perRun: 4 }
   : { rounds: 3, agentS: 5, fanout: 8, more: 16, files: 20000, mb: 150, history: 50, concurrent: 20, perRun: 4 };
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-bench-'));
 const git = (cwd: string, ...args: string[]) =>
-  execFileSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', ...args], { cwd, encoding: 'utf8' }).trim();
+  execFileSync('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@localhost', ...args], {
+    cwd,
+    encoding: 'utf8',
+  }).trim();
 
 /** A bare remote with `files` files of `mb` megabytes in all (incompressible) and `history` commits. */
 function makeRemote(name: string, files: number, mb: number, history: number): { url: string; checkoutBytes: number } {
@@ -50,7 +55,9 @@ function makeRemote(name: string, files: number, mb: number, history: number): {
   }
   const url = path.join(root, `${name}.git`);
   git(root, 'clone', '-q', '--bare', work, url);
-  const checkoutBytes = Number(execFileSync('du', ['-sb', '--exclude=.git', work], { encoding: 'utf8' }).split('\t')[0]);
+  const checkoutBytes = Number(
+    execFileSync('du', ['-sb', '--exclude=.git', work], { encoding: 'utf8' }).split('\t')[0],
+  );
   rmSync(work, { recursive: true, force: true });
   return { url, checkoutBytes };
 }
@@ -63,7 +70,12 @@ function request(url: string, n: number, secs: number) {
     objective: 'bench',
     repo: { url, baseRef: 'main', targetRef: `bench-${newRunId()}` },
     testCmd: 'true',
-    subTasks: Array.from({ length: n }, (_, i) => ({ id: `t${i}`, prompt: 'bench', ownedPaths: [`t${i}`], agent: { kind: 'shell', command: agent(i, secs) } })),
+    subTasks: Array.from({ length: n }, (_, i) => ({
+      id: `t${i}`,
+      prompt: 'bench',
+      ownedPaths: [`t${i}`],
+      agent: { kind: 'shell', command: agent(i, secs) },
+    })),
     limits: { maxParallel: Math.min(n, 64) },
   });
 }
@@ -85,13 +97,20 @@ const at = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) + (e.eventTime
 async function phases(client: Client, handle: WorkflowHandle): Promise<{ seed?: number; integrate?: number }> {
   const events = ((await handle.fetchHistory()).events ?? []) as unknown as HistoryEvent[];
   const childDone = events.filter((e) => e.childWorkflowExecutionCompletedEventAttributes);
-  const push = events.find((e) => (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } })?.activityType?.name === 'pushResult');
+  const push = events.find(
+    (e) =>
+      (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } })?.activityType?.name ===
+      'pushResult',
+  );
   const integrate = childDone.length && push ? at(push) - at(childDone[childDone.length - 1]) : undefined;
-  const first = childDone[0]?.childWorkflowExecutionCompletedEventAttributes as { workflowExecution?: { workflowId?: string } } | undefined;
+  const first = childDone[0]?.childWorkflowExecutionCompletedEventAttributes as
+    { workflowExecution?: { workflowId?: string } } | undefined;
   let seed: number | undefined;
   if (first?.workflowExecution?.workflowId) {
-    const child = ((await client.workflow.getHandle(first.workflowExecution.workflowId).fetchHistory()).events ?? []) as unknown as HistoryEvent[];
-    const idOf = (e: HistoryEvent) => (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } } | undefined)?.activityType?.name;
+    const child = ((await client.workflow.getHandle(first.workflowExecution.workflowId).fetchHistory()).events ??
+      []) as unknown as HistoryEvent[];
+    const idOf = (e: HistoryEvent) =>
+      (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } } | undefined)?.activityType?.name;
     const i = child.findIndex((e) => idOf(e) === 'seedWorkspace');
     const done = child.slice(i).find((e) => e.activityTaskCompletedEventAttributes);
     if (i >= 0 && done) seed = at(done) - at(child[i]);
@@ -104,21 +123,31 @@ const median = (xs: number[]) => {
   return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
 };
 const min = (xs: number[]) => Math.min(...xs);
-const fmt = (x: number | undefined, unit = 's') => (x === undefined || Number.isNaN(x) ? '-' : `${x.toFixed(x < 10 ? 3 : 1)}${unit}`);
+const fmt = (x: number | undefined, unit = 's') =>
+  x === undefined || Number.isNaN(x) ? '-' : `${x.toFixed(x < 10 ? 3 : 1)}${unit}`;
 
 async function main(): Promise<void> {
-  const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  const load = () =>
+    os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
   console.log(`# Flotilla bench (${quick ? 'quick' : 'full'}), ${os.cpus().length} cores, load average ${load()}`);
   // The worker runs as built: a bench of stale dist/ would measure other code.
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: path.join(__dirname, '..'), stdio: 'pipe' });
   const small = makeRemote('small', 10, 0.01, 1);
   const big = makeRemote('big', P.files, P.mb, P.history);
-  console.log(`repositories ready: big = ${P.files} files, ${(big.checkoutBytes / 1e6).toFixed(0)} MB checkout, ${P.history} commits`);
+  console.log(
+    `repositories ready: big = ${P.files} files, ${(big.checkoutBytes / 1e6).toFixed(0)} MB checkout, ${P.history} commits`,
+  );
 
   const dataDir = path.join(root, 'data');
   const port = 17233 + (process.pid % 1000);
   const temporal = await ensureTemporal({ dataDir, port });
-  const client = new Client({ connection: await Connection.connect({ address: temporal.address }), namespace: temporal.namespace });
+  const client = new Client({
+    connection: await Connection.connect({ address: temporal.address }),
+    namespace: temporal.namespace,
+  });
   let queues = 0;
   const startWorker = (straceFile?: string, nodeArgs?: string[]) =>
     startWorkerProcess({
@@ -139,7 +168,10 @@ async function main(): Promise<void> {
   for (let i = 0; i < 3; i++) {
     await worker?.stop();
     const last = i === 2;
-    worker = await startWorker(undefined, last && cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : undefined);
+    worker = await startWorker(
+      undefined,
+      last && cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : undefined,
+    );
     // Profiling slows the start it would measure.
     if (!(last && cpuProfDir)) readies.push(worker.readyS);
   }
@@ -150,7 +182,8 @@ async function main(): Promise<void> {
     const handle = await startRun(client, request(url, n, secs), { taskQueue: queue });
     const end = await awaitRun(handle);
     const seconds = (performance.now() - started) / 1000;
-    if (end.result?.outcome !== 'pushed') throw new Error(`run ${handle.workflowId} did not push: ${end.failureMessage}`);
+    if (end.result?.outcome !== 'pushed')
+      throw new Error(`run ${handle.workflowId} did not push: ${end.failureMessage}`);
     return { seconds, bytes: JSON.stringify(end.result).length, ...(await phases(client, handle)) };
   };
   /** Peak bytes under the sandboxes directory while `work` runs, and how much of it was .git. */
@@ -194,7 +227,10 @@ async function main(): Promise<void> {
         },
         async () => add('fanout', undefined, baseline(small.url, P.fanout, P.agentS).total),
       ],
-      [async () => add('more', (await flotilla(small.url, P.more, P.agentS)).seconds), async () => add('more', undefined, baseline(small.url, P.more, P.agentS).total)],
+      [
+        async () => add('more', (await flotilla(small.url, P.more, P.agentS)).seconds),
+        async () => add('more', undefined, baseline(small.url, P.more, P.agentS).total),
+      ],
       [
         async () => {
           const { value: r, peak, git } = await diskDuring(flotilla(big.url, 4, P.agentS));
@@ -252,7 +288,14 @@ async function main(): Promise<void> {
   const pair = (k: string, label: string, limit: number) => {
     const { f, b } = m[k];
     const ratio = median(f) / median(b);
-    row(label, `${fmt(min(f))} / ${fmt(median(f))}`, `${fmt(min(b))} / ${fmt(median(b))}`, `${ratio.toFixed(2)}x`, `<= ${limit}x`, ratio <= limit);
+    row(
+      label,
+      `${fmt(min(f))} / ${fmt(median(f))}`,
+      `${fmt(min(b))} / ${fmt(median(b))}`,
+      `${ratio.toFixed(2)}x`,
+      `<= ${limit}x`,
+      ratio <= limit,
+    );
   };
   pair('fanout', `${P.fanout} sub-tasks of a ${P.agentS} s agent`, 1.25);
   const extraF = (median(m.more.f) - median(m.fanout.f)) / (P.more - P.fanout);
@@ -260,18 +303,75 @@ async function main(): Promise<void> {
   row(`each extra sub-task (${P.fanout} -> ${P.more})`, fmt(extraF), fmt(extraB), '-', '<= 0.1 s', extraF <= 0.1);
   pair('seed', `seeding one sandbox (${P.files} files) vs \`git worktree add\``, 1.1);
   pair('integrate', 'integration of 4 workers vs `git merge` in a clone', 3);
-  row('worker memory (peak RSS of the worker process, VmHWM)', fmt(peakRss / 1e6, ' MB'), '-', '-', '<= 350 MB', peakRss <= 350e6);
-  row(`sandbox disk, per sandbox, vs checkout (of which .git ${fmt(gitPerSandbox / 1e6, ' MB')})`, fmt(diskPerSandbox / 1e6, ' MB'), fmt(big.checkoutBytes / 1e6, ' MB'), `${(diskPerSandbox / big.checkoutBytes).toFixed(2)}x`, '<= 1.1x', diskPerSandbox <= big.checkoutBytes * 1.1);
+  row(
+    'worker memory (peak RSS of the worker process, VmHWM)',
+    fmt(peakRss / 1e6, ' MB'),
+    '-',
+    '-',
+    '<= 350 MB',
+    peakRss <= 350e6,
+  );
+  row(
+    `sandbox disk, per sandbox, vs checkout (of which .git ${fmt(gitPerSandbox / 1e6, ' MB')})`,
+    fmt(diskPerSandbox / 1e6, ' MB'),
+    fmt(big.checkoutBytes / 1e6, ' MB'),
+    `${(diskPerSandbox / big.checkoutBytes).toFixed(2)}x`,
+    '<= 1.1x',
+    diskPerSandbox <= big.checkoutBytes * 1.1,
+  );
   const manyMedian = median(many.map((r) => r.seconds));
-  row(`${P.concurrent} runs x ${P.perRun} at once: median latency vs one alone`, fmt(manyMedian), fmt(alone), `${(manyMedian / alone).toFixed(2)}x`, '<= 2.5x', manyMedian / alone <= 2.5);
+  row(
+    `${P.concurrent} runs x ${P.perRun} at once: median latency vs one alone`,
+    fmt(manyMedian),
+    fmt(alone),
+    `${(manyMedian / alone).toFixed(2)}x`,
+    '<= 2.5x',
+    manyMedian / alone <= 2.5,
+  );
   const cpuPerRun = (cpu1.self - cpu0.self) / P.concurrent;
   const childCpuPerRun = (cpu1.children - cpu0.children) / P.concurrent;
-  row('worker CPU per run (the worker process; git and sandboxes excluded)', fmt(cpuPerRun), '-', '-', '<= 0.4 s', cpuPerRun <= 0.4);
-  row('CPU per run of what the worker started (git, sandbox set-up, agents)', fmt(childCpuPerRun), '-', '-', '-', undefined);
-  if (spawned) row(`processes per run of ${P.perRun} sub-tasks (strace: execs / forks)`, `${spawned.execs} / ${spawned.forks}`, '-', '-', '-', undefined);
-  row('worker ready (`node dist/worker.js` until its queue is polled)', `${fmt(min(readies))} / ${fmt(median(readies))}`, '-', '-', '<= 1.5 s', median(readies) <= 1.5);
+  row(
+    'worker CPU per run (the worker process; git and sandboxes excluded)',
+    fmt(cpuPerRun),
+    '-',
+    '-',
+    '<= 0.4 s',
+    cpuPerRun <= 0.4,
+  );
+  row(
+    'CPU per run of what the worker started (git, sandbox set-up, agents)',
+    fmt(childCpuPerRun),
+    '-',
+    '-',
+    '-',
+    undefined,
+  );
+  if (spawned)
+    row(
+      `processes per run of ${P.perRun} sub-tasks (strace: execs / forks)`,
+      `${spawned.execs} / ${spawned.forks}`,
+      '-',
+      '-',
+      '-',
+      undefined,
+    );
+  row(
+    'worker ready (`node dist/worker.js` until its queue is polled)',
+    `${fmt(min(readies))} / ${fmt(median(readies))}`,
+    '-',
+    '-',
+    '<= 1.5 s',
+    median(readies) <= 1.5,
+  );
   if (cpuProfDir) console.log(`\n(CPU profiles of the measured worker, main and workflow threads: ${cpuProfDir})`);
-  row('RunResult bytes per worker (x100 must stay < 64 KiB)', `${resultBytesPerWorker.toFixed(0)} B`, '-', '-', '<= 655 B', resultBytesPerWorker <= 655);
+  row(
+    'RunResult bytes per worker (x100 must stay < 64 KiB)',
+    `${resultBytesPerWorker.toFixed(0)} B`,
+    '-',
+    '-',
+    '<= 655 B',
+    resultBytesPerWorker <= 655,
+  );
 
   await client.connection.close();
   await temporal.stop();
@@ -279,7 +379,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  console.error(`bench failed: ${err instanceof Error ? err.stack ?? err.message : err}`);
+  console.error(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
   rmSync(root, { recursive: true, force: true });
   process.exit(1);
 });

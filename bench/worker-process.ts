@@ -49,7 +49,9 @@ export async function startWorkerProcess(o: WorkerProcessOptions): Promise<Worke
     TEMPORAL_NAMESPACE: o.namespace,
   };
   const node = [process.execPath, ...(o.nodeArgs ?? []), o.workerJs ?? WORKER_JS];
-  const argv = o.straceFile ? ['strace', '-f', '-qq', '-o', o.straceFile, '-e', 'trace=clone,clone3,fork,vfork,execve', ...node] : node;
+  const argv = o.straceFile
+    ? ['strace', '-f', '-qq', '-o', o.straceFile, '-e', 'trace=clone,clone3,fork,vfork,execve', ...node]
+    : node;
   const log = openSync(o.logFile, 'a');
   const started = performance.now();
   const child = spawn(argv[0], argv.slice(1), { env, stdio: ['ignore', log, log] });
@@ -84,11 +86,19 @@ async function untilPolled(o: WorkerProcessOptions, child: ChildProcess): Promis
   const kinds = [1, 2]; // TASK_QUEUE_TYPE_WORKFLOW, TASK_QUEUE_TYPE_ACTIVITY
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`the worker exited with ${child.exitCode} before polling; see ${o.logFile}:\n${readFileSync(o.logFile, 'utf8').slice(-2000)}`);
-    if (Date.now() > deadline) throw new Error(`the worker did not poll ${o.taskQueue} within a minute; see ${o.logFile}`);
+    if (child.exitCode !== null)
+      throw new Error(
+        `the worker exited with ${child.exitCode} before polling; see ${o.logFile}:\n${readFileSync(o.logFile, 'utf8').slice(-2000)}`,
+      );
+    if (Date.now() > deadline)
+      throw new Error(`the worker did not poll ${o.taskQueue} within a minute; see ${o.logFile}`);
     const polled = await Promise.all(
       kinds.map(async (taskQueueType) => {
-        const r = await o.client.workflowService.describeTaskQueue({ namespace: o.namespace, taskQueue: { name: o.taskQueue }, taskQueueType });
+        const r = await o.client.workflowService.describeTaskQueue({
+          namespace: o.namespace,
+          taskQueue: { name: o.taskQueue },
+          taskQueueType,
+        });
         return (r.pollers ?? []).length > 0;
       }),
     );
@@ -117,7 +127,10 @@ async function childOf(pid: number): Promise<number> {
 /** utime, stime, cutime, cstime of /proc/<pid>/stat (fields 14 to 17, after the command name). */
 function cpuOf(pid: number): { self: number; children: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  const f = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
   // f[0] is field 3 (state): field n is f[n - 3].
   return { self: (f[11] + f[12]) / TICKS, children: (f[13] + f[14]) / TICKS };
 }

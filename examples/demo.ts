@@ -19,7 +19,8 @@ import { createFlotillaWorker, warnIfUnisolated } from '../src/worker';
 import { type RunStatus, statusQuery } from '../src/contracts/messages';
 
 const SAMPLE: Record<string, string> = {
-  'package.json': JSON.stringify({ name: 'textkit', version: '1.0.0', scripts: { test: 'node --test' } }, null, 2) + '\n',
+  'package.json':
+    JSON.stringify({ name: 'textkit', version: '1.0.0', scripts: { test: 'node --test' } }, null, 2) + '\n',
   'README.md': '# textkit\n\nSmall string helpers.\n',
   'src/index.js': "module.exports = { shout: (s) => s.toUpperCase() + '!' };\n",
   'test/index.test.js':
@@ -38,7 +39,7 @@ const FEATURES = [
   {
     id: 'titlecase',
     prompt: 'Add src/titlecase.js exporting titlecase(text): every word capitalised, with a test.',
-    module: "module.exports = (s) => s.replace(/\\b\\w/g, (c) => c.toUpperCase());\n",
+    module: 'module.exports = (s) => s.replace(/\\b\\w/g, (c) => c.toUpperCase());\n',
     test: "assert.strictEqual(require('../src/titlecase')('a tale of two cities'), 'A Tale Of Two Cities')",
   },
   {
@@ -56,7 +57,8 @@ function git(cwd: string, ...args: string[]): string {
 /** A shell command that plays the agent: writes the files, commits, and says what it did. */
 function scriptedAgent(f: (typeof FEATURES)[number]): string {
   const testFile =
-    "const test = require('node:test');\nconst assert = require('node:assert');\n" + `test('${f.id}', () => ${f.test});\n`;
+    "const test = require('node:test');\nconst assert = require('node:assert');\n" +
+    `test('${f.id}', () => ${f.test});\n`;
   const b64 = (s: string) => Buffer.from(s).toString('base64');
   return [
     'echo "agent: reading $FLOTILLA_PROMPT_FILE"',
@@ -107,7 +109,8 @@ function progressPrinter() {
       console.log(line);
     };
     for (const w of s.workers) {
-      const detail = w.state === 'done' ? `: ${w.commits} commit(s), ${w.filesChanged} file(s)` : w.reason ? `: ${w.reason}` : '';
+      const detail =
+        w.state === 'done' ? `: ${w.commits} commit(s), ${w.filesChanged} file(s)` : w.reason ? `: ${w.reason}` : '';
       report(`w:${w.id}`, w.state, `[worker ${w.id}] ${w.state}${detail}`);
     }
     report('phase', s.phase, `[run] ${s.phase}${s.baseSha ? ` (base ${s.baseSha.slice(0, 12)})` : ''}`);
@@ -126,11 +129,20 @@ async function main(): Promise<void> {
   console.log(`Sample project "textkit" with a bare remote at ${remote}`);
 
   const temporal = await ensureTemporal({ dataDir: home });
-  console.log(temporal.started ? `Started the embedded Temporal dev server at ${temporal.address}` : `Using Temporal at ${temporal.address}`);
+  console.log(
+    temporal.started
+      ? `Started the embedded Temporal dev server at ${temporal.address}`
+      : `Using Temporal at ${temporal.address}`,
+  );
   warnIfUnisolated();
   const taskQueue = `flotilla-demo-${process.pid}`;
   const nativeConnection = await NativeConnection.connect({ address: temporal.address });
-  const worker = await createFlotillaWorker({ connection: nativeConnection, namespace: temporal.namespace, taskQueue, dataDir: home });
+  const worker = await createFlotillaWorker({
+    connection: nativeConnection,
+    namespace: temporal.namespace,
+    taskQueue,
+    dataDir: home,
+  });
   const connection = await Connection.connect({ address: temporal.address });
   const client = new Client({ connection, namespace: temporal.namespace });
 
@@ -166,13 +178,15 @@ async function main(): Promise<void> {
     console.log(`The Temporal server keeps running (Web UI ${temporal.uiUrl}); press Ctrl-C to stop it.`);
     await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
   } else if (temporal.started) {
-    console.log('Stopping the embedded Temporal server (use `npm run demo -- --keep` to browse the Web UI afterwards).');
+    console.log(
+      'Stopping the embedded Temporal server (use `npm run demo -- --keep` to browse the Web UI afterwards).',
+    );
   }
   await temporal.stop();
   process.exitCode = exitCode;
 }
 
 main().catch((err) => {
-  console.error(`demo failed: ${err instanceof Error ? err.stack ?? err.message : err}`);
+  console.error(`demo failed: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
   process.exit(1);
 });

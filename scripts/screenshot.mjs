@@ -19,7 +19,16 @@ const profile = mkdtempSync(path.join(os.tmpdir(), 'flotilla-chromium-'));
 // Web UI here, with a throwaway profile.
 const browser = spawn(
   chromium,
-  ['--headless', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', `--user-data-dir=${profile}`, '--window-size=1440,1000', '--remote-debugging-port=0', 'about:blank'],
+  [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--hide-scrollbars',
+    `--user-data-dir=${profile}`,
+    '--window-size=1440,1000',
+    '--remote-debugging-port=0',
+    'about:blank',
+  ],
   { stdio: ['ignore', 'ignore', 'pipe'] },
 );
 const stop = (code, message) => {
@@ -35,7 +44,10 @@ setTimeout(async () => {
   // What the page showed instead, to see why.
   const shot = await send('Page.captureScreenshot', { format: 'png' }).catch(() => undefined);
   if (shot?.result) writeFileSync(`${out}.timeout.png`, Buffer.from(shot.result.data, 'base64'));
-  stop(1, `timed out waiting for ${texts.join(', ')} on ${url}${shot?.result ? ` (what it showed: ${out}.timeout.png)` : ''}`);
+  stop(
+    1,
+    `timed out waiting for ${texts.join(', ')} on ${url}${shot?.result ? ` (what it showed: ${out}.timeout.png)` : ''}`,
+  );
 }, 60_000).unref();
 
 const port = await new Promise((resolve) => {
@@ -74,7 +86,9 @@ const until = async (expression) => {
 await send('Page.navigate', { url });
 if (click) {
   const label = JSON.stringify(click);
-  await until(`(() => { const e = [...document.querySelectorAll('a, button, [role=tab]')].find((x) => x.innerText.trim() === ${label}); if (e) e.click(); return !!e; })()`);
+  await until(
+    `(() => { const e = [...document.querySelectorAll('a, button, [role=tab]')].find((x) => x.innerText.trim() === ${label}); if (e) e.click(); return !!e; })()`,
+  );
 }
 // The Web UI renders markdown (summaries, details) in same-origin frames: their text counts too.
 const pageText = `[document, ...[...document.querySelectorAll('iframe')].map((f) => f.contentDocument)].map((d) => d?.body?.innerText ?? '').join('\\n')`;

@@ -17,7 +17,16 @@ import { Client } from '@temporalio/client';
 import { type NativeConnection, type State, Worker, type WorkerOptions, bundleWorkflowCode } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { type DepsOptions, type HostPlacement, defaultDeps } from './activities/deps';
-import { type DeploymentVersion, dataDir, deploymentSetting, hostId, hostTaskQueue, packageVersion, stagingUrl, taskQueue } from './config/settings';
+import {
+  type DeploymentVersion,
+  dataDir,
+  deploymentSetting,
+  hostId,
+  hostTaskQueue,
+  packageVersion,
+  stagingUrl,
+  taskQueue,
+} from './config/settings';
 import { connectWorker } from './temporal/connection';
 import { checkRetention, retentionPolicy, startRetention } from './retention/gc';
 import { createLogger, installSdkLogger, logOptions } from './log/logger';
@@ -103,7 +112,10 @@ function packagedBundle(traced = false): { codePath: string } | undefined {
 export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise<FlotillaWorker> {
   const workflowBundle = opts.workflowBundle ?? packagedBundle(!!opts.tracing);
   const tracing = opts.tracing && {
-    interceptors: { activity: opts.tracing.activityInterceptors, ...(workflowBundle ? {} : { workflowModules: TRACED_WORKFLOW_MODULES }) },
+    interceptors: {
+      activity: opts.tracing.activityInterceptors,
+      ...(workflowBundle ? {} : { workflowModules: TRACED_WORKFLOW_MODULES }),
+    },
     sinks: opts.tracing.sinks,
   };
   const host = opts.host ?? hostId();
@@ -122,7 +134,13 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     // so new code only ever sees histories it wrote. The leader waits at gates for days: with
     // AUTO_UPGRADE a deploy would replay those runs on code they were not recorded with.
     ...(opts.deployment
-      ? { workerDeploymentOptions: { version: opts.deployment, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' } }
+      ? {
+          workerDeploymentOptions: {
+            version: opts.deployment,
+            useWorkerVersioning: true,
+            defaultVersioningBehavior: 'PINNED',
+          },
+        }
       : {}),
   };
   const shared = await Worker.create({
@@ -148,15 +166,23 @@ export function defaultBuildId(workflowCode: string): string {
  * The workflow code and, if FLOTILLA_DEPLOYMENT asks for one, the version it runs as. Bundled once
  * here, so the build ID names exactly the code the worker then runs.
  */
-async function versionedWorkflows(traced: boolean): Promise<Pick<FlotillaWorkerOptions, 'workflowBundle' | 'deployment'>> {
+async function versionedWorkflows(
+  traced: boolean,
+): Promise<Pick<FlotillaWorkerOptions, 'workflowBundle' | 'deployment'>> {
   const setting = deploymentSetting();
   if (!setting) return {};
   // Traced code is other code, so another build: a run never moves between traced and untraced workers.
   const packaged = packagedBundle(traced);
   const bundle = packaged
     ? { code: readFileSync(packaged.codePath, 'utf8') }
-    : await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), ...(traced ? { workflowInterceptorModules: TRACED_WORKFLOW_MODULES } : {}) });
-  return { workflowBundle: bundle, deployment: { deploymentName: setting.deploymentName, buildId: setting.buildId ?? defaultBuildId(bundle.code) } };
+    : await bundleWorkflowCode({
+        workflowsPath: require.resolve('./workflows'),
+        ...(traced ? { workflowInterceptorModules: TRACED_WORKFLOW_MODULES } : {}),
+      });
+  return {
+    workflowBundle: bundle,
+    deployment: { deploymentName: setting.deploymentName, buildId: setting.buildId ?? defaultBuildId(bundle.code) },
+  };
 }
 
 /** Says loudly, once, when agents will run without isolation, or when local sandboxes will be refused. */
@@ -169,7 +195,9 @@ export function warnIfUnisolated(log: (line: string) => void = console.error): v
   const probe = probeBubblewrap();
   if (probe.isolation === 'none') {
     log(`WARNING: local sandboxes will be refused: ${probe.reason}.`);
-    log('         Install bubblewrap (apt-get install bubblewrap), or set FLOTILLA_ISOLATION=none to run agents unisolated.');
+    log(
+      '         Install bubblewrap (apt-get install bubblewrap), or set FLOTILLA_ISOLATION=none to run agents unisolated.',
+    );
   }
 }
 
@@ -178,7 +206,9 @@ function requireIsolationIfAsked(): void {
   if (process.env.FLOTILLA_REQUIRE_ISOLATION !== '1') return;
   const probe = probeBubblewrap();
   if (probe.isolation === 'none') {
-    throw new Error(`refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated (${probe.reason})`);
+    throw new Error(
+      `refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated (${probe.reason})`,
+    );
   }
 }
 
@@ -188,7 +218,10 @@ function refuseCredentialsVisibleToAgents(): void {
   for (const file of credentialFiles()) {
     const real = realpathSync(file);
     const dir = visible.find((d) => real === d || real.startsWith(`${d}/`));
-    if (dir) throw new Error(`refusing to start: ${file} holds Temporal credentials, and every sandbox can read it (${dir} is mounted into sandboxes); move it elsewhere`);
+    if (dir)
+      throw new Error(
+        `refusing to start: ${file} holds Temporal credentials, and every sandbox can read it (${dir} is mounted into sandboxes); move it elsewhere`,
+      );
   }
 }
 
@@ -197,7 +230,11 @@ function refuseCredentialsVisibleToAgents(): void {
  * workflow task again and again: better no worker, saying how to fix it, than runs that hang.
  * A deployment that owns its cluster (docker-compose.yml) lets the worker register them instead.
  */
-async function requireSearchAttributes(connection: NativeConnection, namespace: string, log: (line: string) => void): Promise<void> {
+async function requireSearchAttributes(
+  connection: NativeConnection,
+  namespace: string,
+  log: (line: string) => void,
+): Promise<void> {
   if (process.env.FLOTILLA_REGISTER_SEARCH_ATTRIBUTES === '1') {
     const added = await registerSearchAttributes(connection.operatorService, namespace);
     if (added.length) log(`Registered search attributes in namespace "${namespace}": ${added.join(', ')}`);
@@ -225,14 +262,18 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const versioned = await versionedWorkflows(!!tracing);
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });
-  if (temporal.started) log.info(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);
+  if (temporal.started)
+    log.info(`Started an embedded Temporal dev server at ${temporal.address} (data in ${dir}/temporal)`);
   if (temporal.uiUrl) log.info(`Temporal Web UI: ${temporal.uiUrl}`);
   warnIfUnisolated((line) => log.warn(line.trim()));
   try {
     refuseCredentialsVisibleToAgents();
     await requireSearchAttributes(temporal.connection, temporal.namespace, (line) => log.info(line));
     // Retention (FLOTILLA_RETENTION): this host's share of `flotilla gc`, from the first poll on.
-    const gc = retention && { client: new Client({ connection: temporal.connection, namespace: temporal.namespace }), policy: retention };
+    const gc = retention && {
+      client: new Client({ connection: temporal.connection, namespace: temporal.namespace }),
+      policy: retention,
+    };
     if (gc) await checkRetention(gc.client, temporal.namespace, gc.policy);
     const worker = await createFlotillaWorker({
       connection: temporal.connection,
@@ -244,9 +285,16 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       ...versioned,
     });
     if (tracing) log.info(`Tracing to ${tracing.endpoint}`);
-    if (gc) log.info(`Retention: the state of runs closed over ${gc.policy.setting} is removed every ${gc.policy.everyMs / 1000}s`);
-    const as = versioned.deployment ? ` as ${versioned.deployment.deploymentName}:${versioned.deployment.buildId} (runs pinned)` : '';
-    log.info(`Flotilla worker polling task queue "${taskQueue()}" and its host's "${worker.placement.taskQueue}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`);
+    if (gc)
+      log.info(
+        `Retention: the state of runs closed over ${gc.policy.setting} is removed every ${gc.policy.everyMs / 1000}s`,
+      );
+    const as = versioned.deployment
+      ? ` as ${versioned.deployment.deploymentName}:${versioned.deployment.buildId} (runs pinned)`
+      : '';
+    log.info(
+      `Flotilla worker polling task queue "${taskQueue()}" and its host's "${worker.placement.taskQueue}"${as} in namespace "${temporal.namespace}" at ${temporal.address}; data in ${dir}`,
+    );
     const pruning = gc && startRetention(gc.client, dir, gc.policy, log);
     await worker.run();
     await pruning?.stop();

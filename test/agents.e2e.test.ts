@@ -51,7 +51,12 @@ describe('real Claude Code workers', () => {
     const ids = ['ant', 'bee', 'cat'];
     for (const id of ids) {
       server.script(`E2E-${id}`, [
-        { text: 'Writing it.', tools: [{ name: 'Write', input: { file_path: `/workspace/${id}/greeting.txt`, content: `hello from ${id}\n` } }] },
+        {
+          text: 'Writing it.',
+          tools: [
+            { name: 'Write', input: { file_path: `/workspace/${id}/greeting.txt`, content: `hello from ${id}\n` } },
+          ],
+        },
         { text: `Wrote ${id}/greeting.txt.` },
       ]);
     }
@@ -103,17 +108,28 @@ describe('real Claude Code workers', () => {
 describe('budgets and large text in whole runs', () => {
   it('a Claude Code worker past its budget is stopped mid-run and suspends saying so; more budget lets it finish', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const tick = { name: 'Bash', input: { command: 'mkdir -p budget && echo tick >> budget/ticks.txt', description: 'Tick' } };
+    const tick = {
+      name: 'Bash',
+      input: { command: 'mkdir -p budget && echo tick >> budget/ticks.txt', description: 'Tick' },
+    };
     server.script('E2E-budget', [
       ...Array.from({ length: 12 }, () => ({ tools: [tick] })),
-      { tools: [{ name: 'Write', input: { file_path: '/workspace/budget/greeting.txt', content: 'hello within budget\n' } }] },
+      {
+        tools: [
+          { name: 'Write', input: { file_path: '/workspace/budget/greeting.txt', content: 'hello within budget\n' } },
+        ],
+      },
       { text: 'Done.' },
     ]);
     const handle = await env.start({ ...claudeRequest(remote.url, ['budget']), limits: { workerBudgetUsd: 0.02 } });
-    const suspended = await waitFor('the budget to stop the agent', async () => {
-      const s: RunStatus = await handle.query(statusQuery);
-      return s.workers[0].state === 'suspended' ? s.workers[0] : undefined;
-    }, 60_000);
+    const suspended = await waitFor(
+      'the budget to stop the agent',
+      async () => {
+        const s: RunStatus = await handle.query(statusQuery);
+        return s.workers[0].state === 'suspended' ? s.workers[0] : undefined;
+      },
+      60_000,
+    );
     expect(suspended.reason).toMatch(/^the agent used its budget \(\$0\.0\d of \$0\.02\)$/);
     // Stopped mid-run: a dozen replies were scripted before the end, it got through a few.
     expect(suspended.turns).toBeGreaterThan(1);
@@ -152,7 +168,9 @@ describe('budgets and large text in whole runs', () => {
       testCmd: 'true',
       subTasks: [{ id: 'big', prompt, ownedPaths: ['big'], agent }],
     });
-    await waitFor('the question', async () => ((await handle.query(statusQuery)).workers[0].state === 'suspended' ? true : undefined));
+    await waitFor('the question', async () =>
+      (await handle.query(statusQuery)).workers[0].state === 'suspended' ? true : undefined,
+    );
     await handle.signal(resumeSignal, { workerId: 'big', message: answer });
     const end = await awaitRun(handle);
     expect(end.failureMessage).toBeUndefined();
@@ -172,7 +190,14 @@ describe('a real Codex worker', () => {
     try {
       const remote = await makeRemote({ 'README.md': 'x\n' });
       server.script('E2E-codex', [
-        { tools: [{ name: 'exec_command', input: { cmd: 'mkdir -p cx && echo "hello from codex" > cx/greeting.txt', workdir: '/workspace' } }] },
+        {
+          tools: [
+            {
+              name: 'exec_command',
+              input: { cmd: 'mkdir -p cx && echo "hello from codex" > cx/greeting.txt', workdir: '/workspace' },
+            },
+          ],
+        },
         { text: 'Wrote cx/greeting.txt.' },
       ]);
       const provider = `model_providers.local={name="local",base_url="${server.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`;
@@ -182,7 +207,12 @@ describe('a real Codex worker', () => {
         testCmd: 'cat cx/greeting.txt',
         sandbox: { network: true },
         subTasks: [
-          { id: 'cx', prompt: 'Task E2E-codex: write cx/greeting.txt', ownedPaths: ['cx'], agent: { kind: 'codex', model: 'gpt-5.5', config: [provider, 'model_provider=local'] } },
+          {
+            id: 'cx',
+            prompt: 'Task E2E-codex: write cx/greeting.txt',
+            ownedPaths: ['cx'],
+            agent: { kind: 'codex', model: 'gpt-5.5', config: [provider, 'model_provider=local'] },
+          },
         ],
       });
       expect(end.failureMessage).toBeUndefined();
@@ -192,7 +222,10 @@ describe('a real Codex worker', () => {
       expect(end.result?.workers[0].turns).toBe(1);
       remote.cleanup();
     } finally {
-      for (const [name, value] of [['OPENAI_API_KEY', saved.key], ['OPENAI_BASE_URL', saved.url]] as const) {
+      for (const [name, value] of [
+        ['OPENAI_API_KEY', saved.key],
+        ['OPENAI_BASE_URL', saved.url],
+      ] as const) {
         if (value === undefined) delete process.env[name];
         else process.env[name] = value;
       }
@@ -201,13 +234,24 @@ describe('a real Codex worker', () => {
 });
 
 describe('planner', () => {
-  const planAgent = (plan: unknown) => ({ kind: 'shell' as const, command: `printf '%s' '${JSON.stringify(plan)}' > "$FLOTILLA_PLAN_FILE"` });
+  const planAgent = (plan: unknown) => ({
+    kind: 'shell' as const,
+    command: `printf '%s' '${JSON.stringify(plan)}' > "$FLOTILLA_PLAN_FILE"`,
+  });
   // Planned sub-tasks run the default agent: it writes <worker id>/greeting.txt.
-  const worker = { kind: 'shell' as const, command: 'mkdir -p "$FLOTILLA_WORKER_ID" && echo hello > "$FLOTILLA_WORKER_ID/greeting.txt"' };
+  const worker = {
+    kind: 'shell' as const,
+    command: 'mkdir -p "$FLOTILLA_WORKER_ID" && echo hello > "$FLOTILLA_WORKER_ID/greeting.txt"',
+  };
 
   it('with no sub-tasks, a planner proposes them and the run carries them out', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const plan = { subTasks: [{ id: 'left', prompt: 'left side', ownedPaths: ['left'] }, { id: 'right', prompt: 'right side', ownedPaths: ['right'] }] };
+    const plan = {
+      subTasks: [
+        { id: 'left', prompt: 'left side', ownedPaths: ['left'] },
+        { id: 'right', prompt: 'right side', ownedPaths: ['right'] },
+      ],
+    };
     const end = await env.run({
       objective: 'two greetings',
       repo: { url: remote.url, baseRef: 'main' },
@@ -224,8 +268,17 @@ describe('planner', () => {
 
   it('a planner that cannot write anything: it sees a read-only checkout', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const sneaky = { kind: 'shell' as const, command: `echo pwned > README.md; printf '%s' '{"subTasks":[{"id":"a","prompt":"p","ownedPaths":["a"]}]}' > "$FLOTILLA_PLAN_FILE"` };
-    const end = await env.run({ objective: 'o', repo: { url: remote.url, baseRef: 'main' }, testCmd: 'true', agent: worker, planner: sneaky });
+    const sneaky = {
+      kind: 'shell' as const,
+      command: `echo pwned > README.md; printf '%s' '{"subTasks":[{"id":"a","prompt":"p","ownedPaths":["a"]}]}' > "$FLOTILLA_PLAN_FILE"`,
+    };
+    const end = await env.run({
+      objective: 'o',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'true',
+      agent: worker,
+      planner: sneaky,
+    });
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'README.md')).toBe('x\n');
     // The planner really tried, and its log says the write was refused.
@@ -237,7 +290,12 @@ describe('planner', () => {
 
   it('an invalid plan is retried once with the reasons, then the run falls back to one worker and says so', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const overlapping = { subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['src'] }, { id: 'b', prompt: 'p', ownedPaths: ['src/b'] }] };
+    const overlapping = {
+      subTasks: [
+        { id: 'a', prompt: 'p', ownedPaths: ['src'] },
+        { id: 'b', prompt: 'p', ownedPaths: ['src/b'] },
+      ],
+    };
     const handle = await env.start({
       objective: 'one greeting',
       repo: { url: remote.url, baseRef: 'main' },
@@ -250,7 +308,9 @@ describe('planner', () => {
     expect(end.result?.planning).toMatchObject({ source: 'fallback', attempts: 2 });
     expect(end.result?.planning?.problems.join('\n')).toContain('"src/b" overlaps "src"');
     expect(end.result?.workers.map((w) => w.workerId)).toEqual(['objective']);
-    expect(formatStatus(await handle.query(statusQuery), handle.workflowId)).toContain('fell back to one worker with the whole objective');
+    expect(formatStatus(await handle.query(statusQuery), handle.workflowId)).toContain(
+      'fell back to one worker with the whole objective',
+    );
     remote.cleanup();
   });
 });
@@ -258,7 +318,10 @@ describe('planner', () => {
 describe('run budget', () => {
   it('a run past its total starts no new worker and ends clearly', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const spender = { kind: 'shell' as const, command: `${writeAgent('first/greeting.txt', 'hi')} && echo '::flotilla {"costUsd": 2}'` };
+    const spender = {
+      kind: 'shell' as const,
+      command: `${writeAgent('first/greeting.txt', 'hi')} && echo '::flotilla {"costUsd": 2}'`,
+    };
     const end = await env.run({
       objective: 'spend',
       repo: { url: remote.url, baseRef: 'main' },

@@ -45,7 +45,8 @@ async function seededSandbox(key: string): Promise<Sandbox> {
   return sandbox;
 }
 
-const text = async (sandbox: Sandbox, file: string) => Buffer.from(await sandbox.readFile(path.posix.join(sandbox.workspace, file))).toString();
+const text = async (sandbox: Sandbox, file: string) =>
+  Buffer.from(await sandbox.readFile(path.posix.join(sandbox.workspace, file))).toString();
 
 interface Run {
   outcome: AgentOutcome;
@@ -63,7 +64,12 @@ async function runAgent(
   hostEnv: Record<string, string>,
   opts: { sessionCostUsd?: number; watch?: (parser: OutputParser, chunk: string) => void } = {},
 ): Promise<Run> {
-  const invocation = harness.invocation({ workerId: 'w1', objective: 'test the adapters', inputDir: sandbox.scratch, ...task });
+  const invocation = harness.invocation({
+    workerId: 'w1',
+    objective: 'test the adapters',
+    inputDir: sandbox.scratch,
+    ...task,
+  });
   for (const [file, content] of Object.entries(invocation.files)) await sandbox.writeFile(file, content);
   const env = { ...invocation.env };
   for (const name of harness.passEnv) if (hostEnv[name] !== undefined) env[name] = hostEnv[name];
@@ -73,15 +79,26 @@ async function runAgent(
     parser.push(chunk);
     opts.watch?.(parser, chunk);
   };
-  const result = await sandbox.exec(invocation.command, { env, timeoutMs: 45_000, onOutput, egress: modelApiRules(harness.modelApi, hostEnv) });
-  return { outcome: parser.finish(result.exitCode), exitCode: result.exitCode, output: result.output, requests: server.requests.slice(firstRequest) };
+  const result = await sandbox.exec(invocation.command, {
+    env,
+    timeoutMs: 45_000,
+    onOutput,
+    egress: modelApiRules(harness.modelApi, hostEnv),
+  });
+  return {
+    outcome: parser.finish(result.exitCode),
+    exitCode: result.exitCode,
+    output: result.output,
+    requests: server.requests.slice(firstRequest),
+  };
 }
 
 /** A megabyte of text that starts with `key`, so the model server knows the conversation. */
 const megabyte = (key: string) => `${key} `.padEnd(1_000_000, '0123456789abcdef');
 
 /** All the text of a request's conversation, whatever the API. */
-const conversationText = (request: RecordedRequest) => JSON.stringify(request.body?.messages ?? request.body?.input ?? []);
+const conversationText = (request: RecordedRequest) =>
+  JSON.stringify(request.body?.messages ?? request.body?.input ?? []);
 
 describe('Claude Code adapter', () => {
   const claudeEnv = () => ({ ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test-key' });
@@ -89,11 +106,29 @@ describe('Claude Code adapter', () => {
   it('edits the workspace with Write and Bash, and reports turns, tool calls, cost and session', async () => {
     const sandbox = await seededSandbox('claude-edit');
     server.script('CLAUDE-EDIT', [
-      { text: 'Writing the greeting.', tools: [{ name: 'Write', input: { file_path: `${sandbox.workspace}/src/greeting.txt`, content: 'hello\n' } }] },
-      { tools: [{ name: 'Bash', input: { command: 'cp src/greeting.txt src/copy.txt && git status --short', description: 'Copy the greeting' } }] },
+      {
+        text: 'Writing the greeting.',
+        tools: [{ name: 'Write', input: { file_path: `${sandbox.workspace}/src/greeting.txt`, content: 'hello\n' } }],
+      },
+      {
+        tools: [
+          {
+            name: 'Bash',
+            input: {
+              command: 'cp src/greeting.txt src/copy.txt && git status --short',
+              description: 'Copy the greeting',
+            },
+          },
+        ],
+      },
       { text: 'Added src/greeting.txt and src/copy.txt.' },
     ]);
-    const run = await runAgent(sandbox, new ClaudeCodeHarness(), { prompt: "Task CLAUDE-EDIT: add a greeting (it's 'quoted' $HOME `here`)." }, claudeEnv());
+    const run = await runAgent(
+      sandbox,
+      new ClaudeCodeHarness(),
+      { prompt: "Task CLAUDE-EDIT: add a greeting (it's 'quoted' $HOME `here`)." },
+      claudeEnv(),
+    );
 
     expect(run.exitCode, run.output).toBe(0);
     expect(await text(sandbox, 'src/greeting.txt')).toBe('hello\n');
@@ -144,7 +179,12 @@ describe('Claude Code adapter', () => {
       claudeEnv(),
     );
     expect(resumed.exitCode, resumed.output).toBe(0);
-    expect(resumed.outcome).toMatchObject({ sessionId: asked.outcome.sessionId, finalMessage: 'Painted it blue.', toolCalls: 1, turns: 2 });
+    expect(resumed.outcome).toMatchObject({
+      sessionId: asked.outcome.sessionId,
+      finalMessage: 'Painted it blue.',
+      toolCalls: 1,
+      turns: 2,
+    });
     expect(resumed.outcome.question).toBeUndefined();
     expect(await text(sandbox, 'colour.txt')).toBe('blue\n');
 
@@ -155,34 +195,61 @@ describe('Claude Code adapter', () => {
     expect(history).toContain('paint the fence');
     expect(history).toContain('NEEDS_ANSWER: which colour?');
     expect(userTexts(first.body).at(-1)).toContain('Blue, please.');
-    const sessionHeaders = [...asked.requests, ...resumed.requests].filter((r) => r.conversation).map((r) => r.headers['x-claude-code-session-id']);
+    const sessionHeaders = [...asked.requests, ...resumed.requests]
+      .filter((r) => r.conversation)
+      .map((r) => r.headers['x-claude-code-session-id']);
     expect(new Set(sessionHeaders)).toEqual(new Set([asked.outcome.sessionId]));
   });
 
   it('reports hitting the turn limit', async () => {
     const sandbox = await seededSandbox('claude-limit');
     const tick = { name: 'Bash', input: { command: 'echo tick >> ticks.txt', description: 'Tick' } };
-    server.script('CLAUDE-LIMIT', [{ tools: [tick] }, { tools: [tick] }, { tools: [tick] }, { text: 'Ticked three times.' }]);
-    const run = await runAgent(sandbox, new ClaudeCodeHarness({ maxTurns: 5 }), { prompt: 'Task CLAUDE-LIMIT: tick.', maxTurns: 2, interrupted: true }, claudeEnv());
+    server.script('CLAUDE-LIMIT', [
+      { tools: [tick] },
+      { tools: [tick] },
+      { tools: [tick] },
+      { text: 'Ticked three times.' },
+    ]);
+    const run = await runAgent(
+      sandbox,
+      new ClaudeCodeHarness({ maxTurns: 5 }),
+      { prompt: 'Task CLAUDE-LIMIT: tick.', maxTurns: 2, interrupted: true },
+      claudeEnv(),
+    );
 
-    expect(run.outcome).toMatchObject({ hitTurnLimit: true, turns: 2, toolCalls: 2, lastEvent: 'finished (error_max_turns)' });
+    expect(run.outcome).toMatchObject({
+      hitTurnLimit: true,
+      turns: 2,
+      toolCalls: 2,
+      lastEvent: 'finished (error_max_turns)',
+    });
     expect(run.outcome.question).toBeUndefined();
     expect(await text(sandbox, 'ticks.txt')).toBe('tick\ntick\n');
     // The task's limit wins over the harness's, and the interrupted run was told to look first.
     const prompt = userTexts(run.requests.find((r) => r.conversation === 'CLAUDE-LIMIT')!.body).join('\n');
-    expect(prompt).toMatch(/Task CLAUDE-LIMIT: tick\.\s+A previous attempt at this task was interrupted midway\..*git status/s);
+    expect(prompt).toMatch(
+      /Task CLAUDE-LIMIT: tick\.\s+A previous attempt at this task was interrupted midway\..*git status/s,
+    );
   });
 
   it('a 1 MB prompt and a 1 MB resume message reach the model whole, through files', async () => {
     const sandbox = await seededSandbox('claude-big');
-    server.script('CLAUDE-BIG', [{ text: 'Read it all.\nNEEDS_ANSWER: and the rest?' }, { text: 'Read the rest too.' }]);
+    server.script('CLAUDE-BIG', [
+      { text: 'Read it all.\nNEEDS_ANSWER: and the rest?' },
+      { text: 'Read the rest too.' },
+    ]);
     const prompt = megabyte('Task CLAUDE-BIG:');
     const message = megabyte('The rest:');
     const harness = new ClaudeCodeHarness();
     const asked = await runAgent(sandbox, harness, { prompt }, claudeEnv());
     expect(asked.exitCode, asked.output).toBe(0);
     expect(asked.outcome.question).toBe('and the rest?');
-    const resumed = await runAgent(sandbox, harness, { prompt, sessionId: asked.outcome.sessionId, message }, claudeEnv());
+    const resumed = await runAgent(
+      sandbox,
+      harness,
+      { prompt, sessionId: asked.outcome.sessionId, message },
+      claudeEnv(),
+    );
     expect(resumed.exitCode, resumed.output).toBe(0);
     expect(resumed.outcome.finalMessage).toBe('Read the rest too.');
 
@@ -195,15 +262,24 @@ describe('Claude Code adapter', () => {
   it('prices streamed replies while it runs, and stops itself at its budget (--max-budget-usd)', async () => {
     const sandbox = await seededSandbox('claude-budget');
     const tick = { name: 'Bash', input: { command: 'echo tick >> ticks.txt', description: 'Tick' } };
-    server.script('CLAUDE-BUDGET', [...Array.from({ length: 12 }, () => ({ tools: [tick] })), { text: 'Ticked twelve times.' }]);
+    server.script('CLAUDE-BUDGET', [
+      ...Array.from({ length: 12 }, () => ({ tools: [tick] })),
+      { text: 'Ticked twelve times.' },
+    ]);
     // Priced as Claude Code's default model would be by the parser: a reply's input and its first output token.
     const perReply = priceClaudeReply('claude-opus-5-5', { input: INPUT_TOKENS, output: 1 });
     const costsBeforeTheEnd: number[] = [];
-    const run = await runAgent(sandbox, new ClaudeCodeHarness(), { prompt: 'Task CLAUDE-BUDGET: tick.', sessionBudgetUsd: 0.02 }, claudeEnv(), {
-      watch: (parser, chunk) => {
-        if (!chunk.includes('"type":"result"')) costsBeforeTheEnd.push(parser.progress().costUsd);
+    const run = await runAgent(
+      sandbox,
+      new ClaudeCodeHarness(),
+      { prompt: 'Task CLAUDE-BUDGET: tick.', sessionBudgetUsd: 0.02 },
+      claudeEnv(),
+      {
+        watch: (parser, chunk) => {
+          if (!chunk.includes('"type":"result"')) costsBeforeTheEnd.push(parser.progress().costUsd);
+        },
       },
-    });
+    );
 
     // Cost showed, reply by reply, before Claude Code's own total at the end.
     expect(costsBeforeTheEnd.at(-1)).toBeGreaterThanOrEqual(2 * perReply);
@@ -220,7 +296,10 @@ describe('Codex adapter', () => {
   const codexHarness = () =>
     new CodexHarness({
       model: 'gpt-5.5',
-      config: [`model_providers.local={name="local",base_url="${server.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`, 'model_provider=local'],
+      config: [
+        `model_providers.local={name="local",base_url="${server.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`,
+        'model_provider=local',
+      ],
     });
   // The worker's configuration names the model server, so the sandbox's proxy lets Codex reach it.
   const codexEnv = () => ({ OPENAI_API_KEY: 'test-key', OPENAI_BASE_URL: `${server.url}/v1` });
@@ -230,7 +309,14 @@ describe('Codex adapter', () => {
     server.script('CODEX-EDIT', [
       { tools: [{ name: 'exec_command', input: { cmd: 'printf "fast\\n" > speed.txt', workdir: sandbox.workspace } }] },
       { text: 'Wrote speed.txt.\nNEEDS_ANSWER: should I commit it?' },
-      { tools: [{ name: 'exec_command', input: { cmd: 'git add speed.txt && git commit -qm "Add speed"', workdir: sandbox.workspace } }] },
+      {
+        tools: [
+          {
+            name: 'exec_command',
+            input: { cmd: 'git add speed.txt && git commit -qm "Add speed"', workdir: sandbox.workspace },
+          },
+        ],
+      },
       { text: 'Committed.' },
     ]);
     const harness = codexHarness();
@@ -238,10 +324,19 @@ describe('Codex adapter', () => {
 
     expect(asked.exitCode, asked.output).toBe(0);
     expect(await text(sandbox, 'speed.txt')).toBe('fast\n');
-    expect(asked.outcome).toMatchObject({ turns: 1, toolCalls: 1, question: 'should I commit it?', hitTurnLimit: false, lastEvent: 'turn completed' });
+    expect(asked.outcome).toMatchObject({
+      turns: 1,
+      toolCalls: 1,
+      question: 'should I commit it?',
+      hitTurnLimit: false,
+      lastEvent: 'turn completed',
+    });
     expect(asked.outcome.sessionId).toMatch(UUID);
     // Two model replies in this thread so far, priced at gpt-5.5's rates.
-    expect(asked.outcome.costUsd).toBeCloseTo(priceTokens('gpt-5.5', { inputTokens: 2 * INPUT_TOKENS, outputTokens: 2 * OUTPUT_TOKENS }), 10);
+    expect(asked.outcome.costUsd).toBeCloseTo(
+      priceTokens('gpt-5.5', { inputTokens: 2 * INPUT_TOKENS, outputTokens: 2 * OUTPUT_TOKENS }),
+      10,
+    );
     expect(asked.outcome.costUsd).toBeGreaterThan(0);
 
     const turns = asked.requests.filter((r) => r.conversation === 'CODEX-EDIT');
@@ -258,10 +353,17 @@ describe('Codex adapter', () => {
       { sessionCostUsd: asked.outcome.costUsd },
     );
     expect(resumed.exitCode, resumed.output).toBe(0);
-    expect(resumed.outcome).toMatchObject({ sessionId: asked.outcome.sessionId, finalMessage: 'Committed.', toolCalls: 1 });
+    expect(resumed.outcome).toMatchObject({
+      sessionId: asked.outcome.sessionId,
+      finalMessage: 'Committed.',
+      toolCalls: 1,
+    });
     expect(resumed.outcome.question).toBeUndefined();
     // Codex prices the whole thread (four replies by now); this run's cost is the last two.
-    expect(resumed.outcome.costUsd).toBeCloseTo(priceTokens('gpt-5.5', { inputTokens: 2 * INPUT_TOKENS, outputTokens: 2 * OUTPUT_TOKENS }), 10);
+    expect(resumed.outcome.costUsd).toBeCloseTo(
+      priceTokens('gpt-5.5', { inputTokens: 2 * INPUT_TOKENS, outputTokens: 2 * OUTPUT_TOKENS }),
+      10,
+    );
     const log = await sandbox.exec('git log --format=%s', { timeoutMs: 10_000 });
     expect(log.output.trim().split('\n')).toEqual(['Add speed', 'init']);
 
@@ -288,7 +390,12 @@ describe('Codex adapter', () => {
     const asked = await runAgent(sandbox, harness, { prompt }, codexEnv());
     expect(asked.exitCode, asked.output).toBe(0);
     expect(asked.outcome.question).toBe('and the rest?');
-    const resumed = await runAgent(sandbox, harness, { prompt, sessionId: asked.outcome.sessionId, message }, codexEnv());
+    const resumed = await runAgent(
+      sandbox,
+      harness,
+      { prompt, sessionId: asked.outcome.sessionId, message },
+      codexEnv(),
+    );
     expect(resumed.exitCode, resumed.output).toBe(0);
     expect(resumed.outcome.finalMessage).toBe('Read the rest.');
     expect(userTexts(asked.requests.find((r) => r.conversation === 'CODEX-BIG')!.body).join('\n')).toContain(prompt);
@@ -304,28 +411,50 @@ describe('shell adapter', () => {
       '  f="${v}_FILE"; echo "$v file=$(wc -c < "${!f}") var=${!v+set}"',
       'done',
     ].join('\n');
-    const small = await runAgent(sandbox, new ShellHarness(report), { prompt: 'small', objective: 'also small', message: 'short answer' }, {});
-    expect(small.output.trim().split('\n')).toEqual(['FLOTILLA_PROMPT file=5 var=set', 'FLOTILLA_OBJECTIVE file=10 var=set', 'FLOTILLA_RESUME_MESSAGE file=12 var=set']);
+    const small = await runAgent(
+      sandbox,
+      new ShellHarness(report),
+      { prompt: 'small', objective: 'also small', message: 'short answer' },
+      {},
+    );
+    expect(small.output.trim().split('\n')).toEqual([
+      'FLOTILLA_PROMPT file=5 var=set',
+      'FLOTILLA_OBJECTIVE file=10 var=set',
+      'FLOTILLA_RESUME_MESSAGE file=12 var=set',
+    ]);
 
     const big = megabyte('big');
     const large = await runAgent(sandbox, new ShellHarness(report), { prompt: big, objective: big, message: big }, {});
     expect(large.exitCode, large.output).toBe(0);
     const bytes = Buffer.byteLength(big);
     expect(bytes).toBeGreaterThan(TEXT_VARIABLE_CAP);
-    expect(large.output.trim().split('\n')).toEqual([`FLOTILLA_PROMPT file=${bytes} var=`, `FLOTILLA_OBJECTIVE file=${bytes} var=`, `FLOTILLA_RESUME_MESSAGE file=${bytes} var=`]);
+    expect(large.output.trim().split('\n')).toEqual([
+      `FLOTILLA_PROMPT file=${bytes} var=`,
+      `FLOTILLA_OBJECTIVE file=${bytes} var=`,
+      `FLOTILLA_RESUME_MESSAGE file=${bytes} var=`,
+    ]);
   });
 });
 
 describe('carry-over between attempts', () => {
   it('reads the session and totals an interrupted attempt left in its heartbeat, and nothing else', () => {
-    expect(readCarryOver({ label: 'agent w1', agent: { sessionId: 'a1b2-c3', costUsd: 0.5, turns: 2, toolCalls: 3 } })).toEqual({
+    expect(
+      readCarryOver({ label: 'agent w1', agent: { sessionId: 'a1b2-c3', costUsd: 0.5, turns: 2, toolCalls: 3 } }),
+    ).toEqual({
       sessionId: 'a1b2-c3',
       costUsd: 0.5,
       turns: 2,
       toolCalls: 3,
     });
     const nothing = { sessionId: undefined, costUsd: 0, turns: 0, toolCalls: 0 };
-    for (const hostile of [undefined, null, 'x', 7, { agent: 'x' }, { agent: { sessionId: '--help', costUsd: -1, turns: Number.NaN, toolCalls: '3' } }]) {
+    for (const hostile of [
+      undefined,
+      null,
+      'x',
+      7,
+      { agent: 'x' },
+      { agent: { sessionId: '--help', costUsd: -1, turns: Number.NaN, toolCalls: '3' } },
+    ]) {
       expect({ sessionId: undefined, ...readCarryOver(hostile) }).toEqual(nothing);
     }
     expect(readCarryOver({ agent: { sessionId: "x'; rm -rf /" } }).sessionId).toBeUndefined();

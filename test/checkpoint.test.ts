@@ -38,7 +38,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const key of ['agent', 'fresh']) await deps.provider({ key, provider: 'local', network: false }).destroy(`${runKey}/${key}`);
+  for (const key of ['agent', 'fresh'])
+    await deps.provider({ key, provider: 'local', network: false }).destroy(`${runKey}/${key}`);
 });
 
 const sandboxRef = (name: string): SandboxRef => ({ key: `${runKey}/${name}`, provider: 'local', network: false });
@@ -57,7 +58,8 @@ async function sh(sb: Awaited<ReturnType<typeof openSandbox>>, command: string):
 }
 
 /** Everything of the repository an agent could notice changing under it. */
-const REPO_STATE = 'git rev-parse HEAD; git symbolic-ref HEAD; git ls-files -s; git status --porcelain; git stash list; git for-each-ref --format="%(refname) %(objectname)"; cat .git/config';
+const REPO_STATE =
+  'git rev-parse HEAD; git symbolic-ref HEAD; git ls-files -s; git status --porcelain; git stash list; git for-each-ref --format="%(refname) %(objectname)"; cat .git/config';
 
 describe('checkpoints', () => {
   it('saves staged, unstaged and untracked work without touching HEAD, index or branch; a fresh sandbox restores the same files', async () => {
@@ -96,12 +98,23 @@ describe('checkpoints', () => {
     expect(later.parent).toBe(agentHead);
 
     const fresh = await seeded('fresh');
-    await run(acts.restoreCheckpoint, { sandbox: fresh.ref, runKey, workerId: 'w', baseSha, sha: later.sha, branch: 'flotilla/w' });
+    await run(acts.restoreCheckpoint, {
+      sandbox: fresh.ref,
+      runKey,
+      workerId: 'w',
+      baseSha,
+      sha: later.sha,
+      branch: 'flotilla/w',
+    });
     const contents = 'for f in src/a.txt src/b.txt src/committed.txt src/new/c.txt; do echo "== $f"; cat "$f"; done';
     expect(await sh(fresh.sb, contents)).toBe(await sh(sb, contents));
     expect((await sh(fresh.sb, 'git rev-parse HEAD')).trim()).toBe(agentHead);
     expect((await sh(fresh.sb, 'git symbolic-ref HEAD')).trim()).toBe('refs/heads/flotilla/w');
     // The uncommitted work is uncommitted again, for the agent to go on with.
-    expect((await sh(fresh.sb, 'git status --porcelain')).split('\n').filter(Boolean).sort()).toEqual([' M src/a.txt', ' M src/b.txt', '?? src/new/']);
+    expect((await sh(fresh.sb, 'git status --porcelain')).split('\n').filter(Boolean).sort()).toEqual([
+      ' M src/a.txt',
+      ' M src/b.txt',
+      '?? src/new/',
+    ]);
   });
 });

@@ -98,7 +98,10 @@ describe('refusals and exit codes', () => {
 
   it('a bad request exits 2 naming the field', async () => {
     const file = path.join(tempDir('cli'), 'bad.yaml');
-    writeFileSync(file, 'objective: x\nrepo: { url: /tmp/r }\ntestCmd: true\nsubTasks: [{ id: a, prompt: p, ownedPaths: [a], agent: { kind: shell } }]\n');
+    writeFileSync(
+      file,
+      'objective: x\nrepo: { url: /tmp/r }\ntestCmd: true\nsubTasks: [{ id: a, prompt: p, ownedPaths: [a], agent: { kind: shell } }]\n',
+    );
     const r = await flotilla(['validate', file]);
     expect(r.code).toBe(2);
     expect(r.err).toContain('subTasks[0].agent.command');
@@ -107,7 +110,9 @@ describe('refusals and exit codes', () => {
   it('a variable Flotilla cannot use exits 2 naming it', async () => {
     const r = await flotilla(['list'], { TEMPORAL_ADDRESS: '', FLOTILLA_TEMPORAL_PORT: '70000' });
     expect(r.code).toBe(2);
-    expect(r.err).toContain('FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "70000"');
+    expect(r.err).toContain(
+      'FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "70000"',
+    );
   });
 
   it('exits 3 when Temporal cannot be reached, configured or embedded', async () => {
@@ -122,32 +127,56 @@ describe('refusals and exit codes', () => {
   it('a run on a task queue nobody polls: start warns, status exits 3 within 5 s naming the queue and the command; so after its worker is killed', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const file = path.join(remote.root, 'req.yaml');
-    writeFileSync(file, YAML.stringify({ objective: 'o', repo: { url: remote.url }, testCmd: 'true', subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['a'], agent: { kind: 'shell', command: 'true' } }] }));
+    writeFileSync(
+      file,
+      YAML.stringify({
+        objective: 'o',
+        repo: { url: remote.url },
+        testCmd: 'true',
+        subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['a'], agent: { kind: 'shell', command: 'true' } }],
+      }),
+    );
     const id = `unserved-${randomUUID()}`;
     const started = await flotilla(['start', file, '--id', id, '--json']);
     expect(started.code).toBe(0);
     expect(JSON.parse(started.out)).toMatchObject({ workflowId: id, taskQueue: queue });
-    expect(started.err).toContain(`no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`);
-    for (const args of [['status', id], ['status', id, '--json']]) {
+    expect(started.err).toContain(
+      `no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
+    );
+    for (const args of [
+      ['status', id],
+      ['status', id, '--json'],
+    ]) {
       const t0 = Date.now();
       const status = await flotilla(args);
       expect(Date.now() - t0).toBeLessThan(5_000);
       expect(status.code).toBe(3);
       expect(status.out).toBe('');
-      expect(status.err).toContain(`no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`);
+      expect(status.err).toContain(
+        `no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
+      );
     }
 
     // A worker that polls, then is killed: it stays listed as a poller for minutes, so the
     // query itself must be bounded and say what is wrong.
     const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: queue, FLOTILLA_HOME: tempDir('cli-home') },
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: inject('temporalAddress'),
+        FLOTILLA_TASK_QUEUE: queue,
+        FLOTILLA_HOME: tempDir('cli-home'),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let printed = '';
     // The worker logs to stderr (pino); stdout too, in case.
     worker.stdout!.on('data', (b) => (printed += b));
     worker.stderr!.on('data', (b) => (printed += b));
-    await waitFor('the worker to poll', async () => (printed.includes('polling task queue') ? true : undefined), 90_000);
+    await waitFor(
+      'the worker to poll',
+      async () => (printed.includes('polling task queue') ? true : undefined),
+      90_000,
+    );
     expect((await flotilla(['status', id])).code).toBe(0);
     await new Promise((resolve) => {
       worker.once('exit', resolve);
@@ -157,7 +186,9 @@ describe('refusals and exit codes', () => {
     const stale = await flotilla(['status', id]);
     expect(Date.now() - t0).toBeLessThan(25_000);
     expect(stale.code, stale.err).toBe(3);
-    expect(stale.err).toContain(`no worker on task queue "${queue}" answers (a worker may have stopped); start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`);
+    expect(stale.err).toContain(
+      `no worker on task queue "${queue}" answers (a worker may have stopped); start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
+    );
 
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     await new Client({ connection }).workflow.getHandle(id).terminate('test over');
@@ -195,9 +226,13 @@ describe('the request as JSON Schema and as Temporal CLI input', () => {
     const good = YAML.parse(readFileSync(example, 'utf8'));
     expect(validate(good), JSON.stringify(validate.errors)).toBe(true);
     expect(validate({ ...good, testCommand: 'npm test' })).toBe(false);
-    expect(validate.errors).toContainEqual(expect.objectContaining({ keyword: 'additionalProperties', params: { additionalProperty: 'testCommand' } }));
+    expect(validate.errors).toContainEqual(
+      expect.objectContaining({ keyword: 'additionalProperties', params: { additionalProperty: 'testCommand' } }),
+    );
     expect(validate({ ...good, repo: { ...good.repo, baseref: 'main' } })).toBe(false);
-    expect(validate.errors).toContainEqual(expect.objectContaining({ instancePath: '/repo', params: { additionalProperty: 'baseref' } }));
+    expect(validate.errors).toContainEqual(
+      expect.objectContaining({ instancePath: '/repo', params: { additionalProperty: 'baseref' } }),
+    );
   });
 
   it('request --json prints the validated request with its defaults; without --json, the same as YAML', async () => {
@@ -235,8 +270,14 @@ describe('live views', () => {
   it('without a terminal, one line per change', () => {
     const { writes, out } = sink(false);
     const log = new ChangeLog(out, () => new Date('2026-12-01T08:00:00Z'));
-    log.update([['phase', 'phase: running'], ['worker a', 'worker a: running']]);
-    log.update([['phase', 'phase: running'], ['worker a', 'worker a: done']]);
+    log.update([
+      ['phase', 'phase: running'],
+      ['worker a', 'worker a: running'],
+    ]);
+    log.update([
+      ['phase', 'phase: running'],
+      ['worker a', 'worker a: done'],
+    ]);
     expect(writes).toEqual(['08:00:00 phase: running\n', '08:00:00 worker a: running\n', '08:00:00 worker a: done\n']);
   });
 
@@ -244,12 +285,24 @@ describe('live views', () => {
     expect(heartbeatLine('api', undefined)).toBe('  api: working');
     expect(heartbeatLine('api', null)).toBe('  api: working');
     expect(heartbeatLine('api', { agent: {} })).toBe('  api: working 0 turns, 0 tool calls, $0.00');
-    expect(heartbeatLine('api', { label: 'agent', lastLine: 'npm test', agent: { turns: 3, toolCalls: 5, costUsd: 0.0123 } })).toBe(
-      '  api: agent 3 turns, 5 tool calls, $0.012 — npm test',
-    );
+    expect(
+      heartbeatLine('api', {
+        label: 'agent',
+        lastLine: 'npm test',
+        agent: { turns: 3, toolCalls: 5, costUsd: 0.0123 },
+      }),
+    ).toBe('  api: agent 3 turns, 5 tool calls, $0.012 — npm test');
   });
 
   it('costs under a dollar keep their cents', () => {
-    expect([0, 0.00004, 0.0042, 0.05, 0.5, 1, 12.345].map(usd)).toEqual(['$0.00', '<$0.0001', '$0.0042', '$0.050', '$0.500', '$1.00', '$12.35']);
+    expect([0, 0.00004, 0.0042, 0.05, 0.5, 1, 12.345].map(usd)).toEqual([
+      '$0.00',
+      '<$0.0001',
+      '$0.0042',
+      '$0.050',
+      '$0.500',
+      '$1.00',
+      '$12.35',
+    ]);
   });
 });

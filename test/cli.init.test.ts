@@ -55,8 +55,18 @@ describe('flotilla init', () => {
     const input = path.join(remote.root, 'input.json');
     writeFileSync(input, json.out);
     const started = await run(temporalBinary(), [
-      'workflow', 'start', '--address', inject('temporalAddress'), '--type', 'leaderWorkflow',
-      '--task-queue', env.taskQueue, '--workflow-id', 'init-run', '--input-file', input,
+      'workflow',
+      'start',
+      '--address',
+      inject('temporalAddress'),
+      '--type',
+      'leaderWorkflow',
+      '--task-queue',
+      env.taskQueue,
+      '--workflow-id',
+      'init-run',
+      '--input-file',
+      input,
     ]);
     expect(started.err).toBe('');
     const end = await awaitRun(env.client.workflow.getHandle('init-run'));
@@ -85,10 +95,21 @@ describe('flotilla init', () => {
       }
       return dir;
     };
-    expect(detectCommands(project({ 'package.json': '{"scripts":{"test":"vitest run"}}', 'package-lock.json': '{}' }))).toEqual({ testCmd: 'npm test', setupCmd: 'npm ci' });
+    expect(
+      detectCommands(project({ 'package.json': '{"scripts":{"test":"vitest run"}}', 'package-lock.json': '{}' })),
+    ).toEqual({ testCmd: 'npm test', setupCmd: 'npm ci' });
     // npm's placeholder is no test command; the Makefile's is.
-    expect(detectCommands(project({ 'package.json': '{"scripts":{"test":"echo \\"Error: no test specified\\" && exit 1"}}', Makefile: 'test:\n\tnode t.js\n' }))).toEqual({ testCmd: 'make test' });
-    expect(detectCommands(project({ 'pyproject.toml': '[project]\nname = "x"\n' }))).toEqual({ testCmd: 'python3 -m pytest' });
+    expect(
+      detectCommands(
+        project({
+          'package.json': '{"scripts":{"test":"echo \\"Error: no test specified\\" && exit 1"}}',
+          Makefile: 'test:\n\tnode t.js\n',
+        }),
+      ),
+    ).toEqual({ testCmd: 'make test' });
+    expect(detectCommands(project({ 'pyproject.toml': '[project]\nname = "x"\n' }))).toEqual({
+      testCmd: 'python3 -m pytest',
+    });
     expect(detectCommands(project({ 'go.mod': 'module x\n' }))).toEqual({ testCmd: 'go test ./...' });
     expect(detectCommands(project({ 'README.md': 'x' }))).toEqual({});
   });

@@ -24,7 +24,22 @@ beforeAll(async () => {
   expect(tarballs).toEqual([`flotilla-cli-${version()}.tgz`]);
   prefix = path.join(dir, 'prefix');
   // From the npm cache where it can: the only network it may use is the registry.
-  const install = await run('npm', ['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', path.join(dir, tarballs[0])], {}, dir);
+  const install = await run(
+    'npm',
+    [
+      'install',
+      '-g',
+      '--prefix',
+      prefix,
+      '--prefer-offline',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+      path.join(dir, tarballs[0]),
+    ],
+    {},
+    dir,
+  );
   expect(install.code, install.err).toBe(0);
   installed = path.join(prefix, 'lib/node_modules/@flotilla/cli');
 }, 600_000);
@@ -40,17 +55,26 @@ function version(): string {
 
 /** The installed `flotilla`, run from a directory that has nothing to do with the checkout. */
 function flotilla(cwd: string, args: string[]): Promise<Ran> {
-  return run(path.join(prefix, 'bin/flotilla'), args, { TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: env.taskQueue }, cwd);
+  return run(
+    path.join(prefix, 'bin/flotilla'),
+    args,
+    { TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: env.taskQueue },
+    cwd,
+  );
 }
 
 describe('the installed package', () => {
   it('ships compiled code and the workflow bundle, and no TypeScript toolchain', () => {
     expect(existsSync(path.join(installed, 'dist/cli/index.js'))).toBe(true);
     expect(existsSync(path.join(installed, 'dist/workflow-bundle.js'))).toBe(true);
-    expect(existsSync(path.join(installed, 'dist/workflow-bundle-traced.js')), 'the workflow code a worker with tracing on runs').toBe(true);
+    expect(
+      existsSync(path.join(installed, 'dist/workflow-bundle-traced.js')),
+      'the workflow code a worker with tracing on runs',
+    ).toBe(true);
     expect(existsSync(path.join(installed, 'schema/request.schema.json'))).toBe(true);
     expect(existsSync(path.join(installed, 'src'))).toBe(false);
-    for (const compiler of ['tsx', 'typescript']) expect(existsSync(path.join(installed, 'node_modules', compiler)), compiler).toBe(false);
+    for (const compiler of ['tsx', 'typescript'])
+      expect(existsSync(path.join(installed, 'node_modules', compiler)), compiler).toBe(false);
   });
 
   it('answers --help and --version, validates, starts, and reports a pushed run from any directory', async () => {
@@ -67,7 +91,14 @@ describe('the installed package', () => {
         objective: 'greet',
         repo: { url: remote.url },
         testCmd: 'cat one/greeting.txt',
-        subTasks: [{ id: 'one', prompt: 'greet', ownedPaths: ['one'], agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello') } }],
+        subTasks: [
+          {
+            id: 'one',
+            prompt: 'greet',
+            ownedPaths: ['one'],
+            agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello') },
+          },
+        ],
       }),
     );
     const valid = await flotilla(cwd, ['validate', 'flotilla.yaml']);
@@ -85,15 +116,23 @@ describe('the installed package', () => {
 
     const status = await flotilla(cwd, ['status', 'pkg-run', '--json']);
     expect(status.code).toBe(0);
-    expect(JSON.parse(status.out)).toMatchObject({ workflowId: 'pkg-run', phase: 'done', outcome: 'pushed', repo: remote.url });
+    expect(JSON.parse(status.out)).toMatchObject({
+      workflowId: 'pkg-run',
+      phase: 'done',
+      outcome: 'pushed',
+      repo: remote.url,
+    });
 
     // Visibility is eventually consistent: the run shows up in the list shortly after it ends.
     const row = await waitFor('the run in `flotilla list`', async () => {
       const list = await flotilla(cwd, ['list', '--json']);
-      return (JSON.parse(list.out) as { id: string; phase?: string }[]).find((r) => r.id === 'pkg-run' && r.phase === 'done');
+      return (JSON.parse(list.out) as { id: string; phase?: string }[]).find(
+        (r) => r.id === 'pkg-run' && r.phase === 'done',
+      );
     });
     expect(row).toMatchObject({ execution: 'COMPLETED', repo: remote.url });
-    const ids = async (...filters: string[]) => (JSON.parse((await flotilla(cwd, ['list', '--json', ...filters])).out) as { id: string }[]).map((r) => r.id);
+    const ids = async (...filters: string[]) =>
+      (JSON.parse((await flotilla(cwd, ['list', '--json', ...filters])).out) as { id: string }[]).map((r) => r.id);
     expect(await ids('--phase', 'done', '--repo', remote.url)).toEqual(['pkg-run']);
     expect(await ids('--awaiting')).not.toContain('pkg-run');
     expect(await ids('--phase', 'running')).not.toContain('pkg-run');

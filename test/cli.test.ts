@@ -80,8 +80,12 @@ describe('flotilla CLI', () => {
     expect(status.out).toMatch(/phase:\s+done \(pushed\)/);
     expect(status.out).toMatch(/one\s+done/);
     expect(status.out).not.toContain('\x1b[');
-    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'])).out).toMatch(/phase:\s+\x1b\[32mdone\x1b\[39m \(pushed\)/);
-    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'], { NO_COLOR: '1' })).out).not.toContain('\x1b[');
+    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'])).out).toMatch(
+      /phase:\s+\x1b\[32mdone\x1b\[39m \(pushed\)/,
+    );
+    expect((await flotillaOnTerminal(env.taskQueue, ['status', 'cli-run-1'], { NO_COLOR: '1' })).out).not.toContain(
+      '\x1b[',
+    );
     const result = await flotilla(['result', 'cli-run-1']);
     expect(result.code).toBe(0);
     expect(result.out).toContain(head);
@@ -131,13 +135,33 @@ describe('the Temporal CLI', () => {
     const file = path.join(remote.root, 'input.json');
     writeFileSync(file, JSON.stringify(requestFor(remote.url, ['solo'])));
     const temporal = (...args: string[]) => run(temporalBinary(), [...args, '--address', inject('temporalAddress')]);
-    const started = await temporal('workflow', 'start', '--type', 'leaderWorkflow', '--task-queue', env.taskQueue, '--workflow-id', 'tcli-run', '--input-file', file);
+    const started = await temporal(
+      'workflow',
+      'start',
+      '--type',
+      'leaderWorkflow',
+      '--task-queue',
+      env.taskQueue,
+      '--workflow-id',
+      'tcli-run',
+      '--input-file',
+      file,
+    );
     expect(started.err).toBe('');
     expect(started.code).toBe(0);
     const end = await awaitRun(env.client.workflow.getHandle('tcli-run'));
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'solo/greeting.txt')).toBe('hello from solo\n');
-    const query = await temporal('workflow', 'query', '--workflow-id', 'tcli-run', '--type', 'status', '--output', 'json');
+    const query = await temporal(
+      'workflow',
+      'query',
+      '--workflow-id',
+      'tcli-run',
+      '--type',
+      'status',
+      '--output',
+      'json',
+    );
     expect(query.code).toBe(0);
     expect(JSON.parse(query.out).queryResult[0]).toMatchObject({ phase: 'done', outcome: 'pushed' });
     remote.cleanup();

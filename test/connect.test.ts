@@ -13,19 +13,25 @@ import { makeRemote, tempDir, writeAgent } from './helpers';
 import { type Ran, waitFor, CLI } from './processes';
 import { type TlsProxy, startTlsProxy } from './support/tls-proxy';
 
-
 /** The environment without any Temporal setting of the caller's, so each test says exactly what it configures. */
 function envWith(settings: Record<string, string>): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('TEMPORAL_') || k === 'TEMPORAL_CLI_PATH'));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('TEMPORAL_') || k === 'TEMPORAL_CLI_PATH'),
+  );
   // No temporal.toml of this machine's user either.
   return { ...env, TEMPORAL_CONFIG_FILE: path.join(tempDir('no-config'), 'none.toml'), ...settings };
 }
 
 function cli(args: string[], settings: Record<string, string>): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(CLI[0], [...CLI.slice(1), ...args], { encoding: 'utf8', env: envWith(settings), timeout: 120_000 }, (error, out, err) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out, err });
-    });
+    execFile(
+      CLI[0],
+      [...CLI.slice(1), ...args],
+      { encoding: 'utf8', env: envWith(settings), timeout: 120_000 },
+      (error, out, err) => {
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out, err });
+      },
+    );
   });
 }
 
@@ -42,20 +48,37 @@ function request(url: string) {
     objective: 'greet through TLS',
     repo: { url, baseRef: 'main' },
     testCmd: 'cat one/greeting.txt',
-    subTasks: [{ id: 'one', prompt: 'write one/greeting.txt', ownedPaths: ['one'], agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello over tls') } }],
+    subTasks: [
+      {
+        id: 'one',
+        prompt: 'write one/greeting.txt',
+        ownedPaths: ['one'],
+        agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello over tls') },
+      },
+    ],
   };
 }
 
 describe('a TLS cluster', () => {
   it('a worker process and the CLI reach it with TEMPORAL_TLS_SERVER_CA_CERT_PATH: a run is pushed, status works, the worker output is quiet', async () => {
-    const tls = { TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.caPath, FLOTILLA_TASK_QUEUE: `tls-${randomUUID()}` };
+    const tls = {
+      TEMPORAL_ADDRESS: proxy.address,
+      TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.caPath,
+      FLOTILLA_TASK_QUEUE: `tls-${randomUUID()}`,
+    };
     let output = '';
-    const worker: ChildProcess = spawn(CLI[0], [...CLI.slice(1), 'worker'], { env: envWith({ ...tls, FLOTILLA_HOME: tempDir('tls-home') }) });
+    const worker: ChildProcess = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
+      env: envWith({ ...tls, FLOTILLA_HOME: tempDir('tls-home') }),
+    });
     worker.stdout!.on('data', (d) => (output += d));
     worker.stderr!.on('data', (d) => (output += d));
     const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
     try {
-      await waitFor('the worker to poll', async () => (output.includes('polling task queue') ? true : undefined), 120_000);
+      await waitFor(
+        'the worker to poll',
+        async () => (output.includes('polling task queue') ? true : undefined),
+        120_000,
+      );
       expect(output).toContain(`at ${proxy.address}`);
 
       const remote = await makeRemote({ 'README.md': 'x\n' });
@@ -73,7 +96,9 @@ describe('a TLS cluster', () => {
       // An ordinary failure: a person rejects the plan. The worker says so in one line.
       writeFileSync(file, YAML.stringify({ ...request(remote.url), gates: { plan: { mode: 'manual' } } }));
       const gated = /Started run (\S+)/.exec((await cli(['start', file], tls)).out)![1];
-      await waitFor('the plan gate', async () => ((await cli(['status', gated], tls)).out.includes('awaiting-plan-approval') ? true : undefined));
+      await waitFor('the plan gate', async () =>
+        (await cli(['status', gated], tls)).out.includes('awaiting-plan-approval') ? true : undefined,
+      );
       expect((await cli(['reject', gated, '--gate', 'plan', '--reason', 'not today', '--by', 'bo'], tls)).err).toBe('');
       expect((await cli(['result', gated], tls)).out).toContain('bo rejected the plan gate: not today');
       await waitFor('the worker to log the rejection', async () => (output.includes('not today') ? true : undefined));
@@ -89,7 +114,11 @@ describe('a TLS cluster', () => {
   });
 
   it('a wrong CA is refused, by the CLI and the worker, with a message that says it is a TLS problem', async () => {
-    const wrongCa = { TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.wrongCaPath, FLOTILLA_HOME: tempDir('wrong-ca') };
+    const wrongCa = {
+      TEMPORAL_ADDRESS: proxy.address,
+      TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.wrongCaPath,
+      FLOTILLA_HOME: tempDir('wrong-ca'),
+    };
     const [status, worker] = await Promise.all([cli(['status', 'any-run'], wrongCa), cli(['worker'], wrongCa)]);
     for (const r of [status, worker]) {
       expect(r.code).not.toBe(0);
@@ -138,10 +167,15 @@ describe('a TLS cluster', () => {
       TEMPORAL_TLS_CLIENT_KEY_PATH: keyPath,
     });
     expect(mtls.code).not.toBe(0);
-    expect(mtls.err).toContain(`refusing to start: ${keyPath} holds Temporal credentials, and every sandbox can read it (${proxy.dir} is mounted into sandboxes)`);
+    expect(mtls.err).toContain(
+      `refusing to start: ${keyPath} holds Temporal credentials, and every sandbox can read it (${proxy.dir} is mounted into sandboxes)`,
+    );
 
     const config = path.join(proxy.dir, 'temporal.toml');
-    writeFileSync(config, `[profile.default]\naddress = "${proxy.keyedAddress}"\napi_key = "${proxy.apiKey}"\n[profile.default.tls]\nserver_ca_cert_path = "${proxy.caPath}"\n`);
+    writeFileSync(
+      config,
+      `[profile.default]\naddress = "${proxy.keyedAddress}"\napi_key = "${proxy.apiKey}"\n[profile.default.tls]\nserver_ca_cert_path = "${proxy.caPath}"\n`,
+    );
     const keyed = await cli(['worker'], { ...visible, TEMPORAL_CONFIG_FILE: config });
     expect(keyed.code).not.toBe(0);
     expect(keyed.err).toContain(`refusing to start: ${config} holds Temporal credentials`);

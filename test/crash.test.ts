@@ -28,7 +28,6 @@ let models: ModelServer;
 const taskQueue = `crash-${process.pid}`;
 const workers: ChildProcess[] = [];
 
-
 async function connect(): Promise<Client> {
   return new Client({ connection: await Connection.connect({ address: server.address }) });
 }
@@ -53,7 +52,11 @@ async function startWorker(): Promise<ChildProcess> {
   let out = '';
   child.stdout!.on('data', (b) => (out += b));
   child.stderr!.on('data', (b) => (out += b));
-  await waitFor('the worker to poll', async () => (out.includes('polling task queue') ? true : undefined), 60_000).catch((err) => {
+  await waitFor(
+    'the worker to poll',
+    async () => (out.includes('polling task queue') ? true : undefined),
+    60_000,
+  ).catch((err) => {
     throw new Error(`${err.message}; it printed:\n${out}`);
   });
   return child;
@@ -105,7 +108,12 @@ function crashRequest(url: string, tasks: { id: string; command: string }[], tes
     objective: 'survive crashes',
     repo: { url, baseRef: 'main' },
     testCmd,
-    subTasks: tasks.map((t) => ({ id: t.id, prompt: t.id, ownedPaths: [t.id], agent: { kind: 'shell', command: t.command } })),
+    subTasks: tasks.map((t) => ({
+      id: t.id,
+      prompt: t.id,
+      ownedPaths: [t.id],
+      agent: { kind: 'shell', command: t.command },
+    })),
     limits: { heartbeatTimeoutSeconds: 3 },
   });
 }
@@ -121,24 +129,45 @@ describe('crash safety', () => {
     let worker = await startWorker();
     const handle = await startRun(
       client,
-      crashRequest(remote.url, [{ id: 'alpha', command: noteTakingAgent('alpha', agentMarker) }, { id: 'beta', command: noteTakingAgent('beta', 'true') }], `${testMarker}; true`),
+      crashRequest(
+        remote.url,
+        [
+          { id: 'alpha', command: noteTakingAgent('alpha', agentMarker) },
+          { id: 'beta', command: noteTakingAgent('beta', 'true') },
+        ],
+        `${testMarker}; true`,
+      ),
       { taskQueue, workflowId: `crash-${Date.now()}` },
     );
 
     await waitFor('the agent to run', async () => ((await processesRunning(agentMarker)).length ? true : undefined));
     // Only alpha is interrupted: beta, which has nothing to wait for, must be done before the kill.
-    await waitFor('beta to finish', async () => ((await handle.query(statusQuery)).workers.find((w) => w.id === 'beta')?.state === 'done' ? true : undefined));
+    await waitFor('beta to finish', async () =>
+      (await handle.query(statusQuery)).workers.find((w) => w.id === 'beta')?.state === 'done' ? true : undefined,
+    );
     await kill9(worker);
     // The agent dies with its worker (bubblewrap --die-with-parent).
-    await waitFor('the agent to die', async () => ((await processesMatching(agentMarker)).length === 0 ? true : undefined));
+    await waitFor('the agent to die', async () =>
+      (await processesMatching(agentMarker)).length === 0 ? true : undefined,
+    );
     worker = await startWorker();
 
-    await waitFor('the tests to run', async () => ((await processesRunning(testMarker)).length ? true : undefined), 60_000);
+    await waitFor(
+      'the tests to run',
+      async () => ((await processesRunning(testMarker)).length ? true : undefined),
+      60_000,
+    );
     await kill9(worker);
     // The test command dies with its worker, and the next worker runs it again from the start.
-    await waitFor('the tests to die', async () => ((await processesMatching(testMarker)).length === 0 ? true : undefined));
+    await waitFor('the tests to die', async () =>
+      (await processesMatching(testMarker)).length === 0 ? true : undefined,
+    );
     await startWorker();
-    await waitFor('the tests to run again', async () => ((await processesRunning(testMarker)).length ? true : undefined), 60_000);
+    await waitFor(
+      'the tests to run again',
+      async () => ((await processesRunning(testMarker)).length ? true : undefined),
+      60_000,
+    );
 
     const end = await awaitRun(handle);
     expect(end.failureMessage).toBeUndefined();
@@ -149,7 +178,10 @@ describe('crash safety', () => {
     expect(await remote.show('main', 'beta/attempts.txt')).toBe('attempt\n');
     // Exactly one integration landed: one merge per worker, each worker's commit once.
     const log = await remote.log('main', base);
-    expect(log.filter((s) => s.startsWith('Integrate')).sort()).toEqual(['Integrate alpha: alpha', 'Integrate beta: beta']);
+    expect(log.filter((s) => s.startsWith('Integrate')).sort()).toEqual([
+      'Integrate alpha: alpha',
+      'Integrate beta: beta',
+    ]);
     expect(log.filter((s) => s === 'work of alpha')).toHaveLength(1);
     await client.connection.close();
     remote.cleanup();
@@ -161,7 +193,11 @@ describe('crash safety', () => {
     const marker = `timeout 300.${Math.floor(Math.random() * 1e6)} tail -f /dev/null`;
     models.script('CRASH-claude', [
       { text: 'Thinking it over first.', tools: [{ name: 'Bash', input: { command: marker, description: 'Think' } }] },
-      { tools: [{ name: 'Write', input: { file_path: '/workspace/delta/greeting.txt', content: 'hello after the crash\n' } }] },
+      {
+        tools: [
+          { name: 'Write', input: { file_path: '/workspace/delta/greeting.txt', content: 'hello after the crash\n' } },
+        ],
+      },
       { text: 'Wrote delta/greeting.txt.' },
     ]);
     const client = await connect();
@@ -177,7 +213,11 @@ describe('crash safety', () => {
     });
     const handle = await startRun(client, request, { taskQueue, workflowId: `crash-claude-${Date.now()}` });
 
-    await waitFor('the agent to run its long command', async () => ((await processesRunning(marker)).length ? true : undefined), 60_000);
+    await waitFor(
+      'the agent to run its long command',
+      async () => ((await processesRunning(marker)).length ? true : undefined),
+      60_000,
+    );
     // The session id and the first reply's cost reach the server in the activity's heartbeat details.
     const sessionId = await waitFor('the session in the heartbeat details', async () => {
       const described = await client.workflow.getHandle(`${handle.workflowId}/delta`).describe();
@@ -217,7 +257,14 @@ describe('crash safety', () => {
     const marker = `timeout 300.${Math.floor(Math.random() * 1e6)} tail -f /dev/null`;
     models.script('CRASH-codex', [
       { tools: [{ name: 'exec_command', input: { cmd: marker, workdir: '/workspace' } }] },
-      { tools: [{ name: 'exec_command', input: { cmd: 'mkdir -p echo && echo "hello after the crash" > echo/greeting.txt', workdir: '/workspace' } }] },
+      {
+        tools: [
+          {
+            name: 'exec_command',
+            input: { cmd: 'mkdir -p echo && echo "hello after the crash" > echo/greeting.txt', workdir: '/workspace' },
+          },
+        ],
+      },
       { text: 'Wrote echo/greeting.txt.' },
     ]);
     const provider = `model_providers.local={name="local",base_url="${models.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`;
@@ -234,7 +281,11 @@ describe('crash safety', () => {
     });
     const handle = await startRun(client, request, { taskQueue, workflowId: `crash-codex-${Date.now()}` });
 
-    await waitFor('the agent to run its long command', async () => ((await processesRunning(marker)).length ? true : undefined), 60_000);
+    await waitFor(
+      'the agent to run its long command',
+      async () => ((await processesRunning(marker)).length ? true : undefined),
+      60_000,
+    );
     const threadId = await waitFor('the thread in the heartbeat details', async () => {
       const described = await client.workflow.getHandle(`${handle.workflowId}/echo`).describe();
       const payload = described.raw.pendingActivities?.[0]?.heartbeatDetails?.payloads?.[0];
@@ -265,10 +316,16 @@ describe('crash safety', () => {
     const marker = `sleep 4.${Math.floor(Math.random() * 1e6)}`;
     let client = await connect();
     await startWorker();
-    const handle = await startRun(client, crashRequest(remote.url, [{ id: 'gamma', command: `${marker} && mkdir -p gamma && echo hi > gamma/greeting.txt` }]), {
-      taskQueue,
-      workflowId: `restart-${Date.now()}`,
-    });
+    const handle = await startRun(
+      client,
+      crashRequest(remote.url, [
+        { id: 'gamma', command: `${marker} && mkdir -p gamma && echo hi > gamma/greeting.txt` },
+      ]),
+      {
+        taskQueue,
+        workflowId: `restart-${Date.now()}`,
+      },
+    );
     await waitFor('the agent to run', async () => ((await processesRunning(marker)).length ? true : undefined));
     await client.connection.close();
     await server.stop();

@@ -18,27 +18,30 @@ const ROOT = path.join(__dirname, '..');
 const has = (tool: string) => !spawnSync(tool, ['--version']).error;
 
 describe('docker-compose.yml', () => {
-  it.skipIf(!has('docker-compose'))('validates, publishes only on 127.0.0.1, and runs N workers from the image with no checkout mounted', async () => {
-    const file = path.join(ROOT, 'docker-compose.yml');
-    const quiet = await run('docker-compose', ['-f', file, 'config', '-q']);
-    expect(quiet.err).toBe('');
-    expect(quiet.code).toBe(0);
+  it.skipIf(!has('docker-compose'))(
+    'validates, publishes only on 127.0.0.1, and runs N workers from the image with no checkout mounted',
+    async () => {
+      const file = path.join(ROOT, 'docker-compose.yml');
+      const quiet = await run('docker-compose', ['-f', file, 'config', '-q']);
+      expect(quiet.err).toBe('');
+      expect(quiet.code).toBe(0);
 
-    const resolved = await run('docker-compose', ['-f', file, 'config'], { FLOTILLA_WORKERS: '3' });
-    const services = YAML.parse(resolved.out).services;
-    expect(Object.keys(services).sort()).toEqual(['postgresql', 'temporal', 'temporal-ui', 'worker']);
-    const published = Object.values<{ ports?: string[] }>(services).flatMap((s) => s.ports ?? []);
-    expect(published).toEqual(['127.0.0.1:7233:7233/tcp', '127.0.0.1:8080:8080/tcp']);
-    expect(services.temporal.environment.DB).toBe('postgres12');
+      const resolved = await run('docker-compose', ['-f', file, 'config'], { FLOTILLA_WORKERS: '3' });
+      const services = YAML.parse(resolved.out).services;
+      expect(Object.keys(services).sort()).toEqual(['postgresql', 'temporal', 'temporal-ui', 'worker']);
+      const published = Object.values<{ ports?: string[] }>(services).flatMap((s) => s.ports ?? []);
+      expect(published).toEqual(['127.0.0.1:7233:7233/tcp', '127.0.0.1:8080:8080/tcp']);
+      expect(services.temporal.environment.DB).toBe('postgres12');
 
-    const worker = services.worker;
-    expect(worker.deploy.replicas).toBe(3);
-    expect(worker.build.context).toBe(ROOT);
-    expect(worker.command).toBeUndefined();
-    // Only the named data volume: the checkout is not mounted, nothing is installed at start.
-    expect(worker.volumes).toEqual(['flotilla-data:/data:rw']);
-    expect(worker.environment.TEMPORAL_ADDRESS).toBe('temporal:7233');
-  });
+      const worker = services.worker;
+      expect(worker.deploy.replicas).toBe(3);
+      expect(worker.build.context).toBe(ROOT);
+      expect(worker.command).toBeUndefined();
+      // Only the named data volume: the checkout is not mounted, nothing is installed at start.
+      expect(worker.volumes).toEqual(['flotilla-data:/data:rw']);
+      expect(worker.environment.TEMPORAL_ADDRESS).toBe('temporal:7233');
+    },
+  );
 });
 
 describe('Dockerfile', () => {
@@ -51,7 +54,10 @@ describe('Dockerfile', () => {
   });
 
   it('copies files that exist, installs dependencies at build time and runs as a non-root user', () => {
-    const instructions = dockerfile.replace(/\\\n/g, ' ').split('\n').filter((l) => /^[A-Z]+ /.test(l));
+    const instructions = dockerfile
+      .replace(/\\\n/g, ' ')
+      .split('\n')
+      .filter((l) => /^[A-Z]+ /.test(l));
     const copied = instructions.filter((l) => l.startsWith('COPY ')).flatMap((l) => l.split(/\s+/).slice(1, -1));
     expect(copied.filter((p) => !existsSync(path.join(ROOT, p)))).toEqual([]);
     expect(instructions.some((l) => l.startsWith('RUN npm ci '))).toBe(true);
@@ -74,7 +80,10 @@ describe('FLOTILLA_REQUIRE_ISOLATION', () => {
   it('a worker whose bubblewrap cannot create namespaces (as in a default container) refuses to start', async () => {
     // What bwrap says under Docker's default seccomp profile.
     const bin = tempDir('fake-bwrap');
-    writeFileSync(path.join(bin, 'bwrap'), '#!/bin/sh\necho "bwrap: No permissions to creating new namespace" >&2\nexit 1\n');
+    writeFileSync(
+      path.join(bin, 'bwrap'),
+      '#!/bin/sh\necho "bwrap: No permissions to creating new namespace" >&2\nexit 1\n',
+    );
     chmodSync(path.join(bin, 'bwrap'), 0o755);
     // Sandboxes start bwrap as their own uid, which must reach it.
     chmodSync(bin, 0o755);
@@ -95,7 +104,10 @@ describe('FLOTILLA_REQUIRE_ISOLATION', () => {
 
 describe('a worker process', () => {
   it('refuses a bad log setting, naming the variable and the values it takes', async () => {
-    const r = await run(CLI[0], [...CLI.slice(1), 'worker'], { TEMPORAL_ADDRESS: '127.0.0.1:1', FLOTILLA_LOG_FORMAT: 'xml' });
+    const r = await run(CLI[0], [...CLI.slice(1), 'worker'], {
+      TEMPORAL_ADDRESS: '127.0.0.1:1',
+      FLOTILLA_LOG_FORMAT: 'xml',
+    });
     expect(r.code).not.toBe(0);
     expect(r.err).toContain('FLOTILLA_LOG_FORMAT: must be one of text, json, not "xml"');
   });
@@ -105,21 +117,50 @@ describe('a worker process', () => {
     const taskQueue = `stop-${randomUUID()}`;
     let stderr = '';
     const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: { ...process.env, TEMPORAL_ADDRESS: address, FLOTILLA_TASK_QUEUE: taskQueue, FLOTILLA_HOME: tempDir('stop'), FLOTILLA_LOG_FORMAT: 'json', FLOTILLA_LOG_LEVEL: 'debug' },
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: address,
+        FLOTILLA_TASK_QUEUE: taskQueue,
+        FLOTILLA_HOME: tempDir('stop'),
+        FLOTILLA_LOG_FORMAT: 'json',
+        FLOTILLA_LOG_LEVEL: 'debug',
+      },
     });
     worker.stderr.on('data', (d) => (stderr += d));
     const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
     const connection = await Connection.connect({ address });
     const remote = await makeRemote({ 'README.md': 'x\n' });
     try {
-      await waitFor('the worker to poll', async () => (stderr.includes('polling task queue') ? true : undefined), 120_000);
+      await waitFor(
+        'the worker to poll',
+        async () => (stderr.includes('polling task queue') ? true : undefined),
+        120_000,
+      );
       const marker = `agent-${randomUUID()}`;
       const handle = await new Client({ connection }).workflow.start(leaderWorkflow, {
         taskQueue,
         workflowId: `stop-${randomUUID()}`,
-        args: [{ objective: 'wait', repo: { url: remote.url, baseRef: 'main' }, testCmd: 'true', subTasks: [{ id: 'one', prompt: 'wait', ownedPaths: ['one'], agent: { kind: 'shell', command: `sleep 600; : ${marker}` } }] }],
+        args: [
+          {
+            objective: 'wait',
+            repo: { url: remote.url, baseRef: 'main' },
+            testCmd: 'true',
+            subTasks: [
+              {
+                id: 'one',
+                prompt: 'wait',
+                ownedPaths: ['one'],
+                agent: { kind: 'shell', command: `sleep 600; : ${marker}` },
+              },
+            ],
+          },
+        ],
       });
-      await waitFor('the agent to run', async () => ((await processesMatching(marker)).length ? true : undefined), 60_000);
+      await waitFor(
+        'the agent to run',
+        async () => ((await processesMatching(marker)).length ? true : undefined),
+        60_000,
+      );
 
       const stopping = Date.now();
       worker.kill('SIGTERM');
@@ -136,8 +177,17 @@ describe('a worker process', () => {
       await connection.close();
       remote.cleanup();
     }
-    const lines = stderr.trim().split('\n').map((line) => JSON.parse(line));
-    expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining([expect.stringContaining('polling task queue'), 'Worker state changed', 'Flotilla worker stopped']));
+    const lines = stderr
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(lines.map((l) => l.msg)).toEqual(
+      expect.arrayContaining([
+        expect.stringContaining('polling task queue'),
+        'Worker state changed',
+        'Flotilla worker stopped',
+      ]),
+    );
     expect(lines.every((l) => typeof l.level === 'number' && typeof l.time === 'number')).toBe(true);
   });
 });

@@ -32,7 +32,7 @@ async function liveSandboxes(): Promise<number> {
 }
 
 describe('a run on E2B sandboxes', () => {
-  it('pushes the workers\' changes, pauses a suspended worker\'s sandbox, and kills every sandbox', async () => {
+  it("pushes the workers' changes, pauses a suspended worker's sandbox, and kills every sandbox", async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const asker = `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then ${writeAgent('two/greeting.txt', 'hello after the answer')}; else echo '::flotilla {"question": "ready?"}'; fi`;
     const handle = await env.start({
@@ -41,7 +41,12 @@ describe('a run on E2B sandboxes', () => {
       testCmd: 'cat one/greeting.txt two/greeting.txt',
       sandbox: { provider: 'e2b' },
       subTasks: [
-        { id: 'one', prompt: 'p', ownedPaths: ['one'], agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello from e2b') } },
+        {
+          id: 'one',
+          prompt: 'p',
+          ownedPaths: ['one'],
+          agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello from e2b') },
+        },
         { id: 'two', prompt: 'p', ownedPaths: ['two'], agent: { kind: 'shell', command: asker } },
       ],
     });

@@ -30,13 +30,24 @@ function request(url: string, id: string, extra: object = {}) {
     objective: `gc ${id}`,
     repo: { url, baseRef: 'main', targetRef: id },
     testCmd: 'true',
-    subTasks: [{ id, prompt: `do ${id}`, ownedPaths: [id], agent: { kind: 'shell', command: writeAgent(`${id}/out.txt`, `from ${id}`) } }],
+    subTasks: [
+      {
+        id,
+        prompt: `do ${id}`,
+        ownedPaths: [id],
+        agent: { kind: 'shell', command: writeAgent(`${id}/out.txt`, `from ${id}`) },
+      },
+    ],
     ...extra,
   };
 }
 
 async function stagingRefs(): Promise<string[]> {
-  const out = await simpleGit({ baseDir: path.join(env.dataDir, 'staging.git') }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/']);
+  const out = await simpleGit({ baseDir: path.join(env.dataDir, 'staging.git') }).raw([
+    'for-each-ref',
+    '--format=%(refname)',
+    'refs/flotilla/',
+  ]);
   return out.split('\n').filter(Boolean);
 }
 
@@ -58,7 +69,9 @@ describe('flotilla gc', () => {
     expect(pushed.alpha).toMatch(/^[0-9a-f]{40}$/);
 
     const open = await env.start(request(remote.url, 'gamma', { gates: { plan: { mode: 'manual' } } }));
-    await waitFor('the plan gate', async () => ((await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined));
+    await waitFor('the plan gate', async () =>
+      (await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
+    );
     const openKey = (await stagingRefs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${open.workflowId}-`));
     expect(openKey, 'the open run has staging refs').toBeDefined();
     const openRefs = (await stagingRefs()).filter((r) => r.startsWith(`refs/flotilla/${openKey}/`));
@@ -83,12 +96,19 @@ describe('flotilla gc', () => {
     expect(done.removedRuns.map((r) => r.workflowId).sort()).toEqual([a.workflowId, b.workflowId].sort());
     // The finished runs claimed their logs, the open run none yet: theirs go, while it is still open.
     expect(done.artifacts.removed).toBeGreaterThan(0);
-    for (const ref of [a.result?.workers[0].logRef, b.result?.test?.logRef]) expect(existsSync(store.pathOf(ref!)), ref).toBe(false);
+    for (const ref of [a.result?.workers[0].logRef, b.result?.test?.logRef])
+      expect(existsSync(store.pathOf(ref!)), ref).toBe(false);
     const after = await stagingRefs();
-    expect(after.filter((r) => !r.startsWith(`refs/flotilla/${openKey}/`)), 'no ref of a finished run is left').toEqual([]);
+    expect(
+      after.filter((r) => !r.startsWith(`refs/flotilla/${openKey}/`)),
+      'no ref of a finished run is left',
+    ).toEqual([]);
     expect(after).toEqual(openRefs);
     const staging = simpleGit({ baseDir: path.join(env.dataDir, 'staging.git') });
-    expect(await staging.raw(['cat-file', '-t', pushed.alpha!]).catch(() => 'gone'), "a finished run's objects go with its refs").toBe('gone');
+    expect(
+      await staging.raw(['cat-file', '-t', pushed.alpha!]).catch(() => 'gone'),
+      "a finished run's objects go with its refs",
+    ).toBe('gone');
     expect(await remote.head('alpha')).toBe(pushed.alpha);
     expect(await remote.head('beta')).toBe(pushed.beta);
 
@@ -119,10 +139,17 @@ describe('flotilla gc', () => {
     expect(end.result?.outcome).toBe('pushed');
     const key = (await stagingRefs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${end.workflowId}-`))!;
     // A sandbox of the run that was never destroyed (its worker died) still holds the store.
-    await acquireRunObjects(env.dataDir, `${key}/worker/lost`, path.join(env.dataDir, 'staging.git'), `refs/flotilla/${key}/base`);
+    await acquireRunObjects(
+      env.dataDir,
+      `${key}/worker/lost`,
+      path.join(env.dataDir, 'staging.git'),
+      `refs/flotilla/${key}/base`,
+    );
     const stores = () => readdirSync(path.join(env.dataDir, 'run-objects')).sort();
     expect(stores()).toEqual([`${key}.git`, `${key}.users`]);
-    await waitFor('the run listed as closed', async () => ((await gc('--older-than', '0', '--dry-run')).removedRuns.length === 1 ? true : undefined));
+    await waitFor('the run listed as closed', async () =>
+      (await gc('--older-than', '0', '--dry-run')).removedRuns.length === 1 ? true : undefined,
+    );
     expect(stores(), '--dry-run removes nothing').toEqual([`${key}.git`, `${key}.users`]);
     await gc('--older-than', '0');
     expect(stores()).toEqual([]);
@@ -131,10 +158,18 @@ describe('flotilla gc', () => {
   it('keeps the refs of a run Temporal does not know', async () => {
     const cwd = path.join(env.dataDir, 'staging.git');
     const tree = execFileSync('git', ['mktree'], { cwd, input: '' }).toString().trim();
-    const commit = execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit-tree', tree, '-m', 'not a run of ours'], { cwd }).toString().trim();
+    const commit = execFileSync(
+      'git',
+      ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit-tree', tree, '-m', 'not a run of ours'],
+      { cwd },
+    )
+      .toString()
+      .trim();
     execFileSync('git', ['update-ref', 'refs/flotilla/stranger-deadbeef/result', commit], { cwd });
     const r = await gc('--older-than', '0');
-    expect(r.keptRuns).toEqual([{ runKey: 'stranger-deadbeef', reason: 'Temporal lists no leader run with this key; kept to be safe' }]);
+    expect(r.keptRuns).toEqual([
+      { runKey: 'stranger-deadbeef', reason: 'Temporal lists no leader run with this key; kept to be safe' },
+    ]);
     expect(await stagingRefs()).toEqual(['refs/flotilla/stranger-deadbeef/result']);
   });
 
@@ -149,21 +184,50 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
   it("a worker prunes a closed run's refs, sandboxes and artifacts by itself, never an open run's, and logs what it removed", async () => {
     const dataDir = tempDir('retention');
     const taskQueue = `retention-${process.pid}`;
-    const worker = await startWorkerProcess(taskQueue, { FLOTILLA_HOME: dataDir, FLOTILLA_RETENTION: '1s', FLOTILLA_RETENTION_INTERVAL: '1s' });
+    const worker = await startWorkerProcess(taskQueue, {
+      FLOTILLA_HOME: dataDir,
+      FLOTILLA_RETENTION: '1s',
+      FLOTILLA_RETENTION_INTERVAL: '1s',
+    });
     const remote = await makeRemote({ 'README.md': 'retention\n' });
     const client = env.client;
     const refsOf = async (key: string) =>
-      (await simpleGit({ baseDir: path.join(dataDir, 'staging.git') }).raw(['for-each-ref', '--format=%(refname)', `refs/flotilla/${key}/`])).split('\n').filter(Boolean);
+      (
+        await simpleGit({ baseDir: path.join(dataDir, 'staging.git') }).raw([
+          'for-each-ref',
+          '--format=%(refname)',
+          `refs/flotilla/${key}/`,
+        ])
+      )
+        .split('\n')
+        .filter(Boolean);
     const store = new ArtifactStore(path.join(dataDir, 'artifacts'));
     try {
       expect(worker.output()).toContain('Retention: the state of runs closed over 1s is removed every 1s');
       // Both agents print nothing and both tests pass silently: the two runs store the same empty log.
       const agent = (id: string) => `echo 'output of ${id}' && ${writeAgent(`${id}/out.txt`, id)}`;
       const start = (id: string, extra: object = {}) =>
-        client.workflow.start('leaderWorkflow', { taskQueue, workflowId: `retention-${id}-${process.pid}`, args: [request(remote.url, id, extra)] });
-      const open = await start('held', { subTasks: [{ id: 'held', prompt: 'held', ownedPaths: ['held'], agent: { kind: 'shell', command: agent('held') } }], gates: { push: { mode: 'manual' } } });
-      await waitFor('the push gate', async () => ((await open.query(statusQuery)).phase === 'awaiting-push-approval' ? true : undefined), 60_000);
-      const done = await start('done', { subTasks: [{ id: 'done', prompt: 'done', ownedPaths: ['done'], agent: { kind: 'shell', command: agent('done') } }] });
+        client.workflow.start('leaderWorkflow', {
+          taskQueue,
+          workflowId: `retention-${id}-${process.pid}`,
+          args: [request(remote.url, id, extra)],
+        });
+      const open = await start('held', {
+        subTasks: [
+          { id: 'held', prompt: 'held', ownedPaths: ['held'], agent: { kind: 'shell', command: agent('held') } },
+        ],
+        gates: { push: { mode: 'manual' } },
+      });
+      await waitFor(
+        'the push gate',
+        async () => ((await open.query(statusQuery)).phase === 'awaiting-push-approval' ? true : undefined),
+        60_000,
+      );
+      const done = await start('done', {
+        subTasks: [
+          { id: 'done', prompt: 'done', ownedPaths: ['done'], agent: { kind: 'shell', command: agent('done') } },
+        ],
+      });
       const doneKey = runKeyOf(done.workflowId, done.firstExecutionRunId);
       // A sandbox a crash left behind, there before the run closes so one pass removes everything.
       const leftover = path.join(dataDir, 'sandboxes', `${doneKey}-leftover`);
@@ -178,8 +242,12 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
       const testLog = finished.result!.test!.logRef;
       expect(openClaims!.has(testLog.slice('sha256:'.length)), 'both runs stored the same test log').toBe(true);
 
-      await waitFor('the closed run pruned', async () => ((await refsOf(doneKey)).length === 0 && !existsSync(leftover) ? true : undefined));
-      expect(worker.output()).toMatch(/retention \(runs closed over 1s\): removed 1 run\(s\): \d+ staging ref\(s\), 1 sandbox\(es\), [1-9]\d* artifact\(s\); freed/);
+      await waitFor('the closed run pruned', async () =>
+        (await refsOf(doneKey)).length === 0 && !existsSync(leftover) ? true : undefined,
+      );
+      expect(worker.output()).toMatch(
+        /retention \(runs closed over 1s\): removed 1 run\(s\): \d+ staging ref\(s\), 1 sandbox\(es\), [1-9]\d* artifact\(s\); freed/,
+      );
       expect(existsSync(store.pathOf(finished.result!.workers[0].logRef!)), "the closed run's agent log").toBe(false);
       expect(existsSync(store.pathOf(testLog)), 'a log the open run stored too').toBe(true);
       expect((await store.claims()).has(doneKey)).toBe(false);
@@ -192,7 +260,9 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
       await approve(client, open.workflowId, { gate: 'push', by: 'test', sha: gate.gate!.sha });
       expect((await awaitRun(open)).result?.outcome).toBe('pushed');
       expect(await remote.show('held', 'held/out.txt')).toBe('held\n');
-      await waitFor('the second run pruned', async () => ((await refsOf(openKey)).length === 0 && !(await store.claims()).has(openKey) ? true : undefined));
+      await waitFor('the second run pruned', async () =>
+        (await refsOf(openKey)).length === 0 && !(await store.claims()).has(openKey) ? true : undefined,
+      );
       expect(await store.stored()).toEqual([]);
       expect(worker.child.exitCode, 'the worker runs on').toBeNull();
     } finally {
@@ -202,17 +272,26 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
   });
 
   it('refuses a malformed FLOTILLA_RETENTION, and one Temporal would outlast, naming the variable', async () => {
-    const worker = (value: string) => run(CLI[0], [...CLI.slice(1), 'worker'], { TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_HOME: tempDir('retention-bad'), FLOTILLA_RETENTION: value });
+    const worker = (value: string) =>
+      run(CLI[0], [...CLI.slice(1), 'worker'], {
+        TEMPORAL_ADDRESS: inject('temporalAddress'),
+        FLOTILLA_HOME: tempDir('retention-bad'),
+        FLOTILLA_RETENTION: value,
+      });
     const malformed = await worker('a week');
     expect(malformed.code).toBe(2);
-    expect(malformed.err).toContain('FLOTILLA_RETENTION must be a whole number with a unit (s, m, h or d), such as 7d or 12h');
+    expect(malformed.err).toContain(
+      'FLOTILLA_RETENTION must be a whole number with a unit (s, m, h or d), such as 7d or 12h',
+    );
     const zero = await worker('0');
     expect(zero.code).toBe(2);
     expect(zero.err).toContain('FLOTILLA_RETENTION must be longer than 0');
     // The dev server keeps closed runs 24 hours: after that gc could never confirm one is closed.
     const tooLong = await worker('7d');
     expect(tooLong.code).toBe(2);
-    expect(tooLong.err).toContain('FLOTILLA_RETENTION=7d is not shorter than the retention of namespace "default" (24h)');
+    expect(tooLong.err).toContain(
+      'FLOTILLA_RETENTION=7d is not shorter than the retention of namespace "default" (24h)',
+    );
   });
 });
 

@@ -37,7 +37,9 @@ describe('StagingRepo', () => {
 
   it('masks credentials in error text', () => {
     process.env.FLOTILLA_GIT_TOKEN = 'tok-456';
-    expect(scrubSecrets('fatal: https://user:tok-456@example.com/x.git: tok-456 refused')).toBe('fatal: https://***@example.com/x.git: *** refused');
+    expect(scrubSecrets('fatal: https://user:tok-456@example.com/x.git: tok-456 refused')).toBe(
+      'fatal: https://***@example.com/x.git: *** refused',
+    );
   });
 });
 
@@ -51,38 +53,38 @@ describe('StagingRepo with a shared store', () => {
     await Promise.all([served?.stop(), file?.stop()]);
   });
 
-  it.each([['git daemon', () => served], ['file://', () => file]])(
-    'publishes every ref it writes and pulls a run from another host (%s)',
-    async (_name, store) => {
-      const { url, refs } = store();
-      const remote = await makeRemote({ 'a.txt': 'a\n' });
-      const a = await StagingRepo.open(tempDir('host-a'), url);
-      const b = await StagingRepo.open(tempDir('host-b'), url);
-      const base = await a.fetchBranch(remote.url, 'main', runRef('run-1', 'base'));
-      await a.setRef(runRef('run-1', 'integrated'), base);
-      await a.setRef(runRef('run-2', 'base'), base);
-      // A commit no ref names (a merge computed on A) reaches B through share().
-      const tree = (await a.raw(['rev-parse', `${base}^{tree}`])).trim();
-      const merge = (await a.raw(['commit-tree', tree, '-p', base, '-m', 'merged on A'])).trim();
-      await a.share('run-1', merge);
+  it.each([
+    ['git daemon', () => served],
+    ['file://', () => file],
+  ])('publishes every ref it writes and pulls a run from another host (%s)', async (_name, store) => {
+    const { url, refs } = store();
+    const remote = await makeRemote({ 'a.txt': 'a\n' });
+    const a = await StagingRepo.open(tempDir('host-a'), url);
+    const b = await StagingRepo.open(tempDir('host-b'), url);
+    const base = await a.fetchBranch(remote.url, 'main', runRef('run-1', 'base'));
+    await a.setRef(runRef('run-1', 'integrated'), base);
+    await a.setRef(runRef('run-2', 'base'), base);
+    // A commit no ref names (a merge computed on A) reaches B through share().
+    const tree = (await a.raw(['rev-parse', `${base}^{tree}`])).trim();
+    const merge = (await a.raw(['commit-tree', tree, '-p', base, '-m', 'merged on A'])).trim();
+    await a.share('run-1', merge);
 
-      expect(await b.revParse(runRef('run-1', 'base')), 'nothing before the pull').toBeNull();
-      await b.pull('run-1');
-      expect(await b.revParse(runRef('run-1', 'base'))).toBe(base);
-      expect(await b.revParse(runRef('run-1', 'integrated'))).toBe(base);
-      expect(await b.revParse(merge)).toBe(merge);
-      expect(await b.revParse(runRef('run-2', 'base')), "another run's refs stay where they are").toBeNull();
+    expect(await b.revParse(runRef('run-1', 'base')), 'nothing before the pull').toBeNull();
+    await b.pull('run-1');
+    expect(await b.revParse(runRef('run-1', 'base'))).toBe(base);
+    expect(await b.revParse(runRef('run-1', 'integrated'))).toBe(base);
+    expect(await b.revParse(merge)).toBe(merge);
+    expect(await b.revParse(runRef('run-2', 'base')), "another run's refs stay where they are").toBeNull();
 
-      await a.deleteRef(runRef('run-1', 'integrated'));
-      expect(await a.revParse(runRef('run-1', 'integrated'))).toBeNull();
-      expect(await refs('refs/flotilla/run-1/')).toEqual([runRef('run-1', 'base'), runRef('run-1', `commits/${merge}`)]);
-      expect(await a.sharedRefs('refs/flotilla/run-2/')).toEqual([runRef('run-2', 'base')]);
-      // Deleting what is gone already is no error (a retried gc, another host's cache).
-      await b.deleteRefs([runRef('run-1', 'integrated'), runRef('run-2', 'base')]);
-      expect(await refs('refs/flotilla/run-2/')).toEqual([]);
-      remote.cleanup();
-    },
-  );
+    await a.deleteRef(runRef('run-1', 'integrated'));
+    expect(await a.revParse(runRef('run-1', 'integrated'))).toBeNull();
+    expect(await refs('refs/flotilla/run-1/')).toEqual([runRef('run-1', 'base'), runRef('run-1', `commits/${merge}`)]);
+    expect(await a.sharedRefs('refs/flotilla/run-2/')).toEqual([runRef('run-2', 'base')]);
+    // Deleting what is gone already is no error (a retried gc, another host's cache).
+    await b.deleteRefs([runRef('run-1', 'integrated'), runRef('run-2', 'base')]);
+    expect(await refs('refs/flotilla/run-2/')).toEqual([]);
+    remote.cleanup();
+  });
 
   it('two hosts storing the same log at once both succeed: the one that loses the ref lock finds it published', async () => {
     const hosts = Array.from({ length: 4 }, () => defaultDeps(tempDir('host'), { stagingUrl: served.url }));
@@ -108,10 +110,14 @@ describe('StagingRepo with a shared store', () => {
 
     expect((await b.artifacts.get(put)).toString()).toBe('a log line\n');
     expect((await b.artifacts.get(streamed)).toString()).toBe('streamed output\n');
-    expect(existsSync(b.artifacts.pathOf(streamed)), 'kept in the reading host\'s cache').toBe(true);
-    expect(await served.refs('refs/flotilla/artifacts/')).toEqual(expect.arrayContaining([artifactRef(put.slice(7)), artifactRef(streamed.slice(7))]));
+    expect(existsSync(b.artifacts.pathOf(streamed)), "kept in the reading host's cache").toBe(true);
+    expect(await served.refs('refs/flotilla/artifacts/')).toEqual(
+      expect.arrayContaining([artifactRef(put.slice(7)), artifactRef(streamed.slice(7))]),
+    );
     const missing = `sha256:${'0'.repeat(64)}`;
-    await expect(b.artifacts.get(missing)).rejects.toThrow(`artifact ${missing} is neither on this host nor in the shared store`);
+    await expect(b.artifacts.get(missing)).rejects.toThrow(
+      `artifact ${missing} is neither on this host nor in the shared store`,
+    );
     rmSync(dataB, { recursive: true, force: true });
   });
 
@@ -132,7 +138,12 @@ describe('StagingRepo with a shared store', () => {
     expect(refused('git://who@10.0.0.1/staging.git')).toMatch(/^FLOTILLA_STAGING_URL must not contain credentials/);
     expect(refused('ext::sh -c touch% /tmp/pwned')).toMatch(/^FLOTILLA_STAGING_URL uses the transport helper "ext::"/);
     expect(refused('http://store.example.com/staging.git')).toBe('FLOTILLA_STAGING_URL uses plain http; use https');
-    for (const ok of ['git://10.0.0.1/staging.git', 'file:///srv/staging.git', 'ssh://git@store/staging.git', 'https://store.example.com/staging.git']) {
+    for (const ok of [
+      'git://10.0.0.1/staging.git',
+      'file:///srv/staging.git',
+      'ssh://git@store/staging.git',
+      'https://store.example.com/staging.git',
+    ]) {
       expect(refused(ok), ok).toBeUndefined();
     }
     process.env.FLOTILLA_STAGING_URL = 'https://user:secret@store.example.com/staging.git';

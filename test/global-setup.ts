@@ -15,7 +15,6 @@ declare module 'vitest' {
   }
 }
 
-
 let server: TemporalTarget | undefined;
 let dir: string | undefined;
 

@@ -34,8 +34,18 @@ export class TestEnv {
     const dataDir = tempDir('data');
     const taskQueue = `test-${randomUUID()}`;
     const connection = await NativeConnection.connect({ address });
-    const workflowBundle = await bundleWorkflowCode({ workflowsPath: path.join(__dirname, '../src/workflows/index.ts'), logger: quietLogger });
-    const worker = await createFlotillaWorker({ connection, namespace: 'default', taskQueue, dataDir, workflowBundle, deps });
+    const workflowBundle = await bundleWorkflowCode({
+      workflowsPath: path.join(__dirname, '../src/workflows/index.ts'),
+      logger: quietLogger,
+    });
+    const worker = await createFlotillaWorker({
+      connection,
+      namespace: 'default',
+      taskQueue,
+      dataDir,
+      workflowBundle,
+      deps,
+    });
     const client = new Client({ connection: await Connection.connect({ address }) });
     const env = new TestEnv(client, connection, worker, taskQueue, dataDir);
     env.running = worker.run();
@@ -73,7 +83,10 @@ export class TestEnv {
    * workflow code; returns how many replayed and the nondeterminism errors found.
    */
   async replayFinishedRuns(): Promise<{ replayed: number; errors: string[] }> {
-    const fetch = async (workflowId: string) => ({ workflowId, history: await this.client.workflow.getHandle(workflowId).fetchHistory() });
+    const fetch = async (workflowId: string) => ({
+      workflowId,
+      history: await this.client.workflow.getHandle(workflowId).fetchHistory(),
+    });
     const finished = [];
     for (const id of this.runs) {
       if ((await this.client.workflow.getHandle(id).describe()).status.name !== 'RUNNING') finished.push(id);
@@ -90,7 +103,10 @@ export class TestEnv {
     const errors: string[] = [];
     let replayed = 0;
     const workflowsPath = path.join(__dirname, '../src/workflows/index.ts');
-    for await (const r of Worker.runReplayHistories({ workflowsPath, replayName: 'replay-check' }, [...leaders, ...children])) {
+    for await (const r of Worker.runReplayHistories({ workflowsPath, replayName: 'replay-check' }, [
+      ...leaders,
+      ...children,
+    ])) {
       replayed++;
       if (r.error) errors.push(`${r.workflowId}: ${r.error}`);
     }
@@ -176,12 +192,22 @@ export function writeAgent(file: string, content: string, commit = true): string
 export const manual = { mode: 'manual' as const };
 
 /** A request whose sub-tasks are shell agents, each owning the directory named after it. */
-export function shellRequest(objective: string, url: string, tasks: { id: string; command: string }[], extra: object = {}) {
+export function shellRequest(
+  objective: string,
+  url: string,
+  tasks: { id: string; command: string }[],
+  extra: object = {},
+) {
   return {
     objective,
     repo: { url, baseRef: 'main' },
     testCmd: 'true',
-    subTasks: tasks.map((t) => ({ id: t.id, prompt: `do ${t.id}`, ownedPaths: [t.id], agent: { kind: 'shell' as const, command: t.command } })),
+    subTasks: tasks.map((t) => ({
+      id: t.id,
+      prompt: `do ${t.id}`,
+      ownedPaths: [t.id],
+      agent: { kind: 'shell' as const, command: t.command },
+    })),
     ...extra,
   };
 }

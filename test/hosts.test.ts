@@ -118,10 +118,22 @@ async function startWorker(h: Host): Promise<void> {
   const uids = h === 'host-a' ? '300000-309999' : '310000-319999';
   // nsenter, not `ip netns exec`: that also remounts /sys for the namespace, which hides the
   // cgroup hierarchy the sandboxes' limits live in.
-  const child = spawn('nsenter', [`--net=/var/run/netns/${netns(h)}`, '--', ...CLI, 'worker', ...(process.env.HOSTS_VERBOSE ? ['--verbose'] : [])], {
-    env: { ...process.env, TEMPORAL_ADDRESS: address, FLOTILLA_HOME: home, FLOTILLA_HOST_ID: h, FLOTILLA_SANDBOX_UIDS: uids, FLOTILLA_TASK_QUEUE: taskQueue, FLOTILLA_STAGING_URL: store!.url },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    'nsenter',
+    [`--net=/var/run/netns/${netns(h)}`, '--', ...CLI, 'worker', ...(process.env.HOSTS_VERBOSE ? ['--verbose'] : [])],
+    {
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: address,
+        FLOTILLA_HOME: home,
+        FLOTILLA_HOST_ID: h,
+        FLOTILLA_SANDBOX_UIDS: uids,
+        FLOTILLA_TASK_QUEUE: taskQueue,
+        FLOTILLA_STAGING_URL: store!.url,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   workers.set(h, child);
   let out = '';
   // Kept outside the test's directory, for a failure to be read afterwards.
@@ -133,7 +145,11 @@ async function startWorker(h: Host): Promise<void> {
   };
   child.stdout!.on('data', take);
   child.stderr!.on('data', take);
-  await waitFor('the worker to poll', async () => (out.includes('polling task queue') ? true : undefined), 90_000).catch((err) => {
+  await waitFor(
+    'the worker to poll',
+    async () => (out.includes('polling task queue') ? true : undefined),
+    90_000,
+  ).catch((err) => {
     throw new Error(`${err.message}; ${h} printed:\n${out}`);
   });
 }
@@ -196,7 +212,9 @@ afterAll(async () => {
 
 describe('many hosts', () => {
   it('two hosts in their own network namespaces serve one queue: 6 runs of 3 sub-tasks all push, on both hosts', async () => {
-    const remotes = await Promise.all(Array.from({ length: Number(process.env.HOSTS_RUNS ?? 6) }, () => countingRemote()));
+    const remotes = await Promise.all(
+      Array.from({ length: Number(process.env.HOSTS_RUNS ?? 6) }, () => countingRemote()),
+    );
     const handles = await Promise.all(
       remotes.map((remote, r) =>
         startRun(
@@ -209,7 +227,10 @@ describe('many hosts', () => {
               id: `t${t}`,
               prompt: `task ${t}`,
               ownedPaths: [`t${t}`],
-              agent: { kind: 'shell', command: `mkdir -p t${t} && echo "run ${r} task ${t}" > t${t}/out.txt && sleep 0.5 && git add -A && git commit -qm t${t}` },
+              agent: {
+                kind: 'shell',
+                command: `mkdir -p t${t} && echo "run ${r} task ${t}" > t${t}/out.txt && sleep 0.5 && git add -A && git commit -qm t${t}`,
+              },
             })),
             limits: LIMITS,
           }),
@@ -253,13 +274,19 @@ describe('many hosts', () => {
       async () => {
         const w = (await handle.query(statusQuery)).workers.find((x) => x.id === 'slow');
         if (!w?.host || !w.checkpoint) return undefined;
-        const tree = execFileSync('git', ['ls-tree', '-r', '--name-only', w.checkpoint.sha], { cwd: store!.dir, encoding: 'utf8' });
+        const tree = execFileSync('git', ['ls-tree', '-r', '--name-only', w.checkpoint.sha], {
+          cwd: store!.dir,
+          encoding: 'utf8',
+        });
         return tree.includes('slow/partial.txt') ? { host: w.host as Host, checkpoint: w.checkpoint } : undefined;
       },
       120_000,
     );
     const survivor = hosts.find((h) => h !== placed.host)!;
-    const shown = await run(CLI[0], [...CLI.slice(1), 'status', handle.workflowId], { TEMPORAL_ADDRESS: address, FLOTILLA_TASK_QUEUE: taskQueue });
+    const shown = await run(CLI[0], [...CLI.slice(1), 'status', handle.workflowId], {
+      TEMPORAL_ADDRESS: address,
+      FLOTILLA_TASK_QUEUE: taskQueue,
+    });
     expect(shown.out).toContain(`on ${placed.host}, checkpoint `);
 
     // The host dies: its worker, the agent it ran, and its disk.

@@ -31,7 +31,8 @@ async function staging(workers: Record<string, Record<string, string>>) {
     await work.push(remote.url, `${id}:refs/workers/${id}`);
   }
   const git = simpleGit(remote.url);
-  const workerList = (ids: string[]) => ids.map((id) => ({ workerId: id, headSha: heads[id], title: `Integrate ${id}` }));
+  const workerList = (ids: string[]) =>
+    ids.map((id) => ({ workerId: id, headSha: heads[id], title: `Integrate ${id}` }));
   return { dir: remote.url, git, base, heads, workerList };
 }
 
@@ -40,20 +41,53 @@ const at = 1_700_000_000;
 describe('merging on the host', () => {
   it('merges workers that changed different files into one merge commit each, with the trailers', async () => {
     const s = await staging({ a: { 'a.txt': 'a\n' }, b: { 'b.txt': 'b\n' } });
-    const merged = await mergeWorkers(s.dir, { runKey: 'run-1', baseSha: s.base, into: s.base, workers: s.workerList(['a', 'b']), at });
+    const merged = await mergeWorkers(s.dir, {
+      runKey: 'run-1',
+      baseSha: s.base,
+      into: s.base,
+      workers: s.workerList(['a', 'b']),
+      at,
+    });
     expect(merged.status).toBe('merged');
     const sha = merged.sha;
-    expect((await s.git.raw(['ls-tree', '-r', '--name-only', sha])).trim().split('\n')).toEqual(['README.md', 'a.txt', 'b.txt', 'names.txt']);
+    expect((await s.git.raw(['ls-tree', '-r', '--name-only', sha])).trim().split('\n')).toEqual([
+      'README.md',
+      'a.txt',
+      'b.txt',
+      'names.txt',
+    ]);
     const log = await s.git.raw(['log', '--first-parent', '--format=%an <%ae>|%P|%B%x00', `${s.base}..${sha}`]);
-    const [second, first] = log.split('\0').map((e) => e.trim()).filter(Boolean);
-    expect(first).toBe(`Flotilla integration <flotilla@localhost>|${s.base} ${s.heads.a}|Integrate a\n\nFlotilla-Worker: a\nFlotilla-Run: run-1`);
-    expect(second).toMatch(new RegExp(`\\|[0-9a-f]{40} ${s.heads.b}\\|Integrate b\\n\\nFlotilla-Worker: b\\nFlotilla-Run: run-1$`));
+    const [second, first] = log
+      .split('\0')
+      .map((e) => e.trim())
+      .filter(Boolean);
+    expect(first).toBe(
+      `Flotilla integration <flotilla@localhost>|${s.base} ${s.heads.a}|Integrate a\n\nFlotilla-Worker: a\nFlotilla-Run: run-1`,
+    );
+    expect(second).toMatch(
+      new RegExp(`\\|[0-9a-f]{40} ${s.heads.b}\\|Integrate b\\n\\nFlotilla-Worker: b\\nFlotilla-Run: run-1$`),
+    );
   });
 
   it('stops at a conflict, naming the files and the earlier workers that changed them', async () => {
-    const s = await staging({ a: { 'a.txt': 'a\n' }, left: { 'names.txt': 'one\nleft\nthree\n' }, right: { 'names.txt': 'one\nright\nthree\n' } });
-    const merged = await mergeWorkers(s.dir, { runKey: 'run-1', baseSha: s.base, into: s.base, workers: s.workerList(['a', 'left', 'right']), at });
-    expect(merged).toMatchObject({ status: 'conflict', workerId: 'right', files: ['names.txt'], conflictsWith: ['left'] });
+    const s = await staging({
+      a: { 'a.txt': 'a\n' },
+      left: { 'names.txt': 'one\nleft\nthree\n' },
+      right: { 'names.txt': 'one\nright\nthree\n' },
+    });
+    const merged = await mergeWorkers(s.dir, {
+      runKey: 'run-1',
+      baseSha: s.base,
+      into: s.base,
+      workers: s.workerList(['a', 'left', 'right']),
+      at,
+    });
+    expect(merged).toMatchObject({
+      status: 'conflict',
+      workerId: 'right',
+      files: ['names.txt'],
+      conflictsWith: ['left'],
+    });
     // The head is where the merge stopped: a and left are in it, right is not.
     expect(await s.git.raw(['show', `${merged.sha}:names.txt`])).toBe('one\nleft\nthree\n');
     expect(await s.git.raw(['show', `${merged.sha}:a.txt`])).toBe('a\n');

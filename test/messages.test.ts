@@ -38,7 +38,8 @@ afterAll(async () => {
   await double?.cleanup();
 });
 
-const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) => shellRequest('hostile messages', url, tasks, extra);
+const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) =>
+  shellRequest('hostile messages', url, tasks, extra);
 
 /** An agent that does `first` until it is resumed with a message, then writes the message. */
 const untilResumed = (id: string, first: string) => ({
@@ -59,7 +60,14 @@ function waitForStatus(workflowId: string, what: string, ok: (s: RunStatus) => b
 
 /** `temporal workflow <args…>` against the suite's server. */
 function temporal(workflowId: string, args: string[]) {
-  return run(temporalBinary(), ['workflow', ...args, '--address', inject('temporalAddress'), '--workflow-id', workflowId]);
+  return run(temporalBinary(), [
+    'workflow',
+    ...args,
+    '--address',
+    inject('temporalAddress'),
+    '--workflow-id',
+    workflowId,
+  ]);
 }
 const input = (json: string | undefined) => (json === undefined ? [] : ['--input', json]);
 
@@ -74,7 +82,8 @@ async function historyFacts(client: Client, workflowId: string) {
 }
 
 /** Refusals whose reason matches, for a readable assertion. */
-const refusalsMatching = (s: RunStatus, message: string, reason: RegExp) => s.refusals.filter((r) => r.message === message && reason.test(r.reason));
+const refusalsMatching = (s: RunStatus, message: string, reason: RegExp) =>
+  s.refusals.filter((r) => r.message === message && reason.test(r.reason));
 
 describe('validation, without a server', () => {
   it('message schemas name every bad field with the real reason', () => {
@@ -86,12 +95,24 @@ describe('validation, without a server', () => {
     expect(bad(ApproveInput, null)).toBe('invalid message: (message): expected object, got null');
     expect(bad(ApproveInput, 'approve')).toBe('invalid message: (message): expected object, got a string');
     expect(bad(ApproveInput, [1])).toBe('invalid message: (message): expected object, got an array');
-    expect(bad(ApproveInput, { gate: 'deploy', by: 7 })).toBe('invalid message: gate: Invalid option: expected one of "plan"|"push"; by: expected string, got a number');
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: -5 })).toBe('invalid message: addBudgetUsd: must be a positive number of dollars');
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: 'abc' })).toBe('invalid message: addBudgetUsd: expected number, got a string');
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: Infinity })).toBe('invalid message: addBudgetUsd: expected number, got Infinity');
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: NaN })).toBe('invalid message: addBudgetUsd: expected number, got NaN');
-    expect(bad(ApproveInput, { gate: 'plan', comment: 'x'.repeat(2_000_000) })).toBe(`invalid message: comment: is 2000000 characters; at most ${MAX_CHARS.comment}`);
+    expect(bad(ApproveInput, { gate: 'deploy', by: 7 })).toBe(
+      'invalid message: gate: Invalid option: expected one of "plan"|"push"; by: expected string, got a number',
+    );
+    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: -5 })).toBe(
+      'invalid message: addBudgetUsd: must be a positive number of dollars',
+    );
+    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: 'abc' })).toBe(
+      'invalid message: addBudgetUsd: expected number, got a string',
+    );
+    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: Infinity })).toBe(
+      'invalid message: addBudgetUsd: expected number, got Infinity',
+    );
+    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: NaN })).toBe(
+      'invalid message: addBudgetUsd: expected number, got NaN',
+    );
+    expect(bad(ApproveInput, { gate: 'plan', comment: 'x'.repeat(2_000_000) })).toBe(
+      `invalid message: comment: is 2000000 characters; at most ${MAX_CHARS.comment}`,
+    );
     expect(bad(ResumeInput, { workerId: 'a', message: 'go', addBudgetUsd: 2 })).toBe('accepted');
   });
 
@@ -110,7 +131,10 @@ describe('validation, without a server', () => {
     } catch (err) {
       problems = (err as RequestError).problems;
     }
-    expect(problems).toEqual([`subTasks[0].prompt: is 10000000 characters; at most ${MAX_CHARS.prompt}`, 'limits.maxParallel: expected number, got a string']);
+    expect(problems).toEqual([
+      `subTasks[0].prompt: is 10000000 characters; at most ${MAX_CHARS.prompt}`,
+      'limits.maxParallel: expected number, got a string',
+    ]);
   });
 
   it('the status carries timestamps and the client computes durations from them', () => {
@@ -125,7 +149,9 @@ describe('validation, without a server', () => {
         { id: 'over', state: 'done', costUsd: 0, turns: 0, startedAt: now - 9_000, durationMs: 1_500 },
       ],
       decisions: [],
-      refusals: [{ message: 'approve', by: 'mallory', reason: 'the plan gate is not open (phase: running)', at: now - 1_000 }],
+      refusals: [
+        { message: 'approve', by: 'mallory', reason: 'the plan gate is not open (phase: running)', at: now - 1_000 },
+      ],
       refusedCount: 1,
       startedAt: now - 5_000,
       totals: { costUsd: 0, turns: 0, workersDone: 1, workersFailed: 0 },
@@ -171,8 +197,16 @@ describe('a corpus of bad messages', () => {
       ['resume', '{"workerId":"one"}', /worker one is queued; only a suspended worker can be resumed/],
     );
     const forged: [string, string, RegExp][] = [
-      ['workerProgress', '{"id":"one","state":"suspended","costUsd":-1000,"turns":1}', /token: is required; costUsd: Too small/],
-      ['workerProgress', '{"token":"guess","id":"one","state":"suspended","costUsd":5,"turns":1,"question":"fake?"}', /does not come from that worker/],
+      [
+        'workerProgress',
+        '{"id":"one","state":"suspended","costUsd":-1000,"turns":1}',
+        /token: is required; costUsd: Too small/,
+      ],
+      [
+        'workerProgress',
+        '{"token":"guess","id":"one","state":"suspended","costUsd":5,"turns":1,"question":"fake?"}',
+        /does not come from that worker/,
+      ],
       ['aprove', '{"gate":"plan"}', /unknown signal "aprove"/],
     ];
 
@@ -193,7 +227,9 @@ describe('a corpus of bad messages', () => {
     await handle.signal(resumeSignal, { workerId: 'one', addBudgetUsd: Number.NaN });
     // A signal is in history before the workflow sees it: one such is enough (history pages are 4 MB).
     await handle.signal(approveSignal, { gate: 'plan', by: 'x'.repeat(50_000), comment: huge });
-    await expect(approve(env.client, id, { gate: 'plan', comment: huge })).rejects.toThrow(`comment: is ${huge.length} characters; at most ${MAX_CHARS.comment}`);
+    await expect(approve(env.client, id, { gate: 'plan', comment: huge })).rejects.toThrow(
+      `comment: is ${huge.length} characters; at most ${MAX_CHARS.comment}`,
+    );
     await expect(resume(env.client, id, { workerId: 'one', addBudgetUsd: -5 })).rejects.toThrow(MessageRefused);
 
     const sent = corpus.length + forged.length + 3;
@@ -204,7 +240,9 @@ describe('a corpus of bad messages', () => {
     expect(JSON.stringify(s).length).toBeLessThan(32 * 1024);
     expect(s.refusals.every((r) => r.by.length <= 100 && r.reason.length < 400)).toBe(true);
     expect(refusalsMatching(s, 'resume', /addBudgetUsd: expected number, got null/)).toHaveLength(2);
-    expect(refusalsMatching(s, 'approve', /by: is 50000 characters; at most 100; comment: is 1900000 characters/)).toHaveLength(1);
+    expect(
+      refusalsMatching(s, 'approve', /by: is 50000 characters; at most 100; comment: is 1900000 characters/),
+    ).toHaveLength(1);
     expect(s.refusals.filter((r) => r.by.startsWith('xxxx'))).toHaveLength(1);
     // Forged progress changed nothing.
     expect(s.workers[0]).toMatchObject({ id: 'one', state: 'queued', costUsd: 0, turns: 0 });
@@ -217,7 +255,14 @@ describe('a corpus of bad messages', () => {
     await expect(approve(env.client, id, { gate: 'push', sha: 'b'.repeat(40), by: 'mallory' })).rejects.toThrow(
       `refused: approval names ${'b'.repeat(40)}, but the commit to push is ${sha}`,
     );
-    const ok = await temporal(id, ['update', 'execute', '--name', 'approve', '--input', JSON.stringify({ gate: 'push', sha, by: 'bo' })]);
+    const ok = await temporal(id, [
+      'update',
+      'execute',
+      '--name',
+      'approve',
+      '--input',
+      JSON.stringify({ gate: 'push', sha, by: 'bo' }),
+    ]);
     expect(ok.code, ok.err).toBe(0);
     expect(ok.out).toContain('approved the push gate');
 
@@ -233,7 +278,11 @@ describe('a corpus of bad messages', () => {
     expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from one\n');
 
     // Refused updates wrote nothing; nothing failed a workflow task.
-    expect(await historyFacts(env.client, id)).toEqual({ workflowTaskFailures: 0, updatesAccepted: 2, updatesRejected: 0 });
+    expect(await historyFacts(env.client, id)).toEqual({
+      workflowTaskFailures: 0,
+      updatesAccepted: 2,
+      updatesRejected: 0,
+    });
     remote.cleanup();
   });
 });
@@ -242,23 +291,35 @@ describe('pause and resume', () => {
   it('a pause sent before the worker starts reaches it when it does; one after it ends is refused, and the run goes on', async () => {
     const remote = await makeRemote({
       'README.md': 'x\n',
-      'check.test.js': "const test = require('node:test');\ntest('a', () => {});\ntest('b', () => {});\ntest('c', { skip: true }, () => {});\n",
+      'check.test.js':
+        "const test = require('node:test');\ntest('a', () => {});\ntest('b', () => {});\ntest('c', { skip: true }, () => {});\n",
     });
-    const handle = await env.start(request(remote.url, [untilResumed('one', 'exit 3')], { gates: { plan: manual, push: manual }, testCmd: 'node --test' }));
+    const handle = await env.start(
+      request(remote.url, [untilResumed('one', 'exit 3')], {
+        gates: { plan: manual, push: manual },
+        testCmd: 'node --test',
+      }),
+    );
     const id = handle.workflowId;
     await waitForStatus(id, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
     // The worker's child has not started: the pause is held for it.
-    expect(await pause(env.client, id, { workerId: 'one', by: 'ana' })).toBe('worker one has not started; it is paused as soon as it does');
+    expect(await pause(env.client, id, { workerId: 'one', by: 'ana' })).toBe(
+      'worker one has not started; it is paused as soon as it does',
+    );
     await approve(env.client, id, { gate: 'plan' });
     const s = await waitForStatus(id, 'the suspension', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].reason).toBe('paused by an operator');
-    expect(await resume(env.client, id, { workerId: 'one', message: 'carry on', by: 'ana' })).toMatch(/^worker one is (running|done)$/);
+    expect(await resume(env.client, id, { workerId: 'one', message: 'carry on', by: 'ana' })).toMatch(
+      /^worker one is (running|done)$/,
+    );
 
     const atPush = await waitForStatus(id, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
     expect(atPush.workers[0].state).toBe('done');
     expect(atPush.gate?.testSummary).toBe('2 passed, 0 failed, 1 skipped (node --test)');
     // The worker's child has closed: an update is refused with the reason, a signal is recorded.
-    await expect(pause(env.client, id, { workerId: 'one' })).rejects.toThrow('refused: worker one is done; only a queued or running worker can be paused');
+    await expect(pause(env.client, id, { workerId: 'one' })).rejects.toThrow(
+      'refused: worker one is done; only a queued or running worker can be paused',
+    );
     await handle.signal(pauseSignal, { workerId: 'one', by: 'bo' });
     await handle.signal(resumeSignal, { workerId: 'one', by: 'bo' });
     const refused = await waitForStatus(id, 'the refusals', (x) => x.refusedCount === 2);
@@ -290,14 +351,18 @@ describe('pause and resume', () => {
     try {
       const remote = await makeRemote({ 'README.md': 'x\n' });
       const asker = untilResumed('one', `echo '::flotilla {"question": "which colour?"}'`);
-      const handle = await env.start(request(remote.url, [asker], { sandbox: { provider: 'e2b' }, limits: { suspendTimeoutMinutes: 1 } }));
+      const handle = await env.start(
+        request(remote.url, [asker], { sandbox: { provider: 'e2b' }, limits: { suspendTimeoutMinutes: 1 } }),
+      );
       await waitForStatus(handle.workflowId, 'the question', (x) => x.workers[0].state === 'suspended');
       await waitFor('the slow pause', async () => (pausing ? true : undefined));
       await handle.signal(resumeSignal, { workerId: 'one', message: 'green' });
       // The worker's child has the resume before its sandbox is paused.
       await waitFor('the resume at the worker', async () => {
         const events = (await env.client.workflow.getHandle(`${handle.workflowId}/one`).fetchHistory()).events ?? [];
-        return events.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'resume') ? true : undefined;
+        return events.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'resume')
+          ? true
+          : undefined;
       });
       release();
       const end = await awaitRun(handle);
@@ -319,7 +384,11 @@ describe('ending a run', () => {
     const started = path.join(dir, 'started');
     const go = path.join(dir, 'go');
     mkdirSync(path.join(remote.url, 'hooks'), { recursive: true });
-    writeFileSync(path.join(remote.url, 'hooks', 'pre-receive'), `#!/bin/sh\ntouch ${started}\nwhile [ ! -e ${go} ]; do sleep 0.1; done\n`, { mode: 0o755 });
+    writeFileSync(
+      path.join(remote.url, 'hooks', 'pre-receive'),
+      `#!/bin/sh\ntouch ${started}\nwhile [ ! -e ${go} ]; do sleep 0.1; done\n`,
+      { mode: 0o755 },
+    );
     const handle = await env.start(request(remote.url, [greet('one')]));
     await waitFor('the push to reach the remote', async () => (existsSync(started) ? true : undefined));
     await handle.cancel();
@@ -340,8 +409,12 @@ describe('ending a run', () => {
     expect(env.sandboxesLeft().length).toBeGreaterThan(0);
     await handle.terminate('operator pulled the plug');
     const child = env.client.workflow.getHandle(`${handle.workflowId}/slow`);
-    await waitFor('the worker to close', async () => ((await child.describe()).status.name === 'CANCELLED' ? true : undefined));
-    await waitFor('the agent to be killed', async () => ((await processesMatching(marker)).length === 0 ? true : undefined));
+    await waitFor('the worker to close', async () =>
+      (await child.describe()).status.name === 'CANCELLED' ? true : undefined,
+    );
+    await waitFor('the agent to be killed', async () =>
+      (await processesMatching(marker)).length === 0 ? true : undefined,
+    );
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
@@ -353,7 +426,9 @@ describe('ending a run', () => {
     const end = await awaitRun(handle);
     expect(Date.now() - t0).toBeLessThan(15_000);
     expect(end.failureType).toBe('failed');
-    expect(end.failureMessage).toBe(`resolving the base failed: InvalidRequest: repo.baseRef: branch "nope" does not exist in ${remote.url}`);
+    expect(end.failureMessage).toBe(
+      `resolving the base failed: InvalidRequest: repo.baseRef: branch "nope" does not exist in ${remote.url}`,
+    );
     expect((await statusOf(handle.workflowId)).phase).toBe('failed');
 
     const refusedRun = await env.start({ objective: 'x', repo: { url: remote.url }, testCmd: 7 });

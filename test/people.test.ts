@@ -18,7 +18,8 @@ afterAll(async () => {
   await env?.stop();
 });
 
-const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) => shellRequest('people in the loop', url, tasks, extra);
+const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) =>
+  shellRequest('people in the loop', url, tasks, extra);
 
 /** An agent that, until it is resumed with a message, does `first`; then writes the message. */
 const untilResumed = (id: string, first: string) => ({
@@ -36,7 +37,6 @@ async function waitForStatus(workflowId: string, what: string, ok: (s: RunStatus
     return ok(s) ? s : undefined;
   });
 }
-
 
 async function childExists(workflowId: string): Promise<boolean> {
   return env.client.workflow
@@ -60,7 +60,9 @@ describe('gates', () => {
     const history = await waitFor('the leader to be idle at the gate', async () => {
       const events = (await handle.fetchHistory()).events ?? [];
       const completed = events.map((e) => Boolean(e.workflowTaskCompletedEventAttributes)).lastIndexOf(true);
-      return completed >= 0 && !events.slice(completed).some((e) => e.workflowTaskScheduledEventAttributes) ? events : undefined;
+      return completed >= 0 && !events.slice(completed).some((e) => e.workflowTaskScheduledEventAttributes)
+        ? events
+        : undefined;
     });
     expect(history.filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)).toEqual([]);
     expect((await statusOf(handle.workflowId)).workers.map((w) => w.state)).toEqual(['queued', 'queued']);
@@ -70,8 +72,16 @@ describe('gates', () => {
     expect(shown.out).toContain(`approve: flotilla approve ${handle.workflowId} --gate plan`);
 
     const signal = await run(temporalBinary(), [
-      'workflow', 'signal', '--address', inject('temporalAddress'), '--workflow-id', handle.workflowId,
-      '--name', 'approve', '--input', JSON.stringify({ gate: 'plan', by: 'ana', comment: 'looks right' }),
+      'workflow',
+      'signal',
+      '--address',
+      inject('temporalAddress'),
+      '--workflow-id',
+      handle.workflowId,
+      '--name',
+      'approve',
+      '--input',
+      JSON.stringify({ gate: 'plan', by: 'ana', comment: 'looks right' }),
     ]);
     expect(signal.code).toBe(0);
     const end = await awaitRun(handle);
@@ -86,7 +96,16 @@ describe('gates', () => {
     const base = await remote.head();
     const handle = await env.start(request(remote.url, [greet('one')], { gates: { plan: manual } }));
     await waitForStatus(handle.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
-    const r = await flotilla(env.taskQueue, ['reject', handle.workflowId, '--gate', 'plan', '--reason', 'wrong split', '--by', 'bo']);
+    const r = await flotilla(env.taskQueue, [
+      'reject',
+      handle.workflowId,
+      '--gate',
+      'plan',
+      '--reason',
+      'wrong split',
+      '--by',
+      'bo',
+    ]);
     expect(r.err).toBe('');
     const end = await awaitRun(handle);
     expect(end.failureType).toBe('rejected');
@@ -111,10 +130,22 @@ describe('gates', () => {
     // A signal, which gets no answer, is refused by the workflow too, and the refusal recorded.
     await handle.signal(approveSignal, { gate: 'push', sha: base!, by: 'mallory' });
     const refused = await waitForStatus(handle.workflowId, 'the refusal', (x) => (x.gate?.refused.length ?? 0) > 0);
-    expect(refused.gate?.refused[0]).toEqual({ by: 'mallory', reason: `approval names ${base}, but the commit to push is ${sha}` });
+    expect(refused.gate?.refused[0]).toEqual({
+      by: 'mallory',
+      reason: `approval names ${base}, but the commit to push is ${sha}`,
+    });
     expect(refused.phase).toBe('awaiting-push-approval');
 
-    const ok = await flotilla(env.taskQueue, ['approve', handle.workflowId, '--gate', 'push', '--sha', sha, '--by', 'ana']);
+    const ok = await flotilla(env.taskQueue, [
+      'approve',
+      handle.workflowId,
+      '--gate',
+      'push',
+      '--sha',
+      sha,
+      '--by',
+      'ana',
+    ]);
     expect(ok.err).toBe('');
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
@@ -125,7 +156,11 @@ describe('gates', () => {
   it('a gate that times out with outcome "fail" ends the run', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const base = await remote.head();
-    const end = await env.run(request(remote.url, [greet('one')], { gates: { push: { mode: 'manual', timeoutMinutes: 0.02, onTimeout: 'fail' } } }));
+    const end = await env.run(
+      request(remote.url, [greet('one')], {
+        gates: { push: { mode: 'manual', timeoutMinutes: 0.02, onTimeout: 'fail' } },
+      }),
+    );
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toBe('the push gate expired after 0.02 minute(s) without a decision');
     expect(end.result?.decisions[0]).toMatchObject({ gate: 'push', approved: false, by: 'timeout', expired: true });
@@ -137,7 +172,11 @@ describe('gates', () => {
 describe('gate expiry', () => {
   it('a gate that times out with outcome "approve" passes by itself and says so', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const end = await env.run(request(remote.url, [greet('one')], { gates: { plan: { mode: 'manual', timeoutMinutes: 0.02, onTimeout: 'approve' } } }));
+    const end = await env.run(
+      request(remote.url, [greet('one')], {
+        gates: { plan: { mode: 'manual', timeoutMinutes: 0.02, onTimeout: 'approve' } },
+      }),
+    );
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.decisions).toEqual([{ gate: 'plan', approved: true, by: 'timeout', expired: true }]);
     expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from one\n');
@@ -151,9 +190,23 @@ describe('suspend and resume', () => {
     const spender = untilResumed('spender', `echo '::flotilla {"costUsd": 2, "turns": 3}'; sleep 30`);
     const handle = await env.start(request(remote.url, [spender, greet('calm')], { limits: { workerBudgetUsd: 1 } }));
     const s = await waitForStatus(handle.workflowId, 'the suspension', (x) => x.workers[0].state === 'suspended');
-    expect(s.workers[0]).toMatchObject({ state: 'suspended', costUsd: 2, turns: 3, reason: 'the agent used its budget ($2.00 of $1.00)' });
+    expect(s.workers[0]).toMatchObject({
+      state: 'suspended',
+      costUsd: 2,
+      turns: 3,
+      reason: 'the agent used its budget ($2.00 of $1.00)',
+    });
 
-    const r = await flotilla(env.taskQueue, ['resume', handle.workflowId, '--worker', 'spender', '--message', 'use blue', '--add-budget', '5']);
+    const r = await flotilla(env.taskQueue, [
+      'resume',
+      handle.workflowId,
+      '--worker',
+      'spender',
+      '--message',
+      'use blue',
+      '--add-budget',
+      '5',
+    ]);
     expect(r.err).toBe('');
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
@@ -183,7 +236,9 @@ describe('suspend and resume', () => {
     const handle = await env.start(request(remote.url, [asker]));
     const s = await waitForStatus(handle.workflowId, 'the question', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].question).toBe('Which colour should the button be?');
-    expect((await flotilla(env.taskQueue, ['status', handle.workflowId])).out).toContain('question: Which colour should the button be?');
+    expect((await flotilla(env.taskQueue, ['status', handle.workflowId])).out).toContain(
+      'question: Which colour should the button be?',
+    );
     await handle.signal(resumeSignal, { workerId: 'asker', message: 'green' });
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
@@ -201,7 +256,9 @@ describe('suspend and resume', () => {
     expect(paused.err).toBe('');
     const s = await waitForStatus(handle.workflowId, 'the pause', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].reason).toBe('paused by an operator');
-    await waitFor('the agent to be killed', async () => ((await processesMatching(marker)).length === 0 ? true : undefined));
+    await waitFor('the agent to be killed', async () =>
+      (await processesMatching(marker)).length === 0 ? true : undefined,
+    );
     await flotilla(env.taskQueue, ['resume', handle.workflowId, '--worker', 'slow', '--message', 'carry on']);
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
@@ -216,7 +273,9 @@ describe('suspend and resume', () => {
     const asker = untilResumed('asker', `echo '::flotilla {"question": "anyone?"}'`);
     const end = await env.run(request(remote.url, [asker], { limits: { suspendTimeoutMinutes: 0.02 } }));
     expect(end.failureType).toBe('failed');
-    expect(end.failureMessage).toContain('asker: suspended (the agent needs an answer) and not resumed within 0 minute(s)');
+    expect(end.failureMessage).toContain(
+      'asker: suspended (the agent needs an answer) and not resumed within 0 minute(s)',
+    );
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
@@ -249,10 +308,22 @@ describe('the Temporal CLI', () => {
     const asker = untilResumed('asker', `echo '::flotilla {"question": "name?"}'`);
     const handle = await env.start(request(remote.url, [asker]));
     await waitForStatus(handle.workflowId, 'the question', (x) => x.workers[0].state === 'suspended');
-    const temporal = (...args: string[]) => run(temporalBinary(), [...args, '--address', inject('temporalAddress'), '--workflow-id', handle.workflowId]);
+    const temporal = (...args: string[]) =>
+      run(temporalBinary(), [...args, '--address', inject('temporalAddress'), '--workflow-id', handle.workflowId]);
     const q = await temporal('workflow', 'query', '--type', 'status', '--output', 'json');
-    expect(JSON.parse(q.out).queryResult[0].workers[0]).toMatchObject({ id: 'asker', state: 'suspended', question: 'name?' });
-    const sig = await temporal('workflow', 'signal', '--name', 'resume', '--input', JSON.stringify({ workerId: 'asker', message: 'flotilla' }));
+    expect(JSON.parse(q.out).queryResult[0].workers[0]).toMatchObject({
+      id: 'asker',
+      state: 'suspended',
+      question: 'name?',
+    });
+    const sig = await temporal(
+      'workflow',
+      'signal',
+      '--name',
+      'resume',
+      '--input',
+      JSON.stringify({ workerId: 'asker', message: 'flotilla' }),
+    );
     expect(sig.code).toBe(0);
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
@@ -263,11 +334,21 @@ describe('the Temporal CLI', () => {
   it('the Temporal CLI rejects with an update, pauses with a signal and cancels, as the README shows', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const base = await remote.head();
-    const temporal = (id: string, ...args: string[]) => run(temporalBinary(), [...args, '--address', inject('temporalAddress'), '--workflow-id', id]);
+    const temporal = (id: string, ...args: string[]) =>
+      run(temporalBinary(), [...args, '--address', inject('temporalAddress'), '--workflow-id', id]);
 
     const gated = await env.start(request(remote.url, [greet('one')], { gates: { plan: manual } }));
     await waitForStatus(gated.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
-    const rejected = await temporal(gated.workflowId, 'workflow', 'update', 'execute', '--name', 'reject', '--input', JSON.stringify({ gate: 'plan', reason: 'wrong split', by: 'ana' }));
+    const rejected = await temporal(
+      gated.workflowId,
+      'workflow',
+      'update',
+      'execute',
+      '--name',
+      'reject',
+      '--input',
+      JSON.stringify({ gate: 'plan', reason: 'wrong split', by: 'ana' }),
+    );
     expect(rejected.code, rejected.err).toBe(0);
     const end = await awaitRun(gated);
     expect(end.failureType).toBe('rejected');
@@ -275,7 +356,15 @@ describe('the Temporal CLI', () => {
 
     const running = await env.start(request(remote.url, [{ id: 'slow', command: 'sleep 600' }]));
     await waitForStatus(running.workflowId, 'the worker to run', (x) => x.workers[0].state === 'running');
-    const paused = await temporal(running.workflowId, 'workflow', 'signal', '--name', 'pause', '--input', JSON.stringify({ workerId: 'slow', by: 'ana' }));
+    const paused = await temporal(
+      running.workflowId,
+      'workflow',
+      'signal',
+      '--name',
+      'pause',
+      '--input',
+      JSON.stringify({ workerId: 'slow', by: 'ana' }),
+    );
     expect(paused.code, paused.err).toBe(0);
     await waitForStatus(running.workflowId, 'the pause', (x) => x.workers[0].state === 'suspended');
     const cancelled = await temporal(running.workflowId, 'workflow', 'cancel');

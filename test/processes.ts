@@ -13,26 +13,50 @@ export interface Ran {
 /** Runs a command without blocking this process, whose event loop also runs the worker. */
 export function run(cmd: string, args: string[], extraEnv: Record<string, string> = {}, cwd?: string): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...extraEnv }, timeout: 120_000, cwd }, (error, stdout, stderr) => {
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out: stdout, err: stderr });
-    });
+    execFile(
+      cmd,
+      args,
+      { encoding: 'utf8', env: { ...process.env, ...extraEnv }, timeout: 120_000, cwd },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out: stdout, err: stderr });
+      },
+    );
   });
 }
 
 /** The command that runs our CLI from the sources (bin/flotilla runs the build), from any directory. */
-export const CLI = [process.execPath, '--require', createRequire(__filename).resolve('tsx/cjs'), path.join(__dirname, '../src/cli/index.ts')];
+export const CLI = [
+  process.execPath,
+  '--require',
+  createRequire(__filename).resolve('tsx/cjs'),
+  path.join(__dirname, '../src/cli/index.ts'),
+];
 
 /** Our CLI, pointed at the suite's server and the given task queue. */
-export function flotilla(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}, cwd?: string): Promise<Ran> {
-  return run(CLI[0], [...CLI.slice(1), ...args], {
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
-    FLOTILLA_TASK_QUEUE: taskQueue,
-    ...extraEnv,
-  }, cwd);
+export function flotilla(
+  taskQueue: string,
+  args: string[],
+  extraEnv: Record<string, string> = {},
+  cwd?: string,
+): Promise<Ran> {
+  return run(
+    CLI[0],
+    [...CLI.slice(1), ...args],
+    {
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      FLOTILLA_TASK_QUEUE: taskQueue,
+      ...extraEnv,
+    },
+    cwd,
+  );
 }
 
 /** Our CLI on a pseudo-terminal (util-linux `script`), as a person runs it; `out` is all it drew. */
-export function flotillaOnTerminal(taskQueue: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Ran> {
+export function flotillaOnTerminal(
+  taskQueue: string,
+  args: string[],
+  extraEnv: Record<string, string> = {},
+): Promise<Ran> {
   const command = [...CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
   return run('script', ['-qec', command, '/dev/null'], {
     TERM: 'xterm',
@@ -76,7 +100,10 @@ function escapeRegExp(text: string): string {
 }
 
 /** A real `flotilla worker` process (from the sources) on the suite's server, once it polls; `output()` is all it printed. */
-export async function startWorkerProcess(taskQueue: string, env: Record<string, string>): Promise<{ child: ChildProcess; output(): string; stop(): Promise<void> }> {
+export async function startWorkerProcess(
+  taskQueue: string,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; output(): string; stop(): Promise<void> }> {
   const child = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
     env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: taskQueue, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -89,7 +116,11 @@ export async function startWorkerProcess(taskQueue: string, env: Record<string, 
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     await exited;
   };
-  await waitFor('the worker to poll', async () => (out.includes('polling task queue') ? true : undefined), 120_000).catch(async (err: Error) => {
+  await waitFor(
+    'the worker to poll',
+    async () => (out.includes('polling task queue') ? true : undefined),
+    120_000,
+  ).catch(async (err: Error) => {
     child.kill('SIGKILL');
     throw new Error(`${err.message}; it printed:\n${out}`);
   });

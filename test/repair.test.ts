@@ -29,7 +29,6 @@ afterAll(async () => {
   await env?.stop();
 });
 
-
 /** The full output an attempt's agent produced (its scripts print their prompt first). */
 function agentLog(attempt: IntegrationAttempt): string {
   return readFileSync(path.join(env.dataDir, 'artifacts', `${attempt.logRef!.slice('sha256:'.length)}.log`), 'utf8');
@@ -66,7 +65,7 @@ const conflicting = (url: string, extra: object) =>
 const LAZY_RESOLVER = shell('cat "$FLOTILLA_PROMPT_FILE"; git add -A');
 
 describe('the request', () => {
-  it('refuses inline oracle files, saying what to use instead, and checks the fixers\' bounds', () => {
+  it("refuses inline oracle files, saying what to use instead, and checks the fixers' bounds", () => {
     const bad = {
       ...request('/remote.git', [task('alpha')]),
       resolver: { agent: shell('true'), maxRounds: 0 },
@@ -104,7 +103,14 @@ describe('conflicts', () => {
     expect(await remote.show('main', 'right/greeting.txt')).toBe('hello\n');
     const [attempt, ...more] = end.result!.integration!.attempts;
     expect(more).toEqual([]);
-    expect(attempt).toMatchObject({ kind: 'resolve', workerId: 'right', round: 1, state: 'succeeded', files: ['shared/names.txt'], costUsd: 0.1 });
+    expect(attempt).toMatchObject({
+      kind: 'resolve',
+      workerId: 'right',
+      round: 1,
+      state: 'succeeded',
+      files: ['shared/names.txt'],
+      costUsd: 0.1,
+    });
     expect(attempt.diffstat).toContain('shared/names.txt');
     expect(end.result?.integration?.costUsd).toBe(0.1);
     // The resolver saw the hunks, fenced as data, and the rules.
@@ -131,7 +137,9 @@ describe('conflicts', () => {
       ['resolve', 'right', 'failed'],
       ['redispatch', 'right', 'succeeded'],
     ]);
-    expect(attempts[0].reason).toBe('conflict markers left at shared/names.txt:2, shared/names.txt:4, shared/names.txt:6');
+    expect(attempts[0].reason).toBe(
+      'conflict markers left at shared/names.txt:2, shared/names.txt:4, shared/names.txt:6',
+    );
     // Every worker, the redone one included, is in the result.
     expect(end.result?.workers.map((w) => [w.workerId, w.status])).toEqual([
       ['left', 'done'],
@@ -156,15 +164,34 @@ describe('conflicts', () => {
     right.agent.command =
       `if [ -z "\${FLOTILLA_RESUME_MESSAGE:-}" ] && grep -qx left shared/names.txt; then ` +
       `echo '::flotilla {"question": "keep both names?", "costUsd": 0.05}'; exit 0; fi; ${right.agent.command}`;
-    const handle = await env.start(request(remote.url, [renamer('left'), right], { sharedPaths: ['shared'], resolver: { agent: LAZY_RESOLVER, maxRounds: 1 } }));
+    const handle = await env.start(
+      request(remote.url, [renamer('left'), right], {
+        sharedPaths: ['shared'],
+        resolver: { agent: LAZY_RESOLVER, maxRounds: 1 },
+      }),
+    );
     const asking = await waitFor('the redone worker to ask', async () => {
       const s = await handle.query(statusQuery);
       return s.workers.find((w) => w.id === 'right.redo' && w.state === 'suspended') ? s : undefined;
     });
-    expect(asking.workers.find((w) => w.id === 'right.redo')).toMatchObject({ question: 'keep both names?', costUsd: 0.05 });
-    expect(asking.integration?.attempts.at(-1)).toMatchObject({ kind: 'redispatch', workerId: 'right', state: 'running' });
+    expect(asking.workers.find((w) => w.id === 'right.redo')).toMatchObject({
+      question: 'keep both names?',
+      costUsd: 0.05,
+    });
+    expect(asking.integration?.attempts.at(-1)).toMatchObject({
+      kind: 'redispatch',
+      workerId: 'right',
+      state: 'running',
+    });
 
-    const r = await flotilla(env.taskQueue, ['resume', handle.workflowId, '--worker', 'right.redo', '--message', 'yes']);
+    const r = await flotilla(env.taskQueue, [
+      'resume',
+      handle.workflowId,
+      '--worker',
+      'right.redo',
+      '--message',
+      'yes',
+    ]);
     expect(r.err).toBe('');
     const end = await awaitRun(handle);
     expect(end.failureMessage).toBeUndefined();
@@ -178,18 +205,26 @@ describe('conflicts', () => {
     // Its cost is counted once: with the workers, not again with the integration.
     expect(end.result?.costUsd).toBe(0.05);
     expect(end.result?.integration?.costUsd).toBe(0);
-    expect(end.result?.integration?.attempts.at(-1)).toMatchObject({ kind: 'redispatch', state: 'succeeded', costUsd: 0.05 });
+    expect(end.result?.integration?.attempts.at(-1)).toMatchObject({
+      kind: 'redispatch',
+      state: 'succeeded',
+      costUsd: 0.05,
+    });
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
   });
 
-  it('no redo starts once the run\'s budget is spent', async () => {
+  it("no redo starts once the run's budget is spent", async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
     const pricey = shell(`git add -A; echo '::flotilla {"costUsd": 0.2}'`);
-    const end = await env.run(conflicting(remote.url, { resolver: { agent: pricey, maxRounds: 1 }, limits: { runBudgetUsd: 0.2 } }));
+    const end = await env.run(
+      conflicting(remote.url, { resolver: { agent: pricey, maxRounds: 1 }, limits: { runBudgetUsd: 0.2 } }),
+    );
     expect(end.failureType).toBe('conflict');
-    expect(end.failureMessage).toContain("then redoing right on the integrated tree (not started: the run's budget of $0.20 is spent ($0.20))");
+    expect(end.failureMessage).toContain(
+      "then redoing right on the integrated tree (not started: the run's budget of $0.20 is spent ($0.20))",
+    );
     const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
     expect(status.workers.find((w) => w.id === 'right.redo')).toMatchObject({ state: 'failed', costUsd: 0 });
     expect(await remote.head()).toBe(base);
@@ -204,7 +239,12 @@ describe('conflicts', () => {
       request(remote.url, [renamer('left'), renamer('right', 'echo "cannot redo this" >&2; exit 3')], {
         sharedPaths: ['shared'],
         // Round 2 commits the markers itself: the host takes only the tree, and checks it the same.
-        resolver: { agent: shell(`if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then git commit -qam resolved; else echo >> README.md; fi`), maxRounds: 2 },
+        resolver: {
+          agent: shell(
+            `if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then git commit -qam resolved; else echo >> README.md; fi`,
+          ),
+          maxRounds: 2,
+        },
       }),
     );
     expect(end.failureType).toBe('conflict');
@@ -246,7 +286,13 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
     expect(end.result?.test?.tail).toContain('all greetings ok');
     const [first, second, ...more] = end.result!.integration!.attempts;
     expect(more).toEqual([]);
-    expect(first).toMatchObject({ kind: 'repair', round: 1, state: 'failed', costUsd: 0.25, reason: 'the test command still exited with code 1' });
+    expect(first).toMatchObject({
+      kind: 'repair',
+      round: 1,
+      state: 'failed',
+      costUsd: 0.25,
+      reason: 'the test command still exited with code 1',
+    });
     expect(first.failed).toContain('FAIL: grumpy/greeting.txt does not greet');
     expect(first.diffstat).toMatch(/grumpy\/greeting\.txt \| 2 \+-/);
     expect(second).toMatchObject({ kind: 'repair', round: 2, state: 'succeeded', costUsd: 0.25 });
@@ -258,7 +304,10 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
     expect(prompt).toContain('FAIL: grumpy/greeting.txt does not greet');
     expect(prompt).toContain('Change only these paths: alpha, grumpy.');
     const log = await remote.log('main', end.result!.baseSha);
-    expect(log.filter((s) => s.startsWith('Repair round'))).toEqual(['Repair round 2: make the tests pass', 'Repair round 1: make the tests pass']);
+    expect(log.filter((s) => s.startsWith('Repair round'))).toEqual([
+      'Repair round 2: make the tests pass',
+      'Repair round 1: make the tests pass',
+    ]);
     remote.cleanup();
   });
 
@@ -270,10 +319,14 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
         `else echo hello > grumpy/greeting.txt; echo '::flotilla {"question": "may I change the greeting?"}'; fi`,
     );
     const end = await env.run(
-      request(remote.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], { repair: { agent: cheat, maxRounds: 2 } }),
+      request(remote.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
+        repair: { agent: cheat, maxRounds: 2 },
+      }),
     );
     expect(end.failureType).toBe('tests-failed');
-    expect(end.failureMessage).toBe('the test command exited with code 1 on the integrated tree; 2 repair round(s) did not fix it');
+    expect(end.failureMessage).toBe(
+      'the test command exited with code 1 on the integrated tree; 2 repair round(s) did not fix it',
+    );
     const attempts = end.result!.integration!.attempts;
     expect(attempts.map((a) => [a.kind, a.round, a.state, a.reason])).toEqual([
       ['repair', 1, 'failed', 'the repair agent stopped to ask: may I change the greeting?'],
@@ -291,10 +344,14 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
     const remote = await sampleRemote();
     const spender = shell(`echo '::flotilla {"costUsd": 0.6}'; echo meh > grumpy/greeting.txt`);
     const end = await env.run(
-      request(remote.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], { repair: { agent: spender, maxRounds: 5, budgetUsd: 1 } }),
+      request(remote.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
+        repair: { agent: spender, maxRounds: 5, budgetUsd: 1 },
+      }),
     );
     expect(end.failureType).toBe('tests-failed');
-    expect(end.failureMessage).toBe('the test command exited with code 1 on the integrated tree; the repair budget of $1.00 is spent after 2 round(s)');
+    expect(end.failureMessage).toBe(
+      'the test command exited with code 1 on the integrated tree; the repair budget of $1.00 is spent after 2 round(s)',
+    );
     expect(end.result!.integration!.attempts.map((a) => [a.round, a.state, a.reason, a.costUsd])).toEqual([
       [1, 'failed', 'the test command still exited with code 1', 0.6],
       [2, 'failed', 'the repair agent was stopped at its budget', 0.6],
@@ -323,9 +380,15 @@ echo "oracle ok"
     const secret = `"${SECRET.slice(0, 6)}""${SECRET.slice(6)}"`;
     const probe = `{ find . -name '*.check.sh' -not -path './.git/*'; grep -rl ${secret} . /tmp; git log --all -p | grep -c ${secret}; }`;
     const worker = task('alpha', `${probe} 2>&1; ${writeAgent('alpha/greeting.txt', 'hello')}`);
-    const repair = shell(`cat "$FLOTILLA_PROMPT_FILE"; ${probe} > alpha/probe.txt 2>&1; echo 'hello, world' > alpha/greeting.txt`);
+    const repair = shell(
+      `cat "$FLOTILLA_PROMPT_FILE"; ${probe} > alpha/probe.txt 2>&1; echo 'hello, world' > alpha/greeting.txt`,
+    );
     const handle = await env.start(
-      request(remote.url, [worker], { testCmd: RUN_ALL, oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }),
+      request(remote.url, [worker], {
+        testCmd: RUN_ALL,
+        oracle: { repo: hidden.url, ref: 'main' },
+        repair: { agent: repair, maxRounds: 2 },
+      }),
     );
     const end = await awaitRun(handle);
     expect(end.failureMessage).toBeUndefined();
@@ -361,7 +424,9 @@ echo "oracle ok"
       expect(JSON.stringify(status)).not.toContain(needle);
       expect(JSON.stringify(result)).not.toContain(needle);
       expect(historyHits(await handle.fetchHistory(), needle)).toEqual([]);
-      expect(historyHits(await env.client.workflow.getHandle(`${handle.workflowId}/alpha`).fetchHistory(), needle)).toEqual([]);
+      expect(
+        historyHits(await env.client.workflow.getHandle(`${handle.workflowId}/alpha`).fetchHistory(), needle),
+      ).toEqual([]);
     }
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();
@@ -373,9 +438,13 @@ describe('oracle source', () => {
   it('hidden tests that cannot be fetched end the run before any worker starts, saying which setting', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
-    const end = await env.run(request(remote.url, [task('alpha')], { oracle: { repo: remote.url, ref: 'no-such-branch' } }));
+    const end = await env.run(
+      request(remote.url, [task('alpha')], { oracle: { repo: remote.url, ref: 'no-such-branch' } }),
+    );
     expect(end.failureType).toBe('failed');
-    expect(end.failureMessage).toMatch(/^cannot fetch the hidden tests \(oracle\.ref no-such-branch of oracle\.repo\): /);
+    expect(end.failureMessage).toMatch(
+      /^cannot fetch the hidden tests \(oracle\.ref no-such-branch of oracle\.repo\): /,
+    );
     const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
     expect(status.workers.map((w) => w.state)).toEqual(['queued']);
     expect(await remote.head()).toBe(base);
@@ -386,10 +455,17 @@ describe('oracle source', () => {
     const remote = await sampleRemote();
     const hidden = await makeRemote({ 'qa/accept.check.sh': 'exit 0\n' });
     const base = await remote.head();
-    const squatter = { id: 'qa', prompt: 'write qa/accept.check.sh', ownedPaths: ['qa'], agent: shell(writeAgent('qa/accept.check.sh', 'exit 0')) };
+    const squatter = {
+      id: 'qa',
+      prompt: 'write qa/accept.check.sh',
+      ownedPaths: ['qa'],
+      agent: shell(writeAgent('qa/accept.check.sh', 'exit 0')),
+    };
     const end = await env.run(request(remote.url, [squatter], { oracle: { repo: hidden.url, ref: 'main' } }));
     expect(end.failureType).toBe('failed');
-    expect(end.failureMessage).toBe('the integrated tree has 1 file(s) of its own at hidden test paths; nothing is pushed');
+    expect(end.failureMessage).toBe(
+      'the integrated tree has 1 file(s) of its own at hidden test paths; nothing is pushed',
+    );
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
     remote.cleanup();

@@ -22,7 +22,10 @@ const ROOT = path.join(__dirname, 'history');
 const RECORD = process.env.RECORD_HISTORIES;
 const workflowsPath = path.join(__dirname, '../src/workflows/index.ts');
 const releases = RECORD ? [] : readdirSync(ROOT).sort();
-const fixtures = (release: string) => readdirSync(path.join(ROOT, release)).filter((f) => f.endsWith('.json')).sort();
+const fixtures = (release: string) =>
+  readdirSync(path.join(ROOT, release))
+    .filter((f) => f.endsWith('.json'))
+    .sort();
 
 /**
  * Fixtures are protobuf's own object form of a History, as JSON. Not the Temporal CLI's proto3
@@ -62,9 +65,15 @@ describe.skipIf(RECORD)('committed histories', () => {
 
 // ---- Recording (RECORD_HISTORIES=1): one run per scenario, every workflow's history saved ----
 
-const CHECK = '#!/bin/bash\nfor f in $(ls */greeting.txt 2>/dev/null); do grep -q hello "$f" || { echo "FAIL: $f does not greet"; exit 1; }; done\necho ok\n';
+const CHECK =
+  '#!/bin/bash\nfor f in $(ls */greeting.txt 2>/dev/null); do grep -q hello "$f" || { echo "FAIL: $f does not greet"; exit 1; }; done\necho ok\n';
 const shell = (command: string) => ({ kind: 'shell' as const, command });
-const task = (id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) => ({ id, prompt: `write ${id}`, ownedPaths: [id], agent: shell(command) });
+const task = (id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) => ({
+  id,
+  prompt: `write ${id}`,
+  ownedPaths: [id],
+  agent: shell(command),
+});
 const request = (url: string, subTasks: ReturnType<typeof task>[], extra: object = {}) => ({
   objective: 'recorded for replay',
   repo: { url, baseRef: 'main' },
@@ -74,7 +83,10 @@ const request = (url: string, subTasks: ReturnType<typeof task>[], extra: object
 });
 const BOTH = 'one\\nleft\\nright\\nthree\\n';
 const renamer = (id: string) =>
-  task(id, `${writeAgent(`${id}/greeting.txt`, 'hello')} && if grep -qx left shared/names.txt; then printf '${BOTH}' > shared/names.txt; else sed -i 's/two/${id}/' shared/names.txt; fi && git commit -qam 'rename two'`);
+  task(
+    id,
+    `${writeAgent(`${id}/greeting.txt`, 'hello')} && if grep -qx left shared/names.txt; then printf '${BOTH}' > shared/names.txt; else sed -i 's/two/${id}/' shared/names.txt; fi && git commit -qam 'rename two'`,
+  );
 
 describe.runIf(RECORD)('recording', () => {
   const DIR = path.join(ROOT, path.basename(RECORD ?? 'unnamed'));
@@ -91,7 +103,9 @@ describe.runIf(RECORD)('recording', () => {
   /** Saves the leader's history and each of its children's, as `<scenario>.<workflow>.json`. */
   async function save(scenario: string, leaderId: string) {
     const leader = await env.client.workflow.getHandle(leaderId).fetchHistory();
-    const children = (leader.events ?? []).flatMap((e) => e.childWorkflowExecutionStartedEventAttributes?.workflowExecution?.workflowId ?? []);
+    const children = (leader.events ?? []).flatMap(
+      (e) => e.childWorkflowExecutionStartedEventAttributes?.workflowExecution?.workflowId ?? [],
+    );
     for (const id of [leaderId, ...children]) {
       const history = id === leaderId ? leader : await env.client.workflow.getHandle(id).fetchHistory();
       const name = id === leaderId ? 'leader' : id.slice(leaderId.length + 1);
@@ -111,8 +125,13 @@ describe.runIf(RECORD)('recording', () => {
 
   it('gates', async () => {
     const r = await remote();
-    const handle = await env.start(request(r.url, [task('one')], { gates: { plan: { mode: 'manual' }, push: { mode: 'manual' } } }), 'history-gates');
-    await waitFor('the plan gate', async () => ((await handle.query(statusQuery)).gate?.gate === 'plan' ? true : undefined));
+    const handle = await env.start(
+      request(r.url, [task('one')], { gates: { plan: { mode: 'manual' }, push: { mode: 'manual' } } }),
+      'history-gates',
+    );
+    await waitFor('the plan gate', async () =>
+      (await handle.query(statusQuery)).gate?.gate === 'plan' ? true : undefined,
+    );
     await handle.signal('approve', { gate: 'deploy' }); // a refused signal is part of a run's history too
     await approve(env.client, handle.workflowId, { gate: 'plan', by: 'ana' });
     const sha = await waitFor('the push gate', async () => (await handle.query(statusQuery)).gate?.sha);
@@ -123,9 +142,14 @@ describe.runIf(RECORD)('recording', () => {
 
   it('suspend', async () => {
     const r = await remote();
-    const asker = task('one', `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then ${writeAgent('one/greeting.txt', 'hello')}; else echo '::flotilla {"question": "ready?"}'; fi`);
+    const asker = task(
+      'one',
+      `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then ${writeAgent('one/greeting.txt', 'hello')}; else echo '::flotilla {"question": "ready?"}'; fi`,
+    );
     const handle = await env.start(request(r.url, [asker]), 'history-suspend');
-    await waitFor('the question', async () => ((await handle.query(statusQuery)).workers[0].state === 'suspended' ? true : undefined));
+    await waitFor('the question', async () =>
+      (await handle.query(statusQuery)).workers[0].state === 'suspended' ? true : undefined,
+    );
     await resume(env.client, handle.workflowId, { workerId: 'one', message: 'yes', addBudgetUsd: 1 });
     expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
     await save('suspend', handle.workflowId);
@@ -133,8 +157,15 @@ describe.runIf(RECORD)('recording', () => {
 
   it('repair', async () => {
     const r = await remote();
-    const fixer = shell(`if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grumpy/greeting.txt; else echo still > grumpy/greeting.txt; fi`);
-    const end = await env.run(request(r.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], { repair: { agent: fixer, maxRounds: 3 } }), 'history-repair');
+    const fixer = shell(
+      `if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grumpy/greeting.txt; else echo still > grumpy/greeting.txt; fi`,
+    );
+    const end = await env.run(
+      request(r.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
+        repair: { agent: fixer, maxRounds: 3 },
+      }),
+      'history-repair',
+    );
     expect(end.result?.outcome).toBe('pushed');
     await save('repair', end.workflowId);
   });
@@ -142,7 +173,13 @@ describe.runIf(RECORD)('recording', () => {
   it('redo', async () => {
     const r = await remote();
     const lazy = shell('git add -A');
-    const end = await env.run(request(r.url, [renamer('left'), renamer('right')], { sharedPaths: ['shared'], resolver: { agent: lazy, maxRounds: 1 } }), 'history-redo');
+    const end = await env.run(
+      request(r.url, [renamer('left'), renamer('right')], {
+        sharedPaths: ['shared'],
+        resolver: { agent: lazy, maxRounds: 1 },
+      }),
+      'history-redo',
+    );
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.workers.map((w) => w.workerId)).toEqual(['left', 'right', 'right.redo']);
     await save('redo', end.workflowId);

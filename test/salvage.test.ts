@@ -25,7 +25,9 @@ function request(url: string, id: string, command: string, extra: object = {}) {
     objective: 'salvage',
     repo: { url, baseRef: 'main' },
     testCmd: 'true',
-    subTasks: [{ id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } }],
+    subTasks: [
+      { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } },
+    ],
     ...extra,
   };
 }
@@ -50,8 +52,12 @@ describe('salvage', () => {
     expect((await git.revparse([salvaged!.ref])).trim()).toBe(salvaged!.headSha);
     expect(await git.show([`${salvaged!.ref}:slow/greeting.txt`])).toBe('hello, salvaged\n');
     expect(await git.show([`${salvaged!.ref}:slow/notes.txt`])).toBe('half done\n');
-    expect((await git.raw(['log', '--format=%s', `${base}..${salvaged!.ref}`])).split('\n')).toContain('write slow/greeting.txt');
-    expect(formatRunEnd(end)).toContain(`salvaged: 2 unverified commit(s) at ${salvaged!.ref} (${salvaged!.headSha.slice(0, 12)})`);
+    expect((await git.raw(['log', '--format=%s', `${base}..${salvaged!.ref}`])).split('\n')).toContain(
+      'write slow/greeting.txt',
+    );
+    expect(formatRunEnd(end)).toContain(
+      `salvaged: 2 unverified commit(s) at ${salvaged!.ref} (${salvaged!.headSha.slice(0, 12)})`,
+    );
 
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
@@ -66,7 +72,11 @@ describe('salvage', () => {
 
     expect(end.failureType).toBe('failed');
     const full = end.result?.workers.find((w) => w.workerId === 'full');
-    expect(full).toMatchObject({ status: 'failed', reason: "the sandbox's /tmp is full (limit 8 MiB)", isolation: 'bubblewrap' });
+    expect(full).toMatchObject({
+      status: 'failed',
+      reason: "the sandbox's /tmp is full (limit 8 MiB)",
+      isolation: 'bubblewrap',
+    });
     expect(full?.salvaged?.commits).toBe(1);
     expect(await staging().show([`${full!.salvaged!.ref}:full/greeting.txt`])).toBe('hello before the limit\n');
     expect(end.failureMessage).toContain('/tmp is full');
@@ -105,9 +115,13 @@ describe('salvage', () => {
   it('a cancelled run collects nothing: the committed work goes with its sandbox', async () => {
     const remote = await makeRemote({ 'README.md': '# sample\n' });
     const marker = `sleep 5${Math.floor(Math.random() * 1e6)}`;
-    const handle = await env.start(request(remote.url, 'patient', `${writeAgent('patient/greeting.txt', 'hello, cancelled')} && ${marker}`));
+    const handle = await env.start(
+      request(remote.url, 'patient', `${writeAgent('patient/greeting.txt', 'hello, cancelled')} && ${marker}`),
+    );
     // The sleep starts only once the commit is made.
-    await waitFor('the agent to commit and sleep', async () => ((await processesRunning(marker)).length ? true : undefined));
+    await waitFor('the agent to commit and sleep', async () =>
+      (await processesRunning(marker)).length ? true : undefined,
+    );
     await handle.cancel();
     expect((await awaitRun(handle)).failureType).toBe('cancelled');
     expect(await staging().raw(['for-each-ref', '--format=%(refname)', `refs/`])).not.toContain('workers/patient');

@@ -116,7 +116,10 @@ export function sandboxContract(
       it('runs bash -c in the workspace and reports the exit code and stdout+stderr together', async () => {
         const sb = await provision('exec');
         // [[ ]] and $BASH_VERSION only work under bash, not sh.
-        const r = await run(sb, 'pwd; [[ -n "$BASH_VERSION" ]] && echo is-bash; echo to-stdout; echo to-stderr >&2; exit 3');
+        const r = await run(
+          sb,
+          'pwd; [[ -n "$BASH_VERSION" ]] && echo is-bash; echo to-stdout; echo to-stderr >&2; exit 3',
+        );
         expect(r).toMatchObject({ exitCode: 3, timedOut: false, aborted: false });
         const lines = r.output.split('\n');
         expect(lines[0]).toBe(sb.workspace);
@@ -136,7 +139,17 @@ export function sandboxContract(
       it('gives the command exactly the env it is passed, and nothing from the host', async () => {
         expect(process.env[secretName]).toBe(secretValue);
         const sb = await provision('env');
-        const allowed = new Set(['PATH', 'HOME', 'LANG', 'TMPDIR', 'PWD', 'SHLVL', 'OLDPWD', '_', ...(opts.extraEnv ?? [])]);
+        const allowed = new Set([
+          'PATH',
+          'HOME',
+          'LANG',
+          'TMPDIR',
+          'PWD',
+          'SHLVL',
+          'OLDPWD',
+          '_',
+          ...(opts.extraEnv ?? []),
+        ]);
         for (const given of [undefined, { AGENT_TOKEN: 'given-on-purpose' }]) {
           const r = await run(sb, 'env; echo ---; compgen -e', { env: given });
           expect(r.exitCode).toBe(0);
@@ -153,7 +166,12 @@ export function sandboxContract(
 
       it('reports non-zero exit codes instead of throwing', async () => {
         const sb = await provision('exit');
-        expect(await run(sb, 'echo before; exit 7')).toMatchObject({ exitCode: 7, output: 'before\n', timedOut: false, aborted: false });
+        expect(await run(sb, 'echo before; exit 7')).toMatchObject({
+          exitCode: 7,
+          output: 'before\n',
+          timedOut: false,
+          aborted: false,
+        });
         expect((await run(sb, 'false')).exitCode).toBe(1);
         expect((await run(sb, 'no-such-command-flotilla')).exitCode).toBe(127);
         // Killed by a signal reads like a shell reports it (137 = 128 + SIGKILL), e.g. an OOM kill.
@@ -213,7 +231,10 @@ export function sandboxContract(
             abortedAt = -1;
             // Abort only once the grandchild has been seen running, so the kill is really tested.
             void findProcesses(m)
-              .then((pids) => (seenRunning = pids), () => undefined)
+              .then(
+                (pids) => (seenRunning = pids),
+                () => undefined,
+              )
               .finally(() => {
                 abortedAt = Date.now();
                 controller.abort();
@@ -347,20 +368,37 @@ export function sandboxContract(
           await sb.copyIn(path.join(host, 'in.bin'), inside);
           expect((await run(sb, `sha256sum < ${q(inside)}`)).output.split(' ')[0]).toBe(sha256(big));
           // A command's output goes back out: what it made, not what was copied in.
-          expect((await run(sb, `head -c 1000 ${q(inside)} > ${q(`${sb.workspace}/out.bin`)}; cat ${q(inside)} >> ${q(`${sb.workspace}/out.bin`)}`)).exitCode).toBe(0);
+          expect(
+            (
+              await run(
+                sb,
+                `head -c 1000 ${q(inside)} > ${q(`${sb.workspace}/out.bin`)}; cat ${q(inside)} >> ${q(`${sb.workspace}/out.bin`)}`,
+              )
+            ).exitCode,
+          ).toBe(0);
           await sb.copyOut(`${sb.workspace}/out.bin`, path.join(host, 'out.bin'));
-          expect(sha256(await readFile(path.join(host, 'out.bin')))).toBe(sha256(Buffer.concat([big.subarray(0, 1000), big])));
+          expect(sha256(await readFile(path.join(host, 'out.bin')))).toBe(
+            sha256(Buffer.concat([big.subarray(0, 1000), big])),
+          );
           // Copying over an existing host file replaces it.
           await sb.writeFile(`${sb.workspace}/small.txt`, 'small');
           await sb.copyOut(`${sb.workspace}/small.txt`, path.join(host, 'out.bin'));
           expect(await readFile(path.join(host, 'out.bin'), 'utf8')).toBe('small');
 
           await expect(sb.copyOut('/etc/passwd', path.join(host, 'x')), 'copyOut /etc/passwd').rejects.toThrow();
-          await expect(sb.copyIn(path.join(host, 'in.bin'), `${sb.workspace}/../x.bin`), 'copyIn outside').rejects.toThrow();
-          await expect(sb.copyOut(`${sb.workspace}/nope.bin`, path.join(host, 'x')), 'copyOut missing').rejects.toThrow();
+          await expect(
+            sb.copyIn(path.join(host, 'in.bin'), `${sb.workspace}/../x.bin`),
+            'copyIn outside',
+          ).rejects.toThrow();
+          await expect(
+            sb.copyOut(`${sb.workspace}/nope.bin`, path.join(host, 'x')),
+            'copyOut missing',
+          ).rejects.toThrow();
           // A FIFO would hang a reader that waits for a writer: refused, promptly.
           expect((await run(sb, `mkfifo ${q(`${sb.workspace}/fifo`)}`)).exitCode).toBe(0);
-          await expect(sb.copyOut(`${sb.workspace}/fifo`, path.join(host, 'x')), 'copyOut fifo').rejects.toThrow(/not a regular file/);
+          await expect(sb.copyOut(`${sb.workspace}/fifo`, path.join(host, 'x')), 'copyOut fifo').rejects.toThrow(
+            /not a regular file/,
+          );
         } finally {
           await rm(host, { recursive: true, force: true });
         }
@@ -399,7 +437,10 @@ export function sandboxContract(
 
         // Re-provisioning the same key starts from nothing.
         const fresh = await provider.provision(key, { network: false });
-        const r = await run(fresh, `ls -A ${q(fresh.workspace)} ${q(fresh.scratch)}; test -e ${q(`${fresh.workspace}/doomed.txt`)}`);
+        const r = await run(
+          fresh,
+          `ls -A ${q(fresh.workspace)} ${q(fresh.scratch)}; test -e ${q(`${fresh.workspace}/doomed.txt`)}`,
+        );
         expect(r.exitCode).toBe(1);
         await expect(fresh.readFile(`${fresh.scratch}/doomed.txt`)).rejects.toThrow();
         await provider.destroy(key);

@@ -14,7 +14,13 @@ import {
   TimeoutError,
 } from 'e2b';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
-import { type E2BApi, type E2BCreateOpts, E2BSandboxProvider, classifyE2BError, e2bSdk } from '../src/sandbox/e2b/provider';
+import {
+  type E2BApi,
+  type E2BCreateOpts,
+  E2BSandboxProvider,
+  classifyE2BError,
+  e2bSdk,
+} from '../src/sandbox/e2b/provider';
 import { sandboxContract } from './sandbox.contract';
 import { E2BDouble, type DoubleCall } from './support/e2b-double';
 
@@ -68,7 +74,10 @@ describe.skipIf(!process.env.E2B_API_KEY)('against the real E2B API (E2B_API_KEY
 
 // Offline, the real SDK fails before any request: that is the adapter's one path testable here.
 it.skipIf(process.env.E2B_API_KEY)('the real SDK without an API key fails the lookup as non-retryable', async () => {
-  await expect(new E2BSandboxProvider().find('no-key')).rejects.toMatchObject({ nonRetryable: true, type: 'AuthenticationError' });
+  await expect(new E2BSandboxProvider().find('no-key')).rejects.toMatchObject({
+    nonRetryable: true,
+    type: 'AuthenticationError',
+  });
 });
 
 describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
@@ -99,9 +108,19 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
       vi.unstubAllEnvs();
     }
     await p.provision(`${run}/integration`, { network: false });
-    const creates = callsOf('create').slice(-2).map((c) => c.args);
+    const creates = callsOf('create')
+      .slice(-2)
+      .map((c) => c.args);
     const allowOut = (creates[0][1] as E2BCreateOpts).network?.allowOut as string[];
-    expect(allowOut).toEqual(expect.arrayContaining(['registry.npmjs.org', 'api.anthropic.com', 'api.openai.com', 'git.example.org', 'mirror.example.org']));
+    expect(allowOut).toEqual(
+      expect.arrayContaining([
+        'registry.npmjs.org',
+        'api.anthropic.com',
+        'api.openai.com',
+        'git.example.org',
+        'mirror.example.org',
+      ]),
+    );
     expect(allowOut).not.toContain('127.0.0.1');
     expect(creates).toEqual([
       [
@@ -113,7 +132,14 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
           network: { allowOut, denyOut: ['0.0.0.0/0'] },
         },
       ],
-      ['base', { metadata: { flotillaKey: `${run}/integration`, flotillaRun: run }, timeoutMs: 45 * 60_000, allowInternetAccess: false }],
+      [
+        'base',
+        {
+          metadata: { flotillaKey: `${run}/integration`, flotillaRun: run },
+          timeoutMs: 45 * 60_000,
+          allowInternetAccess: false,
+        },
+      ],
     ]);
   });
 
@@ -149,7 +175,9 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
     const sb = await p.provision(`deadline-${uniq()}`, { network: false });
     const r = await sb.exec('sleep 30', { timeoutMs: 300 });
     expect(r).toMatchObject({ timedOut: true, aborted: false });
-    const runs = callsOf('commands.run', sb.id).map((c) => c.args as [string, { timeoutMs: number; background: boolean }]);
+    const runs = callsOf('commands.run', sb.id).map(
+      (c) => c.args as [string, { timeoutMs: number; background: boolean }],
+    );
     const exec = runs.find(([cmd]) => cmd.includes('__FLOTILLA_CMD'))!;
     expect(exec[1]).toMatchObject({ timeoutMs: 0, background: true, cwd: sb.workspace });
     // The kill went to the wrapper, which takes the tree down; envd's own kill would reach only the wrapper.
@@ -162,7 +190,10 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
     const marker = `sleep 4${randomBytes(3).toString('hex').replace(/\D/g, '7')}`;
     const cmd = await sb.commands.run(`${marker} & echo started; wait`, { background: true, timeoutMs: 300 });
     await expect(cmd.wait()).rejects.toBeInstanceOf(TimeoutError);
-    const orphan = await sb.commands.run(`pgrep -f '[${marker[0]}]${marker.slice(1)}'`, { background: true, timeoutMs: 5_000 });
+    const orphan = await sb.commands.run(`pgrep -f '[${marker[0]}]${marker.slice(1)}'`, {
+      background: true,
+      timeoutMs: 5_000,
+    });
     expect((await orphan.wait()).stdout).not.toBe('');
     await double.kill(sb.sandboxId);
   });
@@ -194,7 +225,9 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
     await p.pause(key);
     expect(sandboxesOf(key)).toMatchObject([{ state: 'paused' }]);
     // A paused sandbox refuses commands, and looking it up does not wake it.
-    await expect(raw.commands.run('true', { background: true, timeoutMs: 5_000 })).rejects.toBeInstanceOf(SandboxNotFoundError);
+    await expect(raw.commands.run('true', { background: true, timeoutMs: 5_000 })).rejects.toBeInstanceOf(
+      SandboxNotFoundError,
+    );
     expect((await p.find(key))?.id).toBe(sb.id);
     expect(sandboxesOf(key)).toMatchObject([{ state: 'paused' }]);
     await p.pause(key);
@@ -244,7 +277,9 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
   it('starts commands with no signal ignored, as a local process starts', async () => {
     // The wrapper starts the command as a `&` job, which bash would otherwise have ignore SIGINT and SIGQUIT.
     const sb = await provider().provision(`signals-${uniq()}`, { network: false });
-    expect((await sb.exec('grep SigIgn /proc/$$/status', { timeoutMs: 10_000 })).output).toBe('SigIgn:\t0000000000000000\n');
+    expect((await sb.exec('grep SigIgn /proc/$$/status', { timeoutMs: 10_000 })).output).toBe(
+      'SigIgn:\t0000000000000000\n',
+    );
   });
 
   it('refuses environment variable names the sandbox could not pass on', async () => {
@@ -289,7 +324,9 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
     expect(auth).toBeInstanceOf(ApplicationFailure);
     expect(auth).toMatchObject({ nonRetryable: true, type: 'AuthenticationError' });
 
-    const template = await provider({ template: 'no-such-template' }).provision(`tpl-${uniq()}`, { network: false }).catch((e: unknown) => e);
+    const template = await provider({ template: 'no-such-template' })
+      .provision(`tpl-${uniq()}`, { network: false })
+      .catch((e: unknown) => e);
     expect(template).toMatchObject({ nonRetryable: true });
 
     double.failNext('list', new RateLimitError('Rate limit exceeded, please try again later'));
@@ -299,6 +336,9 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
     expect((limited as Error).cause).toBeInstanceOf(RateLimitError);
 
     const sb = await p.provision(`missing-file-${uniq()}`, { network: false });
-    await expect(sb.readFile(`${sb.workspace}/nope`)).rejects.toMatchObject({ nonRetryable: true, type: 'FileNotFoundError' });
+    await expect(sb.readFile(`${sb.workspace}/nope`)).rejects.toMatchObject({
+      nonRetryable: true,
+      type: 'FileNotFoundError',
+    });
   });
 });

@@ -5,7 +5,19 @@
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
@@ -13,7 +25,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, parseMaxLimits, probeBubblewrap } from '../src/sandbox/local/provider';
+import {
+  DEFAULT_LIMITS,
+  LocalSandboxProvider,
+  MAX_LIMITS,
+  parseMaxLimits,
+  probeBubblewrap,
+} from '../src/sandbox/local/provider';
 import type { Sandbox } from '../src/sandbox/types';
 import { sandboxContract } from './sandbox.contract';
 
@@ -22,7 +40,11 @@ const TSX = path.join(__dirname, '../node_modules/.bin/tsx');
 
 async function tempProvider(): Promise<{ provider: LocalSandboxProvider; baseDir: string; cleanup(): Promise<void> }> {
   const baseDir = await mkdtemp(path.join(os.tmpdir(), 'flotilla-sandbox-'));
-  return { provider: new LocalSandboxProvider(baseDir), baseDir, cleanup: () => rm(baseDir, { recursive: true, force: true }) };
+  return {
+    provider: new LocalSandboxProvider(baseDir),
+    baseDir,
+    cleanup: () => rm(baseDir, { recursive: true, force: true }),
+  };
 }
 
 /** Whether bubblewrap can start a sandbox here, asked independently of the code under test. */
@@ -105,8 +127,11 @@ describe('local sandbox: host side', () => {
       })().catch((e) => { console.error(e); process.exit(1); });
     `;
     const stdout = await new Promise<string>((resolve, reject) => {
-      execFile(TSX, ['-e', script], { env: { ...process.env, FLOTILLA_ISOLATION: 'none' }, timeout: 60_000 }, (err, out, errOut) =>
-        err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out),
+      execFile(
+        TSX,
+        ['-e', script],
+        { env: { ...process.env, FLOTILLA_ISOLATION: 'none' }, timeout: 60_000 },
+        (err, out, errOut) => (err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out)),
       );
     });
     const got = JSON.parse(stdout.trim().split('\n').pop()!);
@@ -126,7 +151,8 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     await env?.cleanup();
   });
 
-  const provision = (label: string, network = false) => env.provider.provision(`confine-${uniq()}/${label}`, { network });
+  const provision = (label: string, network = false) =>
+    env.provider.provision(`confine-${uniq()}/${label}`, { network });
   const run = (sb: Sandbox, command: string) => sb.exec(command, { timeoutMs: 10_000 });
 
   it('reports bubblewrap isolation', async () => {
@@ -146,7 +172,10 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
       }
       // Root inside the sandbox keeps its capabilities unless they are dropped, and with them
       // could simply make the read-only system writable again.
-      await run(sb, `mount -o remount,rw /usr; mount -o remount,rw /etc; ${targets.map((t) => `echo pwned > ${q(t)}`).join('; ')}`);
+      await run(
+        sb,
+        `mount -o remount,rw /usr; mount -o remount,rw /etc; ${targets.map((t) => `echo pwned > ${q(t)}`).join('; ')}`,
+      );
       for (const t of targets) expect(existsSync(t), `${t} was written on the host`).toBe(false);
     } finally {
       for (const t of targets) rmSync(t, { force: true });
@@ -167,7 +196,10 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     }
     expect((await run(a, `cat ${q(path.join(bHost, 'workspace/b.txt'))}`)).output).not.toContain(secret);
     // Whatever such a write lands on inside the sandbox, it must not reach B on the host.
-    await run(a, `mkdir -p ${q(path.join(bHost, 'workspace'))}; echo pwned > ${q(path.join(bHost, 'workspace/b.txt'))}; echo pwned > ${q(path.join(bHost, 'workspace/new.txt'))}`);
+    await run(
+      a,
+      `mkdir -p ${q(path.join(bHost, 'workspace'))}; echo pwned > ${q(path.join(bHost, 'workspace/b.txt'))}; echo pwned > ${q(path.join(bHost, 'workspace/new.txt'))}`,
+    );
     expect(await text(b, `${b.workspace}/b.txt`)).toBe(secret);
     expect(existsSync(path.join(bHost, 'workspace/new.txt'))).toBe(false);
   });
@@ -207,7 +239,9 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
       const online = await provision('online', true);
       expect((await run(online, direct)).output).toContain('Connection refused');
       const refused = await run(online, proxied);
-      expect(refused.output).toContain(`the sandbox's network refused 1 connection(s):\n  GET http://127.0.0.1:${port}/: 127.0.0.1:${port} is not on the sandbox's allowlist`);
+      expect(refused.output).toContain(
+        `the sandbox's network refused 1 connection(s):\n  GET http://127.0.0.1:${port}/: 127.0.0.1:${port} is not on the sandbox's allowlist`,
+      );
       vi.stubEnv('FLOTILLA_EGRESS_ALLOW', `127.0.0.1:${port}`);
       expect(await run(online, proxied)).toMatchObject({ exitCode: 0, output: 'hello-from-host\n' });
     } finally {
@@ -255,7 +289,10 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     await sb.writeFile(`${sb.workspace}/oracle/test.sh`, 'oracle', { readOnly: true });
     const usable = await run(sb, 'echo more >> new/dirs/file.txt && touch new/dirs/another && cat new/dirs/file.txt');
     expect(usable).toMatchObject({ exitCode: 0, output: 'minemore\n' });
-    const tamper = await run(sb, 'cat oracle/test.sh; echo x > oracle/test.sh; echo x >> oracle/test.sh; chmod u+w oracle/test.sh; echo x > oracle/test.sh');
+    const tamper = await run(
+      sb,
+      'cat oracle/test.sh; echo x > oracle/test.sh; echo x >> oracle/test.sh; chmod u+w oracle/test.sh; echo x > oracle/test.sh',
+    );
     expect(tamper.output.startsWith('oracle')).toBe(true);
     expect(tamper.output).toContain('Permission denied');
     expect(await text(sb, `${sb.workspace}/oracle/test.sh`)).toBe('oracle');
@@ -266,34 +303,57 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
 
   it('bounds /tmp in memory: a command filling it gets no further than the limit, and fails saying so', async () => {
     const sb = await env.provider.provision(`confine-${uniq()}/tmp-full`, { network: false, limits: { tmpMiB: 8 } });
-    const failure = await sb.exec('df -k /tmp | tail -1; head -c 64M /dev/zero > /tmp/fill; stat -c "size %s" /tmp/fill', { timeoutMs: 10_000 }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const failure = await sb
+      .exec('df -k /tmp | tail -1; head -c 64M /dev/zero > /tmp/fill; stat -c "size %s" /tmp/fill', {
+        timeoutMs: 10_000,
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(failure).toBeInstanceOf(ApplicationFailure);
     const f = failure as ApplicationFailure;
-    expect([f.type, f.nonRetryable, f.message]).toEqual(['ResourceLimit', true, "the sandbox's /tmp is full (limit 8 MiB)"]);
+    expect([f.type, f.nonRetryable, f.message]).toEqual([
+      'ResourceLimit',
+      true,
+      "the sandbox's /tmp is full (limit 8 MiB)",
+    ]);
     const tail = (f.details?.[0] as { tail: string }).tail;
     expect(Number(/size (\d+)/.exec(tail)?.[1])).toBeLessThanOrEqual(8 * 1024 * 1024);
     expect(tail).toMatch(/^tmpfs\s+8192\s/);
   });
 
   it('runs commands under a file size limit they cannot raise', async () => {
-    const sb = await env.provider.provision(`confine-${uniq()}/rlimits`, { network: false, limits: { workspaceMiB: 8 } });
-    const r = await run(sb, 'ulimit -H -f; ulimit -S -f; (ulimit -f unlimited 2>/dev/null && echo raised) || echo refused; (ulimit -H -f 9999 2>/dev/null && echo raised) || echo refused');
+    const sb = await env.provider.provision(`confine-${uniq()}/rlimits`, {
+      network: false,
+      limits: { workspaceMiB: 8 },
+    });
+    const r = await run(
+      sb,
+      'ulimit -H -f; ulimit -S -f; (ulimit -f unlimited 2>/dev/null && echo raised) || echo refused; (ulimit -H -f 9999 2>/dev/null && echo raised) || echo refused',
+    );
     expect(r.output).toBe('8192\n8192\nrefused\nrefused\n');
   });
 
   it('stops a command that fills the disk while it runs, without waiting for it to end', async () => {
-    const sb = await env.provider.provision(`confine-${uniq()}/disk-watch`, { network: false, limits: { workspaceMiB: 8 } });
+    const sb = await env.provider.provision(`confine-${uniq()}/disk-watch`, {
+      network: false,
+      limits: { workspaceMiB: 8 },
+    });
     const m = `sleep 60.${randomBytes(3).readUIntBE(0, 3)}`;
     const started = Date.now();
     // Each file stays under the per-file limit; only their sum is over it.
     const failure = await sb
       .exec(`for i in 1 2 3; do head -c 6M /dev/zero > part$i; done; ${m}`, { timeoutMs: 50_000 })
-      .then(() => undefined, (e: unknown) => e);
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(failure).toBeInstanceOf(ApplicationFailure);
-    expect([(failure as ApplicationFailure).type, (failure as ApplicationFailure).message]).toEqual(['ResourceLimit', 'workspace holds 18 MiB; the limit is 8 MiB']);
+    expect([(failure as ApplicationFailure).type, (failure as ApplicationFailure).message]).toEqual([
+      'ResourceLimit',
+      'workspace holds 18 MiB; the limit is 8 MiB',
+    ]);
     // Within a couple of disk checks (every 5 s), not at the deadline.
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(spawnSync('pgrep', ['-f', m]).status).toBe(1);
@@ -325,7 +385,9 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     expect(parseMaxLimits(' memoryMiB=8192, processes=512 ')).toEqual({ memoryMiB: 8192, processes: 512 });
     expect(parseMaxLimits(undefined)).toEqual({});
     expect(() => parseMaxLimits('memory=1')).toThrow('FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "memory"');
-    expect(() => parseMaxLimits('tmpMiB=0')).toThrow('FLOTILLA_SANDBOX_MAX_LIMITS: tmpMiB must be a positive whole number (got "0")');
+    expect(() => parseMaxLimits('tmpMiB=0')).toThrow(
+      'FLOTILLA_SANDBOX_MAX_LIMITS: tmpMiB must be a positive whole number (got "0")',
+    );
   });
 });
 
@@ -345,8 +407,11 @@ describe.runIf(bwrapWorks && process.getuid?.() === 0)('local sandbox: a worker 
     `;
     try {
       const stdout = await new Promise<string>((resolve, reject) => {
-        execFile('setpriv', ['--reuid', '65534', '--regid', '65534', '--clear-groups', TSX, '-e', script], { env: { ...process.env, HOME: base }, timeout: 60_000 }, (err, out, errOut) =>
-          err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out),
+        execFile(
+          'setpriv',
+          ['--reuid', '65534', '--regid', '65534', '--clear-groups', TSX, '-e', script],
+          { env: { ...process.env, HOME: base }, timeout: 60_000 },
+          (err, out, errOut) => (err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out)),
         );
       });
       const got = JSON.parse(stdout.trim().split('\n').pop()!);
@@ -365,7 +430,10 @@ describe('local sandbox: fails closed', () => {
     const { baseDir, cleanup } = await tempProvider();
     try {
       const broken = new LocalSandboxProvider(baseDir, { bwrap: '/bin/false', noIsolation: false });
-      const refused = await broken.provision('refused', { network: false }).then(() => undefined, (e: unknown) => e);
+      const refused = await broken.provision('refused', { network: false }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(refused).toBeInstanceOf(ApplicationFailure);
       expect((refused as ApplicationFailure).type).toBe('IsolationUnavailable');
       expect((refused as ApplicationFailure).nonRetryable).toBe(true);
@@ -373,7 +441,9 @@ describe('local sandbox: fails closed', () => {
       expect(existsSync(broken.dirFor('refused'))).toBe(false);
 
       const missing = new LocalSandboxProvider(baseDir, { bwrap: '/no/such/bwrap', noIsolation: false });
-      await expect(missing.provision('missing', { network: false })).rejects.toThrow(/refusing to run agents without isolation: .*\/no\/such\/bwrap/);
+      await expect(missing.provision('missing', { network: false })).rejects.toThrow(
+        /refusing to run agents without isolation: .*\/no\/such\/bwrap/,
+      );
 
       const optedOut = new LocalSandboxProvider(baseDir, { bwrap: '/bin/false', noIsolation: true });
       const sb = await optedOut.provision('opted-out', { network: false });

@@ -21,7 +21,18 @@ describe.skipIf(!asRoot)('a worker in a network namespace of its own', () => {
   it('runs sandbox commands although /sys/fs/cgroup is empty there', async () => {
     execFileSync('ip', ['netns', 'add', ns]);
     const tsx = createRequire(__filename).resolve('tsx/cjs');
-    const r = await run('timeout', ['60', 'ip', 'netns', 'exec', ns, process.execPath, '--require', tsx, path.join(__dirname, 'support/sandbox-echo.ts'), tempDir('netns-sandboxes')]);
+    const r = await run('timeout', [
+      '60',
+      'ip',
+      'netns',
+      'exec',
+      ns,
+      process.execPath,
+      '--require',
+      tsx,
+      path.join(__dirname, 'support/sandbox-echo.ts'),
+      tempDir('netns-sandboxes'),
+    ]);
     expect(r.err).toBe('');
     expect(r.out.trim()).toBe('exit 0: sandbox says hi');
     expect(r.code).toBe(0);

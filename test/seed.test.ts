@@ -36,9 +36,14 @@ function deepRemote(): string {
   execFileSync('git', ['init', '-q', '-b', 'main', work]);
   const lines: string[] = [];
   for (let c = 0; c < COMMITS; c++) {
-    lines.push('commit refs/heads/main', `committer Test <test@example.com> ${1700000000 + c} +0000`, `data <<EOM\nrevision ${c}\nEOM`);
+    lines.push(
+      'commit refs/heads/main',
+      `committer Test <test@example.com> ${1700000000 + c} +0000`,
+      `data <<EOM\nrevision ${c}\nEOM`,
+    );
     const files = c === 0 ? Array.from({ length: FILES }, (_, i) => i) : [c % FILES, (c * 7) % FILES];
-    for (const i of files) lines.push(`M 644 inline d${i % 50}/f${i}.txt`, `data <<EOM\nfile ${i} at revision ${c}\nEOM`);
+    for (const i of files)
+      lines.push(`M 644 inline d${i % 50}/f${i}.txt`, `data <<EOM\nfile ${i} at revision ${c}\nEOM`);
     lines.push('');
   }
   execFileSync('git', ['fast-import', '--quiet'], { cwd: work, input: lines.join('\n') + '\n' });
@@ -54,7 +59,12 @@ const inspect = (id: string) =>
   `mkdir -p ${id} && echo seen > ${id}/out.txt && git add -A && git commit -qm ${id}`;
 
 function request(id: string, command = inspect(id), url = remote, testCmd = 'true') {
-  return { objective: 'seed', repo: { url, baseRef: 'main' }, testCmd, subTasks: [{ id, prompt: 'p', ownedPaths: [id], agent: { kind: 'shell' as const, command } }] };
+  return {
+    objective: 'seed',
+    repo: { url, baseRef: 'main' },
+    testCmd,
+    subTasks: [{ id, prompt: 'p', ownedPaths: [id], agent: { kind: 'shell' as const, command } }],
+  };
 }
 
 /** What the data directory holds of run object stores (stores, their user lists, leftovers). */
@@ -65,7 +75,12 @@ function storesLeft(): string[] {
 
 function reported(tail: string | undefined): Record<string, number> {
   const line = /commits=.*$/m.exec(tail ?? '')?.[0] ?? '';
-  return Object.fromEntries(line.split(' ').map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
+  return Object.fromEntries(
+    line
+      .split(' ')
+      .map((kv) => kv.split('='))
+      .map(([k, v]) => [k, Number(v)]),
+  );
 }
 
 function remoteCommits(): number {
@@ -77,7 +92,8 @@ describe('seeding', () => {
     const before = remoteCommits();
     // The test sandbox's checkout of the integrated commit borrows the same store: its own
     // objects are only what the run added (the bundle of the merge, kept as a small pack).
-    const testCmd = 'echo "commits=$(git rev-list --count HEAD) objkb=$(du -sk .git/objects | cut -f1) alternates=$(cat .git/objects/info/alternates | wc -l)"';
+    const testCmd =
+      'echo "commits=$(git rev-list --count HEAD) objkb=$(du -sk .git/objects | cut -f1) alternates=$(cat .git/objects/info/alternates | wc -l)"';
     const end = await env.run(request('shared', inspect('shared'), remote, testCmd));
     expect(end.failureMessage, end.result?.workers[0].tail).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
@@ -89,7 +105,9 @@ describe('seeding', () => {
     expect(seen.gitkb).toBeLessThan(1024);
     const tested = reported(end.result?.test?.tail);
     expect(tested).toMatchObject({ alternates: 1 });
-    const historyKb = Number(execFileSync('du', ['-sk', path.join(remote, 'objects')], { encoding: 'utf8' }).split('\t')[0]);
+    const historyKb = Number(
+      execFileSync('du', ['-sk', path.join(remote, 'objects')], { encoding: 'utf8' }).split('\t')[0],
+    );
     expect(tested.objkb * 4, `history ${historyKb} KiB`).toBeLessThan(historyKb);
     expect(tested.commits).toBeGreaterThan(before);
     expect(remoteCommits()).toBeGreaterThan(before);
@@ -143,7 +161,8 @@ describe('seeding', () => {
     const tries = [
       `git cat-file -e ${otherBase} 2>/dev/null && echo "REACHED through its own alternates"`,
       ...[path.join(storeA, 'objects'), path.join(env.dataDir, 'staging.git', 'objects'), '/flotilla/objects'].map(
-        (dir) => `echo ${dir} > .git/objects/info/alternates; git cat-file -e ${otherBase} 2>/dev/null && echo "REACHED through ${dir}"`,
+        (dir) =>
+          `echo ${dir} > .git/objects/info/alternates; git cat-file -e ${otherBase} 2>/dev/null && echo "REACHED through ${dir}"`,
       ),
       `ls ${env.dataDir} >/dev/null 2>&1 && echo "LISTED the data directory"`,
       'mkdir -p b && echo mine > b/out.txt && git add -A && git commit -qm b; echo tries-over',
@@ -184,7 +203,9 @@ describe('seeding', () => {
     const left = () => readdirSync(path.join(dataDir, 'run-objects')).sort();
     expect(left()).toEqual([`${runKey}.git`, `${runKey}.users`]);
     const store = path.dirname(dirs[0]);
-    expect(execFileSync('git', ['-C', store, 'rev-list', '--count', base], { encoding: 'utf8' }).trim()).toBe(String(remoteCommits()));
+    expect(execFileSync('git', ['-C', store, 'rev-list', '--count', base], { encoding: 'utf8' }).trim()).toBe(
+      String(remoteCommits()),
+    );
     for (const sub of ['', 'pack']) {
       const dir = path.join(dirs[0], sub);
       expect(statSync(dir).mode & 0o777, dir).toBe(0o755);

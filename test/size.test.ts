@@ -33,7 +33,12 @@ function request(url: string, exit = 0) {
     objective: 'a hundred chatty workers',
     repo: { url, baseRef: 'main' },
     testCmd: 'ls',
-    subTasks: Array.from({ length: N }, (_, i) => ({ id: `w${i}`, prompt: 'p', ownedPaths: [`w${i}`], agent: { kind: 'shell' as const, command: chatty(`w${i}`, exit) } })),
+    subTasks: Array.from({ length: N }, (_, i) => ({
+      id: `w${i}`,
+      prompt: 'p',
+      ownedPaths: [`w${i}`],
+      agent: { kind: 'shell' as const, command: chatty(`w${i}`, exit) },
+    })),
     limits: { maxParallel: 20 },
   };
 }
@@ -88,8 +93,12 @@ describe('result size at 100 sub-tasks', () => {
     const base = await remote.head();
     const end = await env.run(request(remote.url, 3));
     expect(end.failureType).toBe('failed');
-    expect(end.failureMessage).toMatch(/^100 of 100 workers failed: w\d+: the agent exited with code 3; .* 97 more in the result$/);
-    expect(end.result?.workers.every((w) => w.status === 'failed' && w.tail?.includes(`last line of ${w.workerId}`))).toBe(true);
+    expect(end.failureMessage).toMatch(
+      /^100 of 100 workers failed: w\d+: the agent exited with code 3; .* 97 more in the result$/,
+    );
+    expect(
+      end.result?.workers.every((w) => w.status === 'failed' && w.tail?.includes(`last line of ${w.workerId}`)),
+    ).toBe(true);
     expect(Buffer.byteLength(JSON.stringify(end.result))).toBeLessThan(LIMIT);
     expect(Math.max(...(await payloadSizes(end.workflowId)))).toBeLessThan(LIMIT);
     expect(await remote.head()).toBe(base);

@@ -51,27 +51,75 @@ describe('parseLeaderRequest', () => {
     ['missing objective', (r) => delete r.objective, 'objective: is required'],
     ['a negative sandbox limit', (r) => (r.sandbox = { limits: { memoryMiB: -1 } }), 'sandbox.limits.memoryMiB: '],
     ['a fractional sandbox limit', (r) => (r.sandbox = { limits: { processes: 1.5 } }), 'sandbox.limits.processes: '],
-    ['an unknown sandbox limit', (r) => (r.sandbox = { limits: { diskMiB: 5 } }), 'sandbox.limits: unknown field(s) "diskMiB"'],
+    [
+      'an unknown sandbox limit',
+      (r) => (r.sandbox = { limits: { diskMiB: 5 } }),
+      'sandbox.limits: unknown field(s) "diskMiB"',
+    ],
     ['empty sub-task list', (r) => (r.subTasks = []), 'subTasks: must list at least one sub-task'],
     ['duplicate ids', (r) => (r.subTasks[1].id = 'a'), 'subTasks[1].id: duplicate id "a" (also subTasks[0])'],
     ['a bad id', (r) => (r.subTasks[0].id = 'a/b'), 'subTasks[0].id: must be 1-63 letters'],
-    ['nested owned paths', (r) => (r.subTasks[1].ownedPaths = ['src/a/x.ts']), 'subTasks[1].ownedPaths[0]: "src/a/x.ts" overlaps "src/a"'],
-    ['the whole repo next to another owner', (r) => (r.subTasks[1].ownedPaths = ['.']), 'subTasks[1].ownedPaths[0]: "." overlaps "src/a"'],
-    ['an absolute path', (r) => (r.subTasks[0].ownedPaths = ['/etc']), 'subTasks[0].ownedPaths[0]: path must be relative'],
-    ['a .. path', (r) => (r.subTasks[0].ownedPaths = ['src/../../x']), 'subTasks[0].ownedPaths[0]: path must not contain ".."'],
-    ['a .git path', (r) => (r.subTasks[0].ownedPaths = ['.git/hooks']), 'subTasks[0].ownedPaths[0]: path must not reach into .git/'],
-    ['a shared path that is owned', (r) => (r.sharedPaths = ['src']), 'sharedPaths[0]: "src" overlaps "src/a" owned by sub-task "a"'],
-    ['a URL as an allowed host', (r) => (r.sandbox = { network: true, allowHosts: ['https://x.org/'] }), 'sandbox.allowHosts[0]: must be a host name, host:port or *.domain'],
-    ['allowed hosts without network', (r) => (r.sandbox = { allowHosts: ['x.org'] }), 'sandbox.allowHosts: applies only with network: true'],
-    ['an ext:: remote', (r) => (r.repo.url = 'ext::ssh -oProxyCommand=x'), 'repo.url: repository uses the transport helper "ext::"'],
+    [
+      'nested owned paths',
+      (r) => (r.subTasks[1].ownedPaths = ['src/a/x.ts']),
+      'subTasks[1].ownedPaths[0]: "src/a/x.ts" overlaps "src/a"',
+    ],
+    [
+      'the whole repo next to another owner',
+      (r) => (r.subTasks[1].ownedPaths = ['.']),
+      'subTasks[1].ownedPaths[0]: "." overlaps "src/a"',
+    ],
+    [
+      'an absolute path',
+      (r) => (r.subTasks[0].ownedPaths = ['/etc']),
+      'subTasks[0].ownedPaths[0]: path must be relative',
+    ],
+    [
+      'a .. path',
+      (r) => (r.subTasks[0].ownedPaths = ['src/../../x']),
+      'subTasks[0].ownedPaths[0]: path must not contain ".."',
+    ],
+    [
+      'a .git path',
+      (r) => (r.subTasks[0].ownedPaths = ['.git/hooks']),
+      'subTasks[0].ownedPaths[0]: path must not reach into .git/',
+    ],
+    [
+      'a shared path that is owned',
+      (r) => (r.sharedPaths = ['src']),
+      'sharedPaths[0]: "src" overlaps "src/a" owned by sub-task "a"',
+    ],
+    [
+      'a URL as an allowed host',
+      (r) => (r.sandbox = { network: true, allowHosts: ['https://x.org/'] }),
+      'sandbox.allowHosts[0]: must be a host name, host:port or *.domain',
+    ],
+    [
+      'allowed hosts without network',
+      (r) => (r.sandbox = { allowHosts: ['x.org'] }),
+      'sandbox.allowHosts: applies only with network: true',
+    ],
+    [
+      'an ext:: remote',
+      (r) => (r.repo.url = 'ext::ssh -oProxyCommand=x'),
+      'repo.url: repository uses the transport helper "ext::"',
+    ],
     ['an fd:: remote', (r) => (r.repo.url = 'fd::3'), 'repo.url: repository uses the transport helper "fd::"'],
     ['plain http', (r) => (r.repo.url = 'http://example.com/x.git'), 'repo.url: repository uses plain http'],
     ['a relative path', (r) => (r.repo.url = 'repo'), 'repo.url: repository must be an https:// or ssh:// URL'],
     ['an option-like URL', (r) => (r.repo.url = '--upload-pack=evil'), 'repo.url: repository must not start with "-"'],
     ['a branch with ..', (r) => (r.repo.baseRef = 'a..b'), 'repo.baseRef: branch name contains ".."'],
-    ['a branch ending in .lock', (r) => (r.repo.targetRef = 'x.lock'), 'repo.targetRef: branch name has a component ending with ".lock"'],
+    [
+      'a branch ending in .lock',
+      (r) => (r.repo.targetRef = 'x.lock'),
+      'repo.targetRef: branch name has a component ending with ".lock"',
+    ],
     ['a full ref', (r) => (r.repo.targetRef = 'refs/heads/x'), 'repo.targetRef: branch name must be a branch name'],
-    ['no agent at all', (r) => delete r.agent, 'subTasks[0].agent: is required when the request has no default "agent"'],
+    [
+      'no agent at all',
+      (r) => delete r.agent,
+      'subTasks[0].agent: is required when the request has no default "agent"',
+    ],
     ['an unknown agent kind', (r) => (r.agent = { kind: 'gpt', command: 'x' }), 'agent.kind'],
     ['an unknown field', (r) => (r.tests = 'npm test'), '(request): unknown field(s) "tests"'],
     ['a zero maxParallel', (r) => (r.limits = { maxParallel: 0 }), 'limits.maxParallel: Too small'],
@@ -91,10 +139,13 @@ describe('parseLeaderRequest', () => {
 });
 
 describe('repository locations', () => {
-  it.each(['https://github.com/a/b.git', 'ssh://git@host:22/a/b.git', 'git@github.com:a/b.git', '/srv/git/b.git', 'file:///srv/git/b.git'])(
-    'accepts %s',
-    (url) => expect(repoUrlProblem(url)).toBeUndefined(),
-  );
+  it.each([
+    'https://github.com/a/b.git',
+    'ssh://git@host:22/a/b.git',
+    'git@github.com:a/b.git',
+    '/srv/git/b.git',
+    'file:///srv/git/b.git',
+  ])('accepts %s', (url) => expect(repoUrlProblem(url)).toBeUndefined());
 });
 
 describe('request files', () => {
@@ -110,7 +161,9 @@ describe('request files', () => {
       // A flow map that never closes.
       writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
       expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
-      expect(() => loadRequestFile(file)).toThrow(/must be sufficiently indented and end with a \} at line 4, column 1/);
+      expect(() => loadRequestFile(file)).toThrow(
+        /must be sufficiently indented and end with a \} at line 4, column 1/,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -21,7 +21,6 @@ afterAll(async () => {
   await env?.stop();
 });
 
-
 function greetingTask(id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) {
   return { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } };
 }
@@ -38,7 +37,12 @@ describe('spine', () => {
   it('three workers with disjoint changes: all three land and the tests pass on them', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
-    const end = await env.run(request(remote.url, ['alpha', 'beta', 'gamma'].map((id) => greetingTask(id))));
+    const end = await env.run(
+      request(
+        remote.url,
+        ['alpha', 'beta', 'gamma'].map((id) => greetingTask(id)),
+      ),
+    );
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     const head = await remote.head();
@@ -56,7 +60,9 @@ describe('spine', () => {
 
   it('uncommitted work the agent leaves is committed, not lost', async () => {
     const remote = await sampleRemote();
-    const end = await env.run(request(remote.url, [greetingTask('lazy', writeAgent('lazy/greeting.txt', 'hello, uncommitted', false))]));
+    const end = await env.run(
+      request(remote.url, [greetingTask('lazy', writeAgent('lazy/greeting.txt', 'hello, uncommitted', false))]),
+    );
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'lazy/greeting.txt')).toBe('hello, uncommitted\n');
     remote.cleanup();
@@ -79,9 +85,12 @@ describe('spine', () => {
   it('two workers editing the same lines: a conflict report names both, nothing is pushed', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
-    const edit = (id: string) => `${writeAgent(`${id}/greeting.txt`, 'hello')} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`;
+    const edit = (id: string) =>
+      `${writeAgent(`${id}/greeting.txt`, 'hello')} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`;
     const end = await env.run(
-      request(remote.url, [greetingTask('left', edit('left')), greetingTask('right', edit('right'))], { sharedPaths: ['shared'] }),
+      request(remote.url, [greetingTask('left', edit('left')), greetingTask('right', edit('right'))], {
+        sharedPaths: ['shared'],
+      }),
     );
     expect(end.failureType).toBe('conflict');
     expect(end.result?.conflict).toEqual({ workerId: 'right', conflictsWith: ['left'], files: ['shared/names.txt'] });
@@ -94,7 +103,9 @@ describe('spine', () => {
   it('a failing test command: nothing is pushed and the result carries the output tail', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
-    const end = await env.run(request(remote.url, [greetingTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))]));
+    const end = await env.run(
+      request(remote.url, [greetingTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))]),
+    );
     expect(end.failureType).toBe('tests-failed');
     expect(end.result?.test?.exitCode).toBe(1);
     expect(end.result?.test?.tail).toContain('FAIL: grumpy/greeting.txt does not greet');
@@ -107,7 +118,9 @@ describe('spine', () => {
     const slow = `sleep 3 && ${writeAgent('slow/greeting.txt', 'hello')}`;
     const handle = await env.start(request(remote.url, [greetingTask('slow', slow)]));
     // Once workers run, the base is resolved; someone else pushes meanwhile.
-    await waitFor('the workers to run', async () => ((await handle.query(statusQuery)).phase === 'running' ? true : undefined));
+    await waitFor('the workers to run', async () =>
+      (await handle.query(statusQuery)).phase === 'running' ? true : undefined,
+    );
     const theirs = await remote.advance('README.md', '# changed elsewhere\n');
     const end = await handle.result().then(
       () => undefined,
@@ -123,7 +136,10 @@ describe('spine', () => {
   it('pushes to a new target branch with a create-only lease', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
-    const end = await env.run({ ...request(remote.url, [greetingTask('feature')]), repo: { url: remote.url, baseRef: 'main', targetRef: 'flotilla/feature' } });
+    const end = await env.run({
+      ...request(remote.url, [greetingTask('feature')]),
+      repo: { url: remote.url, baseRef: 'main', targetRef: 'flotilla/feature' },
+    });
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.head('flotilla/feature')).toBe(end.result?.pushedSha);
     expect(await remote.head('main')).toBe(base);
@@ -133,7 +149,9 @@ describe('spine', () => {
   it('an agent that exits non-zero: the worker reports it, the run fails cleanly, no sandbox is left', async () => {
     const remote = await sampleRemote();
     const base = await remote.head();
-    const end = await env.run(request(remote.url, [greetingTask('ok'), greetingTask('broken', 'echo "cannot do this" >&2; exit 7')]));
+    const end = await env.run(
+      request(remote.url, [greetingTask('ok'), greetingTask('broken', 'echo "cannot do this" >&2; exit 7')]),
+    );
     expect(end.failureType).toBe('failed');
     const broken = end.result?.workers.find((w) => w.workerId === 'broken');
     expect(broken).toMatchObject({ status: 'failed', exitCode: 7, reason: 'the agent exited with code 7' });
@@ -158,7 +176,9 @@ describe('spine', () => {
       expect(seen).not.toContain(token);
       for (const id of [end.workflowId, `${end.workflowId}/snoop`]) {
         const history = await env.client.workflow.getHandle(id).fetchHistory();
-        expect(JSON.stringify(history, (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v))).not.toContain(token);
+        expect(
+          JSON.stringify(history, (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v)),
+        ).not.toContain(token);
       }
     } finally {
       delete process.env.FLOTILLA_GIT_TOKEN;
@@ -173,10 +193,21 @@ describe('spine', () => {
       (r: Record<string, any>) => (r.subTasks[1].ownedPaths = ['alpha/sub']),
       'subTasks[1].ownedPaths[0]: "alpha/sub" overlaps "alpha" owned by sub-task "alpha"',
     ],
-    ['an ext:: remote', (r: Record<string, any>) => (r.repo.url = 'ext::sh -c touch% /tmp/pwned'), 'repo.url: repository uses the transport helper "ext::"'],
-    ['a branch with ..', (r: Record<string, any>) => (r.repo.targetRef = 'feature/../main'), 'repo.targetRef: branch name contains ".."'],
+    [
+      'an ext:: remote',
+      (r: Record<string, any>) => (r.repo.url = 'ext::sh -c touch% /tmp/pwned'),
+      'repo.url: repository uses the transport helper "ext::"',
+    ],
+    [
+      'a branch with ..',
+      (r: Record<string, any>) => (r.repo.targetRef = 'feature/../main'),
+      'repo.targetRef: branch name contains ".."',
+    ],
   ])('a request with %s is refused inside the workflow, naming the field', async (_what, spoil, expected) => {
-    const req = request('/nonexistent/remote.git', [greetingTask('alpha'), greetingTask('beta')]) as Record<string, unknown>;
+    const req = request('/nonexistent/remote.git', [greetingTask('alpha'), greetingTask('beta')]) as Record<
+      string,
+      unknown
+    >;
     spoil(req);
     const end = await env.run(req);
     expect(end.failureType).toBe('InvalidRequest');
@@ -187,7 +218,9 @@ describe('spine', () => {
     const remote = await sampleRemote();
     const heavy = (id: string) =>
       `mkdir -p ${id} && head -c 3000000 /dev/urandom | base64 > ${id}/blob.txt && seq 1 300000 && echo hello > ${id}/greeting.txt && git add -A && git commit -qm big`;
-    const end = await env.run(request(remote.url, [greetingTask('heavy1', heavy('heavy1')), greetingTask('heavy2', heavy('heavy2'))]));
+    const end = await env.run(
+      request(remote.url, [greetingTask('heavy1', heavy('heavy1')), greetingTask('heavy2', heavy('heavy2'))]),
+    );
     expect(end.result?.outcome).toBe('pushed');
     expect((await remote.show('main', 'heavy1/blob.txt'))!.length).toBeGreaterThan(3_000_000);
     const ids = [end.workflowId, `${end.workflowId}/heavy1`, `${end.workflowId}/heavy2`];

@@ -34,14 +34,24 @@ beforeAll(async () => {
   const address = inject('temporalAddress');
   connection = await NativeConnection.connect({ address });
   client = new Client({ connection: await Connection.connect({ address }) });
-  workflowBundle = await bundleWorkflowCode({ workflowsPath: path.join(__dirname, '../src/workflows/index.ts'), logger: quiet });
+  workflowBundle = await bundleWorkflowCode({
+    workflowsPath: path.join(__dirname, '../src/workflows/index.ts'),
+    logger: quiet,
+  });
 });
 afterAll(async () => {
   await connection?.close();
   await client?.connection.close();
 });
 
-const quiet = { log: () => undefined, trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: console.error };
+const quiet = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: console.error,
+};
 
 /** The activity at which a host goes away, and which of its calls. */
 interface Leaving {
@@ -57,7 +67,9 @@ interface Leaving {
 async function startHost(dataDir: string, store: ServedStore, taskQueue: string, leaving?: Leaving) {
   // Both hosts serve the shared queue as their host queue too: a sandbox's activities may land on
   // either, which is what this test makes happen (test/hosts.test.ts has a queue per host).
-  const activities = createActivities(defaultDeps(dataDir, { stagingUrl: store.url, host: { host: path.basename(dataDir), taskQueue } }));
+  const activities = createActivities(
+    defaultDeps(dataDir, { stagingUrl: store.url, host: { host: path.basename(dataDir), taskQueue } }),
+  );
   let reached!: () => void;
   const gone = new Promise<void>((resolve) => (reached = resolve));
   let stopped!: () => void;
@@ -103,9 +115,18 @@ function request(url: string, targetRef: string, extra: object = {}) {
     id,
     prompt: `greet from ${id}`,
     ownedPaths: [id],
-    agent: { kind: 'shell' as const, command: `echo "agent ${id} at work" && ${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)}` },
+    agent: {
+      kind: 'shell' as const,
+      command: `echo "agent ${id} at work" && ${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)}`,
+    },
   });
-  return { objective: 'greetings across hosts', repo: { url, baseRef: 'main', targetRef }, testCmd: './check.sh', subTasks: [task('one'), task('two')], ...extra };
+  return {
+    objective: 'greetings across hosts',
+    repo: { url, baseRef: 'main', targetRef },
+    testCmd: './check.sh',
+    subTasks: [task('one'), task('two')],
+    ...extra,
+  };
 }
 
 /** Until the host goes away, or the run ends first (then the assertions on its result say why). */
@@ -114,11 +135,18 @@ async function leaves(host: { gone: Promise<void> }, run: { result(): Promise<un
 }
 
 function startRun(taskQueue: string, req: object) {
-  return client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-${randomUUID()}`, args: [req as never] });
+  return client.workflow.start(leaderWorkflow, {
+    taskQueue,
+    workflowId: `store-${randomUUID()}`,
+    args: [req as never],
+  });
 }
 
 /** Until `host` goes away at its activity (see leaves); then it stops polling. */
-async function untilGone(host: Awaited<ReturnType<typeof startHost>>, run: { result(): Promise<unknown> }): Promise<void> {
+async function untilGone(
+  host: Awaited<ReturnType<typeof startHost>>,
+  run: { result(): Promise<unknown> },
+): Promise<void> {
   await leaves(host, run);
   await host.stop();
 }
@@ -140,7 +168,10 @@ async function refsIn(dataDir: string, prefix: string): Promise<string[]> {
 describe('one run across two hosts through the shared store', () => {
   it('base and workers on A, merge, tests and push on B (git daemon): the pushed tree has both workers', async () => {
     const store = await serveStore();
-    const remote = await makeRemote({ 'README.md': '# across\n', 'check.sh': CHECK.replace(/^test -f one\/repaired.*$/m, '') });
+    const remote = await makeRemote({
+      'README.md': '# across\n',
+      'check.sh': CHECK.replace(/^test -f one\/repaired.*$/m, ''),
+    });
     const taskQueue = `store-${randomUUID()}`;
     const dataA = tempDir('host-a');
     const dataB = tempDir('host-b');
@@ -153,14 +184,21 @@ describe('one run across two hosts through the shared store', () => {
     expect(await remote.show('across', 'one/greeting.txt')).toBe('hello from one\n');
     expect(await remote.show('across', 'two/greeting.txt')).toBe('hello from two\n');
     expect(await remote.show('across', 'README.md')).toBe('# across\n');
-    expect(await remote.log('across', 'main'), 'one push: both merges on the base').toEqual(expect.arrayContaining([expect.stringMatching(/^Integrate one/), expect.stringMatching(/^Integrate two/)]));
+    expect(await remote.log('across', 'main'), 'one push: both merges on the base').toEqual(
+      expect.arrayContaining([expect.stringMatching(/^Integrate one/), expect.stringMatching(/^Integrate two/)]),
+    );
 
     // B had the workers' commits only from the store: they are in its cache, pulled.
     const runKey = (await refsIn(dataB, 'refs/flotilla/'))[0].split('/')[2];
-    expect(await refsIn(dataB, `refs/flotilla/${runKey}/workers/`)).toEqual([`refs/flotilla/${runKey}/workers/one`, `refs/flotilla/${runKey}/workers/two`]);
+    expect(await refsIn(dataB, `refs/flotilla/${runKey}/workers/`)).toEqual([
+      `refs/flotilla/${runKey}/workers/one`,
+      `refs/flotilla/${runKey}/workers/two`,
+    ]);
     // A log written on A (worker one's agent), read on B.
     const logRef = end.result!.workers.find((w) => w.workerId === 'one')!.logRef!;
-    expect((await defaultDeps(dataB, { stagingUrl: store.url }).artifacts.get(logRef)).toString()).toContain('agent one at work');
+    expect((await defaultDeps(dataB, { stagingUrl: store.url }).artifacts.get(logRef)).toString()).toContain(
+      'agent one at work',
+    );
     remote.cleanup();
     rmSync(dataB, { recursive: true, force: true });
     await store.stop();
@@ -175,9 +213,15 @@ describe('one run across two hosts through the shared store', () => {
     // The repair agent fixes only what the failing output it was shown asks for.
     const repair = {
       maxRounds: 1,
-      agent: { kind: 'shell' as const, command: `grep -q needs-repair-5c1e "$FLOTILLA_PROMPT_FILE" && echo fixed > one/repaired.txt` },
+      agent: {
+        kind: 'shell' as const,
+        command: `grep -q needs-repair-5c1e "$FLOTILLA_PROMPT_FILE" && echo fixed > one/repaired.txt`,
+      },
     };
-    const a = await startHost(dataA, store, taskQueue, { activity: 'provisionSandbox', when: (ref: { key: string }) => ref.key.endsWith('/integration-fixer') });
+    const a = await startHost(dataA, store, taskQueue, {
+      activity: 'provisionSandbox',
+      when: (ref: { key: string }) => ref.key.endsWith('/integration-fixer'),
+    });
     const handle = await startRun(taskQueue, request(remote.url, 'repaired', { repair }));
     await untilGone(a, handle);
     // A keeps its test sandbox (it comes back for the second test run) but nothing else.
@@ -199,28 +243,50 @@ describe('one run across two hosts through the shared store', () => {
 });
 
 describe('a conflict across hosts', () => {
-  it('resolved on A, tested and pushed by B: the resolver\'s commit reaches B through the store', async () => {
+  it("resolved on A, tested and pushed by B: the resolver's commit reaches B through the store", async () => {
     const store = await serveStore();
     const check = '#!/bin/bash\ngrep -qx left shared/names.txt && grep -qx right shared/names.txt\n';
-    const remote = await makeRemote({ 'README.md': '# conflict\n', 'check.sh': check, 'shared/names.txt': 'one\ntwo\nthree\n' });
+    const remote = await makeRemote({
+      'README.md': '# conflict\n',
+      'check.sh': check,
+      'shared/names.txt': 'one\ntwo\nthree\n',
+    });
     const renamer = (id: string) => ({
       id,
       prompt: `rename two to ${id}`,
       ownedPaths: [id],
-      agent: { kind: 'shell' as const, command: `${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'` },
+      agent: {
+        kind: 'shell' as const,
+        command: `${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`,
+      },
     });
-    const resolver = { maxRounds: 1, agent: { kind: 'shell' as const, command: `printf 'one\\nleft\\nright\\nthree\\n' > shared/names.txt` } };
-    const req = { objective: 'rename', repo: { url: remote.url, baseRef: 'main', targetRef: 'renamed' }, testCmd: './check.sh', sharedPaths: ['shared'], subTasks: [renamer('left'), renamer('right')], resolver };
+    const resolver = {
+      maxRounds: 1,
+      agent: { kind: 'shell' as const, command: `printf 'one\\nleft\\nright\\nthree\\n' > shared/names.txt` },
+    };
+    const req = {
+      objective: 'rename',
+      repo: { url: remote.url, baseRef: 'main', targetRef: 'renamed' },
+      testCmd: './check.sh',
+      sharedPaths: ['shared'],
+      subTasks: [renamer('left'), renamer('right')],
+      resolver,
+    };
     const taskQueue = `store-${randomUUID()}`;
     const dataA = tempDir('host-a');
     const dataB = tempDir('host-b');
-    const a = await startHost(dataA, store, taskQueue, { activity: 'provisionSandbox', when: (ref: { key: string }) => ref.key.endsWith('/integration') });
+    const a = await startHost(dataA, store, taskQueue, {
+      activity: 'provisionSandbox',
+      when: (ref: { key: string }) => ref.key.endsWith('/integration'),
+    });
     const handle = await startRun(taskQueue, req);
     await untilGone(a, handle);
     rmSync(dataA, { recursive: true, force: true });
 
     const end = await finishOn(dataB, store, taskQueue, handle);
-    expect(end.result?.integration?.attempts.map((x) => [x.kind, x.workerId, x.state])).toEqual([['resolve', 'right', 'succeeded']]);
+    expect(end.result?.integration?.attempts.map((x) => [x.kind, x.workerId, x.state])).toEqual([
+      ['resolve', 'right', 'succeeded'],
+    ]);
     expect(await remote.show('renamed', 'shared/names.txt')).toBe('one\nleft\nright\nthree\n');
     expect(await remote.show('renamed', 'right/greeting.txt')).toBe('hello from right\n');
     remote.cleanup();
@@ -232,17 +298,27 @@ describe('a conflict across hosts', () => {
 describe('flotilla gc with a shared store', () => {
   it("removes a closed run's refs and artifacts from the store, from any host, never an open run's", async () => {
     const store = await fileStore();
-    const remote = await makeRemote({ 'README.md': '# gc\n', 'check.sh': CHECK.replace(/^test -f one\/repaired.*$/m, '') });
+    const remote = await makeRemote({
+      'README.md': '# gc\n',
+      'check.sh': CHECK.replace(/^test -f one\/repaired.*$/m, ''),
+    });
     const taskQueue = `store-${randomUUID()}`;
     const dataA = tempDir('host-a');
     const host = await startHost(dataA, store, taskQueue);
     const start = (targetRef: string, extra: object = {}) =>
-      client.workflow.start(leaderWorkflow, { taskQueue, workflowId: `store-gc-${targetRef}-${randomUUID()}`, args: [request(remote.url, targetRef, extra) as never] });
+      client.workflow.start(leaderWorkflow, {
+        taskQueue,
+        workflowId: `store-gc-${targetRef}-${randomUUID()}`,
+        args: [request(remote.url, targetRef, extra) as never],
+      });
     const done = await awaitRun(await start('done'));
     expect(done.result?.outcome, done.result?.message).toBe('pushed');
     const open = await start('open', { gates: { plan: manual } });
-    await waitFor('the plan gate', async () => ((await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined));
-    const keyOf = (workflowId: string) => async () => (await store.refs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${workflowId.slice(0, 60)}-`));
+    await waitFor('the plan gate', async () =>
+      (await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
+    );
+    const keyOf = (workflowId: string) => async () =>
+      (await store.refs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${workflowId.slice(0, 60)}-`));
     const doneKey = (await keyOf(done.workflowId)())!;
     const openKey = (await keyOf(open.workflowId)())!;
     expect([doneKey, openKey].every(Boolean), 'both runs have refs in the store').toBe(true);
@@ -253,7 +329,10 @@ describe('flotilla gc with a shared store', () => {
     // From another host, which ran nothing: everything it removes comes from the store's listing.
     const elsewhere = tempDir('host-b');
     const gc = async (dataDir: string, ...args: string[]) => {
-      const r = await flotilla(taskQueue, ['gc', '--json', '--older-than', '0', ...args], { FLOTILLA_HOME: dataDir, FLOTILLA_STAGING_URL: store.url });
+      const r = await flotilla(taskQueue, ['gc', '--json', '--older-than', '0', ...args], {
+        FLOTILLA_HOME: dataDir,
+        FLOTILLA_STAGING_URL: store.url,
+      });
       expect(r.err).toBe('');
       return JSON.parse(r.out) as GcReport;
     };

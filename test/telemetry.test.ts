@@ -29,7 +29,9 @@ interface Span {
 }
 
 /** An OTLP/HTTP collector that keeps every span it is sent, and counts the requests. */
-async function receiver(port = 0): Promise<{ url: string; spans: Span[]; requests: () => number; close(): Promise<void> }> {
+async function receiver(
+  port = 0,
+): Promise<{ url: string; spans: Span[]; requests: () => number; close(): Promise<void> }> {
   const spans: Span[] = [];
   let requests = 0;
   const server = http.createServer((req, res) => {
@@ -42,7 +44,8 @@ async function receiver(port = 0): Promise<{ url: string; spans: Span[]; request
         return;
       }
       for (const rs of JSON.parse(body).resourceSpans ?? []) {
-        const service = rs.resource?.attributes?.find((a: { key: string }) => a.key === 'service.name')?.value?.stringValue;
+        const service = rs.resource?.attributes?.find((a: { key: string }) => a.key === 'service.name')?.value
+          ?.stringValue;
         for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) spans.push({ ...s, service });
       }
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
@@ -58,11 +61,17 @@ async function receiver(port = 0): Promise<{ url: string; spans: Span[]; request
 }
 
 /** Replays histories on the current workflow code, with or without the tracing interceptors. */
-async function replay(histories: Parameters<typeof Worker.runReplayHistories>[1], interceptors: { workflowModules?: string[] }) {
+async function replay(
+  histories: Parameters<typeof Worker.runReplayHistories>[1],
+  interceptors: { workflowModules?: string[] },
+) {
   const errors: string[] = [];
   let replayed = 0;
   const workflowsPath = path.join(__dirname, '../src/workflows/index.ts');
-  for await (const r of Worker.runReplayHistories({ workflowsPath, interceptors, replayName: 'telemetry' }, histories)) {
+  for await (const r of Worker.runReplayHistories(
+    { workflowsPath, interceptors, replayName: 'telemetry' },
+    histories,
+  )) {
     replayed++;
     if (r.error) errors.push(`${r.workflowId}: ${r.error}`);
   }
@@ -106,12 +115,16 @@ describe('with an OTLP endpoint', () => {
       expect(worker.output()).toContain(`Tracing to ${otlp.url}/v1/traces`);
       const objective = `objective-${randomUUID()}`;
       const workflowId = `traced-${randomUUID()}`;
-      const started = await flotilla(taskQueue, ['start', requestFile(remote.url, objective), '--id', workflowId, '--json'], otel);
+      const started = await flotilla(
+        taskQueue,
+        ['start', requestFile(remote.url, objective), '--id', workflowId, '--json'],
+        otel,
+      );
       expect(started.err).toBe('');
       expect(started.code).toBe(0);
       expect((await awaitRun(client.workflow.getHandle(workflowId))).result?.outcome).toBe('pushed');
 
-      const spans = await waitFor('the run\'s spans', async () => {
+      const spans = await waitFor("the run's spans", async () => {
         const names = new Set(otlp.spans.map((s) => s.name));
         return EXPECTED.every((n) => names.has(n)) ? otlp.spans : undefined;
       }).catch((err: Error) => {
@@ -119,7 +132,9 @@ describe('with an OTLP endpoint', () => {
       });
       const start = spans.find((s) => s.name === 'StartWorkflow:leaderWorkflow')!;
       expect(start.service).toBe('flotilla-cli');
-      expect(new Set(spans.map((s) => s.traceId)), 'every span is in the trace flotilla start opened').toEqual(new Set([start.traceId]));
+      expect(new Set(spans.map((s) => s.traceId)), 'every span is in the trace flotilla start opened').toEqual(
+        new Set([start.traceId]),
+      );
       const byId = new Map(spans.map((s) => [s.spanId, s]));
       const parentOf = (name: string) => byId.get(spans.find((s) => s.name === name)!.parentSpanId ?? '')?.name;
       expect(parentOf('RunWorkflow:leaderWorkflow')).toBe('StartWorkflow:leaderWorkflow');
@@ -131,7 +146,19 @@ describe('with an OTLP endpoint', () => {
       // Identifiers only: no request text, no repository, whatever the workflow's info holds.
       const keys = new Set(spans.flatMap((s) => s.attributes.map((a) => a.key)));
       expect([...keys].sort()).toEqual(expect.arrayContaining(['temporalWorkflowId']));
-      for (const key of keys) expect(['temporalWorkflowId', 'run_id', 'temporalActivityId', 'temporalUpdateId', 'workflowId', 'runId', 'workflowType', 'taskQueue', 'namespace', 'attempt']).toContain(key);
+      for (const key of keys)
+        expect([
+          'temporalWorkflowId',
+          'run_id',
+          'temporalActivityId',
+          'temporalUpdateId',
+          'workflowId',
+          'runId',
+          'workflowType',
+          'taskQueue',
+          'namespace',
+          'attempt',
+        ]).toContain(key);
       expect(JSON.stringify(spans)).not.toContain(objective);
       expect(JSON.stringify(spans)).not.toContain(remote.url);
     } finally {
@@ -150,7 +177,10 @@ describe('with an OTLP endpoint', () => {
     try {
       // This process traces too (its client starts the run), so the trace starts here.
       const tracing = startTracing('flotilla-test', (line) => console.error(line), otel)!;
-      const traced = new Client({ connection: client.connection, interceptors: { workflow: tracing.clientInterceptors } });
+      const traced = new Client({
+        connection: client.connection,
+        interceptors: { workflow: tracing.clientInterceptors },
+      });
       const marker = `memo-${randomUUID()}`;
       const handle = await traced.workflow.start('leaderWorkflow', {
         taskQueue,
@@ -160,8 +190,12 @@ describe('with an OTLP endpoint', () => {
       });
       expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
       await tracing.flush();
-      const spans = await waitFor('the leader\'s span', async () => (otlp.spans.some((s) => s.name === 'RunWorkflow:leaderWorkflow') ? otlp.spans : undefined));
-      expect(spans.find((s) => s.name === 'RunWorkflow:leaderWorkflow')!.attributes.map((a) => a.key)).toContain('workflowType');
+      const spans = await waitFor("the leader's span", async () =>
+        otlp.spans.some((s) => s.name === 'RunWorkflow:leaderWorkflow') ? otlp.spans : undefined,
+      );
+      expect(spans.find((s) => s.name === 'RunWorkflow:leaderWorkflow')!.attributes.map((a) => a.key)).toContain(
+        'workflowType',
+      );
       expect(JSON.stringify(spans)).not.toContain(marker);
     } finally {
       await worker.stop();
@@ -192,7 +226,13 @@ describe('without an OTLP endpoint', () => {
     try {
       expect(worker.output()).not.toContain('Tracing to');
       const workflowId = `untraced-${randomUUID()}`;
-      const started = await flotilla(taskQueue, ['start', requestFile(remote.url, 'untraced'), '--id', workflowId, '--json']);
+      const started = await flotilla(taskQueue, [
+        'start',
+        requestFile(remote.url, 'untraced'),
+        '--id',
+        workflowId,
+        '--json',
+      ]);
       expect(started.code).toBe(0);
       expect((await awaitRun(client.workflow.getHandle(workflowId))).result?.outcome).toBe('pushed');
       // A worker flushes its spans when it stops, and the CLI when it exits: after both, none came.
@@ -209,9 +249,14 @@ describe('without an OTLP endpoint', () => {
 
 describe('configuration', () => {
   it('a worker refuses an endpoint that is not an http(s) URL, naming the variable', async () => {
-    const r = await run(CLI[0], [...CLI.slice(1), 'worker'], { TEMPORAL_ADDRESS: '127.0.0.1:1', OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' });
+    const r = await run(CLI[0], [...CLI.slice(1), 'worker'], {
+      TEMPORAL_ADDRESS: '127.0.0.1:1',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318',
+    });
     expect(r.code).toBe(2);
-    expect(r.err).toContain('OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (OTLP over HTTP), such as http://localhost:4318; not "collector:4318"');
+    expect(r.err).toContain(
+      'OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL (OTLP over HTTP), such as http://localhost:4318; not "collector:4318"',
+    );
   });
 });
 
@@ -237,6 +282,7 @@ describe('replay', () => {
     const traced = await replay(histories, { workflowModules: TRACED_WORKFLOW_MODULES });
     expect(traced.replayed).toBe(histories.length);
     expect(traced.errors.length).toBeGreaterThan(0);
-    for (const error of traced.errors) expect(error).toMatch(/^history-\S+: DeterminismViolationError: .*Nondeterminism error/);
+    for (const error of traced.errors)
+      expect(error).toMatch(/^history-\S+: DeterminismViolationError: .*Nondeterminism error/);
   });
 });

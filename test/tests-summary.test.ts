@@ -27,17 +27,36 @@ test('one', () => {}); test('two', () => {}); test('three', () => assert.equal(1
 
   it('counts pytest results', async () => {
     const dir = tempDir('pytest');
-    writeFileSync(path.join(dir, 'test_a.py'), 'import pytest\ndef test_a(): pass\ndef test_b(): assert 1 == 2\n@pytest.mark.skip\ndef test_c(): pass\n');
+    writeFileSync(
+      path.join(dir, 'test_a.py'),
+      'import pytest\ndef test_a(): pass\ndef test_b(): assert 1 == 2\n@pytest.mark.skip\ndef test_c(): pass\n',
+    );
     const r = await run('python3', ['-m', 'pytest', '-p', 'no:cacheprovider', dir]);
     expect(r.code).toBe(1);
     expect(summarizeTests(r.out)).toBe('1 passed, 1 failed, 1 skipped (pytest)');
   });
 
   it.each([
-    ['vitest', ' Test Files  1 failed (1)\n      Tests  1 failed | 2 passed | 1 skipped (4)\n   Start at  07:13:23\n', '2 passed, 1 failed, 1 skipped (vitest)'],
-    ['jest', 'Test Suites: 1 failed, 1 total\nTests:       1 failed, 5 passed, 6 total\nSnapshots:   0 total\nTime:        1.2 s\n', '5 passed, 1 failed (jest)'],
-    ['mocha', '  3 passing (12ms)\n  1 pending\n  2 failing\n\n  1) suite\n       fails:\n', '3 passed, 2 failed, 1 skipped (mocha)'],
-    ['go test -v', '=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\nFAIL\nFAIL\texample.com/x\t0.004s\n', '1 passed, 1 failed (go test)'],
+    [
+      'vitest',
+      ' Test Files  1 failed (1)\n      Tests  1 failed | 2 passed | 1 skipped (4)\n   Start at  07:13:23\n',
+      '2 passed, 1 failed, 1 skipped (vitest)',
+    ],
+    [
+      'jest',
+      'Test Suites: 1 failed, 1 total\nTests:       1 failed, 5 passed, 6 total\nSnapshots:   0 total\nTime:        1.2 s\n',
+      '5 passed, 1 failed (jest)',
+    ],
+    [
+      'mocha',
+      '  3 passing (12ms)\n  1 pending\n  2 failing\n\n  1) suite\n       fails:\n',
+      '3 passed, 2 failed, 1 skipped (mocha)',
+    ],
+    [
+      'go test -v',
+      '=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\nFAIL\nFAIL\texample.com/x\t0.004s\n',
+      '1 passed, 1 failed (go test)',
+    ],
     ['go test', 'ok  \texample.com/x\t0.004s\nok  \texample.com/y\t0.010s\n', '2 passed, 0 failed (go test)'],
     ['bare TAP', 'TAP version 13\nok 1 - a\nnot ok 2 - b\nok 3 - c\n1..3\n', '2 passed, 1 failed (TAP)'],
     ['colours', '\x1b[32m  4 passing\x1b[39m (3ms)\n', '4 passed, 0 failed (mocha)'],

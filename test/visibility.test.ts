@@ -13,7 +13,15 @@ import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../src/client';
 import type { RunRow } from '../src/client/list';
-import { FlotillaAwaiting, FlotillaCostUsd, FlotillaOutcome, FlotillaPhase, FlotillaRepo, FlotillaTargetRef, SEARCH_ATTRIBUTES } from '../src/contracts/search-attributes';
+import {
+  FlotillaAwaiting,
+  FlotillaCostUsd,
+  FlotillaOutcome,
+  FlotillaPhase,
+  FlotillaRepo,
+  FlotillaTargetRef,
+  SEARCH_ATTRIBUTES,
+} from '../src/contracts/search-attributes';
 import { TestEnv, describeReplay, greet, makeRemote, manual, shellRequest, tempDir, writeAgent } from './helpers';
 import { CLI, flotilla, run, waitFor } from './processes';
 
@@ -38,7 +46,11 @@ async function attributes(handle: WorkflowHandle) {
   };
 }
 
-async function attributesWhen(handle: WorkflowHandle, what: string, ok: (a: Awaited<ReturnType<typeof attributes>>) => boolean) {
+async function attributesWhen(
+  handle: WorkflowHandle,
+  what: string,
+  ok: (a: Awaited<ReturnType<typeof attributes>>) => boolean,
+) {
   return waitFor(what, async () => {
     const a = await attributes(handle);
     return ok(a) ? a : undefined;
@@ -64,7 +76,12 @@ async function list(...args: string[]): Promise<RunRow[]> {
 async function listFinds(args: string[], expected: string[]): Promise<RunRow[]> {
   return waitFor(`flotilla list ${args.join(' ')} to list ${expected.join(', ') || 'nothing'}`, async () => {
     const rows = await list(...args);
-    return rows.map((r) => r.id).sort().join() === [...expected].sort().join() ? rows : undefined;
+    return rows
+      .map((r) => r.id)
+      .sort()
+      .join() === [...expected].sort().join()
+      ? rows
+      : undefined;
   });
 }
 
@@ -73,7 +90,10 @@ describe('search attributes', () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const paid = `echo '::flotilla {"costUsd": 0.25}' && ${writeAgent('api/greeting.txt', 'hello')}`;
     const gated = await env.start(
-      shellRequest('gated run', remote.url, [{ id: 'api', command: paid }], { repo: { url: remote.url, baseRef: 'main', targetRef: 'feature' }, gates: { plan: manual, push: manual } }),
+      shellRequest('gated run', remote.url, [{ id: 'api', command: paid }], {
+        repo: { url: remote.url, baseRef: 'main', targetRef: 'feature' },
+        gates: { plan: manual, push: manual },
+      }),
     );
     const finished = await env.start(shellRequest('finished run', remote.url, [greet('web')]));
     expect((await awaitRun(finished)).result?.outcome).toBe('pushed');
@@ -81,7 +101,12 @@ describe('search attributes', () => {
 
     // ---- At the plan gate ----
     const atPlan = await attributesWhen(gated, 'the plan gate', (a) => a.awaiting === 'plan');
-    expect(atPlan).toMatchObject({ repo: remote.url, targetRef: 'feature', phase: 'awaiting-plan-approval', costUsd: 0 });
+    expect(atPlan).toMatchObject({
+      repo: remote.url,
+      targetRef: 'feature',
+      phase: 'awaiting-plan-approval',
+      costUsd: 0,
+    });
     expect(atPlan.outcome).toBeUndefined();
     await queryFinds(`${byRepo} AND FlotillaAwaiting = 'plan'`, [gated.workflowId]);
     await listFinds(['--awaiting', '--repo', remote.url], [gated.workflowId]);
@@ -94,16 +119,29 @@ describe('search attributes', () => {
     expect(atPush).toMatchObject({ phase: 'awaiting-push-approval', costUsd: 0.25 });
     await queryFinds(`${byRepo} AND FlotillaAwaiting = 'push' AND FlotillaCostUsd > 0.2`, [gated.workflowId]);
     const [row] = await listFinds(['--awaiting', 'push', '--repo', remote.url], [gated.workflowId]);
-    expect(row).toMatchObject({ phase: 'awaiting-push-approval', awaiting: 'push', repo: remote.url, targetRef: 'feature', costUsd: 0.25 });
+    expect(row).toMatchObject({
+      phase: 'awaiting-push-approval',
+      awaiting: 'push',
+      repo: remote.url,
+      targetRef: 'feature',
+      costUsd: 0.25,
+    });
     await listFinds(['--awaiting', 'plan', '--repo', remote.url], []);
     const text = await flotilla(env.taskQueue, ['list', '--awaiting', '--repo', remote.url]);
-    expect(text.out).toMatch(new RegExp(`^${gated.workflowId}\\s+awaiting-push-approval\\s+push\\s+-\\s+\\$0\\.25`, 'm'));
+    expect(text.out).toMatch(
+      new RegExp(`^${gated.workflowId}\\s+awaiting-push-approval\\s+push\\s+-\\s+\\$0\\.25`, 'm'),
+    );
     const sha = (await gated.query<{ gate?: { sha?: string } }>('status')).gate!.sha!;
     expect((await flotilla(env.taskQueue, ['approve', gated.workflowId, '--gate', 'push', '--sha', sha])).code).toBe(0);
 
     // ---- Finished: nobody is awaited, the outcome is set ----
     expect((await awaitRun(gated)).result?.outcome).toBe('pushed');
-    expect(await attributes(gated)).toMatchObject({ phase: 'done', awaiting: 'none', outcome: 'pushed', costUsd: 0.25 });
+    expect(await attributes(gated)).toMatchObject({
+      phase: 'done',
+      awaiting: 'none',
+      outcome: 'pushed',
+      costUsd: 0.25,
+    });
     // One upsert per change a filter sees (phases, gates, workers ending), not one per progress message.
     const { events } = await gated.fetchHistory();
     const upserts = (events ?? []).filter((e) => e.upsertWorkflowSearchAttributesEventAttributes).length;
@@ -117,7 +155,9 @@ describe('search attributes', () => {
   it('a suspended worker makes its run await an answer; a cancelled run ends cancelled', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const spender = `echo '::flotilla {"costUsd": 2}'; sleep 60`;
-    const handle = await env.start(shellRequest('spend', remote.url, [{ id: 'spender', command: spender }], { limits: { workerBudgetUsd: 1 } }));
+    const handle = await env.start(
+      shellRequest('spend', remote.url, [{ id: 'spender', command: spender }], { limits: { workerBudgetUsd: 1 } }),
+    );
     await attributesWhen(handle, 'the suspension', (a) => a.awaiting === 'answer');
     await listFinds(['--awaiting', 'answer', '--repo', remote.url], [handle.workflowId]);
     await handle.cancel();
@@ -137,7 +177,12 @@ describe('search attributes', () => {
     expect(end.result?.outcome, end.failureMessage).toBe('pushed');
     await listFinds(['--repo', odd], [handle.workflowId]);
     // Each would list every run if it ended the literal; a backslash must not swallow the closing quote either.
-    for (const hostile of [`${odd}' OR WorkflowType = 'leaderWorkflow`, `x\\' OR WorkflowType = 'leaderWorkflow' OR FlotillaRepo = '`, `' OR '1'='1`, 'x\\']) {
+    for (const hostile of [
+      `${odd}' OR WorkflowType = 'leaderWorkflow`,
+      `x\\' OR WorkflowType = 'leaderWorkflow' OR FlotillaRepo = '`,
+      `' OR '1'='1`,
+      'x\\',
+    ]) {
       expect(await list('--repo', hostile), hostile).toEqual([]);
     }
     remote.cleanup();
@@ -156,7 +201,10 @@ describe('search attributes', () => {
 describe('flotilla setup-cluster', () => {
   it('registers the attributes in a fresh namespace, where list and the worker said to run it; a second run has nothing to do', async () => {
     const namespace = `fresh-${randomUUID().slice(0, 8)}`;
-    await env.client.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+    await env.client.workflowService.registerNamespace({
+      namespace,
+      workflowExecutionRetentionPeriod: msToTs('1 day'),
+    });
     const inFresh = { TEMPORAL_NAMESPACE: namespace };
 
     // Before: a filter and a worker both name the command.
@@ -168,7 +216,11 @@ describe('flotilla setup-cluster', () => {
     expect(refused.err).toContain(`namespace "${namespace}" lacks Flotilla's search attributes (FlotillaRepo,`);
     expect(refused.err).toContain('register them with `flotilla setup-cluster`');
     const home = tempDir('home');
-    const worker = await run(CLI[0], [...CLI.slice(1), 'worker'], { TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_HOME: home, ...inFresh });
+    const worker = await run(CLI[0], [...CLI.slice(1), 'worker'], {
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      FLOTILLA_HOME: home,
+      ...inFresh,
+    });
     expect(worker.code).not.toBe(0);
     expect(worker.err).toContain(`refusing to start: namespace "${namespace}" lacks Flotilla's search attributes`);
     expect(worker.err).toContain('`flotilla setup-cluster`');
@@ -176,7 +228,9 @@ describe('flotilla setup-cluster', () => {
     // Setup registers all of them, once.
     const setup = await flotilla(env.taskQueue, ['setup-cluster'], inFresh);
     expect(setup.code, setup.err).toBe(0);
-    expect(setup.out).toBe(`Registered in namespace "${namespace}": ${SEARCH_ATTRIBUTES.map((k) => k.name).join(', ')}.\n`);
+    expect(setup.out).toBe(
+      `Registered in namespace "${namespace}": ${SEARCH_ATTRIBUTES.map((k) => k.name).join(', ')}.\n`,
+    );
     const again = await flotilla(env.taskQueue, ['setup-cluster'], inFresh);
     expect(again.code, again.err).toBe(0);
     expect(again.out).toBe(`Nothing to do: namespace "${namespace}" has all of Flotilla's search attributes.\n`);
@@ -194,10 +248,22 @@ describe('flotilla setup-cluster', () => {
 describe('FLOTILLA_REGISTER_SEARCH_ATTRIBUTES=1', () => {
   it('lets a worker register them itself, as the compose deployment does, then poll', async () => {
     const namespace = `owned-${randomUUID().slice(0, 8)}`;
-    await env.client.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
-    await waitFor('the new namespace', async () => (await env.client.workflowService.describeNamespace({ namespace })) ?? undefined);
+    await env.client.workflowService.registerNamespace({
+      namespace,
+      workflowExecutionRetentionPeriod: msToTs('1 day'),
+    });
+    await waitFor(
+      'the new namespace',
+      async () => (await env.client.workflowService.describeNamespace({ namespace })) ?? undefined,
+    );
     const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_NAMESPACE: namespace, FLOTILLA_HOME: tempDir('home'), FLOTILLA_REGISTER_SEARCH_ATTRIBUTES: '1' },
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: inject('temporalAddress'),
+        TEMPORAL_NAMESPACE: namespace,
+        FLOTILLA_HOME: tempDir('home'),
+        FLOTILLA_REGISTER_SEARCH_ATTRIBUTES: '1',
+      },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let log = '';
@@ -205,7 +271,9 @@ describe('FLOTILLA_REGISTER_SEARCH_ATTRIBUTES=1', () => {
     const exited = new Promise((resolve) => worker.once('exit', resolve));
     try {
       await waitFor('the worker to poll', async () => (log.includes('worker polling') ? true : undefined), 60_000);
-      expect(log).toContain(`Registered search attributes in namespace "${namespace}": ${SEARCH_ATTRIBUTES.map((k) => k.name).join(', ')}`);
+      expect(log).toContain(
+        `Registered search attributes in namespace "${namespace}": ${SEARCH_ATTRIBUTES.map((k) => k.name).join(', ')}`,
+      );
       const { customAttributes } = await env.client.connection.operatorService.listSearchAttributes({ namespace });
       expect(Object.keys(customAttributes ?? {})).toEqual(expect.arrayContaining(SEARCH_ATTRIBUTES.map((k) => k.name)));
     } finally {

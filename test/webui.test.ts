@@ -22,7 +22,8 @@ afterAll(async () => {
 });
 
 type Payload = temporal.api.common.v1.IPayload | null | undefined;
-const text = (p: Payload): string | undefined => (p ? defaultPayloadConverter.fromPayload<string>(p as never) : undefined);
+const text = (p: Payload): string | undefined =>
+  p ? defaultPayloadConverter.fromPayload<string>(p as never) : undefined;
 
 interface WorkflowMetadata {
   currentDetails?: string;
@@ -43,7 +44,9 @@ async function waitForPhase(workflowId: string, phase: RunStatus['phase']): Prom
 /** The summaries of the activities a workflow scheduled, in order. */
 async function activitySummaries(workflowId: string): Promise<string[]> {
   const { events } = await env.client.workflow.getHandle(workflowId).fetchHistory();
-  return (events ?? []).filter((e) => e.activityTaskScheduledEventAttributes).map((e) => text(e.userMetadata?.summary) ?? '');
+  return (events ?? [])
+    .filter((e) => e.activityTaskScheduledEventAttributes)
+    .map((e) => text(e.userMetadata?.summary) ?? '');
 }
 
 describe('the Web UI', () => {
@@ -120,7 +123,9 @@ describe('the Web UI', () => {
       testCmd: 'test -f spender/fixed.txt',
       limits: { workerBudgetUsd: 1 },
       repair: { agent: { kind: 'shell', command: 'echo fixed > spender/fixed.txt' }, maxRounds: 2 },
-      subTasks: [{ id: 'spender', prompt: 'answer', ownedPaths: ['spender'], agent: { kind: 'shell', command: spender } }],
+      subTasks: [
+        { id: 'spender', prompt: 'answer', ownedPaths: ['spender'], agent: { kind: 'shell', command: spender } },
+      ],
     });
     const workflowId = `run-${randomUUID()}`;
     env.runs.push(workflowId);
@@ -133,12 +138,27 @@ describe('the Web UI', () => {
     });
     expect(suspended).toContain('the agent used its budget ($2.00 of $1.00)');
     expect(suspended).toContain(`\`flotilla resume ${workflowId} --worker spender --message "..."\``);
-    expect((await flotilla(env.taskQueue, ['resume', workflowId, '--worker', 'spender', '--message', 'blue', '--add-budget', '5'])).code).toBe(0);
+    expect(
+      (
+        await flotilla(env.taskQueue, [
+          'resume',
+          workflowId,
+          '--worker',
+          'spender',
+          '--message',
+          'blue',
+          '--add-budget',
+          '5',
+        ])
+      ).code,
+    ).toBe(0);
 
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(await currentDetails(worker)).toBe('');
-    expect(await activitySummaries(worker)).toEqual(expect.arrayContaining(['agent shell on spender, run 1', 'agent shell on spender, run 2']));
+    expect(await activitySummaries(worker)).toEqual(
+      expect.arrayContaining(['agent shell on spender, run 1', 'agent shell on spender, run 2']),
+    );
     const leader = await activitySummaries(workflowId);
     const at = (summary: string) => leader.indexOf(summary);
     expect(at('tests: test -f spender/fixed.txt')).toBeGreaterThan(-1);

@@ -66,7 +66,12 @@ export interface AgentRunInput {
  * inspects what is there before redoing it; and it resumes the session the interrupted attempt
  * reported in its heartbeats, whose cost counts too (see carry-over.ts).
  */
-export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRunInput, runKey: string): Promise<AgentRunReport> {
+export async function runHarness(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  input: AgentRunInput,
+  runKey: string,
+): Promise<AgentRunReport> {
   const info = Context.current().info;
   const carried = readCarryOver(info.heartbeatDetails);
   const sessionId = carried.sessionId ?? input.sessionId;
@@ -116,7 +121,11 @@ export async function runHarness(deps: ActivityDeps, sb: Sandbox, input: AgentRu
 
 /** A bundle over MAX_IMPORT_BYTES is refused before it is copied out of the sandbox, and after. */
 export function checkImportSize(bytes: number): void {
-  if (bytes > MAX_IMPORT_BYTES) throw permanent('TooLarge', `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`);
+  if (bytes > MAX_IMPORT_BYTES)
+    throw permanent(
+      'TooLarge',
+      `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`,
+    );
 }
 
 export function agentActivities(deps: ActivityDeps) {
@@ -167,16 +176,23 @@ git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}
 echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       );
       const last = r.output.trimEnd().split('\n').pop() ?? '';
-      if (r.exitCode === EXIT_NO_COMMITS) return { headSha: input.baseSha, commits: 0, filesChanged: 0, outOfScope: [], outOfScopeCount: 0 };
+      if (r.exitCode === EXIT_NO_COMMITS)
+        return { headSha: input.baseSha, commits: 0, filesChanged: 0, outOfScope: [], outOfScopeCount: 0 };
       if (r.exitCode === EXIT_TOO_BIG && last.startsWith('BIG ')) {
         const [, size, ...name] = last.split(' ');
-        throw permanent('TooLarge', `"${name.join(' ').replace(/^\.\//, '')}" is ${size} bytes, over the limit of ${policy.maxFileBytes} bytes (policy.maxFileBytes)`);
+        throw permanent(
+          'TooLarge',
+          `"${name.join(' ').replace(/^\.\//, '')}" is ${size} bytes, over the limit of ${policy.maxFileBytes} bytes (policy.maxFileBytes)`,
+        );
       }
       if (r.exitCode !== 0) {
-        throw new Error(`collecting the worker's commits failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);
+        throw new Error(
+          `collecting the worker's commits failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`,
+        );
       }
       const size = /^SIZE (\d+)$/.exec(last)?.[1];
-      if (size === undefined) throw new Error(`collecting the worker's commits did not report the bundle's size: ${tail(r.output, 500)}`);
+      if (size === undefined)
+        throw new Error(`collecting the worker's commits did not report the bundle's size: ${tail(r.output, 500)}`);
       checkImportSize(Number(size));
       const staging = await deps.staging(input.runKey);
       const ref = runRef(input.runKey, `workers/${input.workerId}`);
@@ -186,7 +202,12 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
         await staging.importBundle(file, ref);
       });
       try {
-        const work = await verifyWork(staging, { ref, baseSha: input.baseSha, allowedPaths: input.allowedPaths, policy });
+        const work = await verifyWork(staging, {
+          ref,
+          baseSha: input.baseSha,
+          allowedPaths: input.allowedPaths,
+          policy,
+        });
         return { ...work, ref };
       } catch (err) {
         // Nothing may build on refused commits.

@@ -101,7 +101,14 @@ echo "SIZE $(stat -c %s ${sh(bundle)})"`,
      * Puts a checkpoint into a freshly seeded workspace: `branch` at the agent's HEAD of then,
      * and the working tree as it was, its uncommitted changes unstaged again.
      */
-    async restoreCheckpoint(input: { sandbox: SandboxRef; runKey: string; workerId: string; baseSha: string; sha: string; branch: string }): Promise<void> {
+    async restoreCheckpoint(input: {
+      sandbox: SandboxRef;
+      runKey: string;
+      workerId: string;
+      baseSha: string;
+      sha: string;
+      branch: string;
+    }): Promise<void> {
       const sb = await openSandbox(deps, input.sandbox);
       const staging = await deps.staging(input.runKey);
       // Its own ref at exactly that commit: a later checkpoint may have moved the worker's.

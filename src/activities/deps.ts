@@ -70,7 +70,10 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
   let opened: Promise<StagingRepo> | undefined;
   const open = () => (opened ??= StagingRepo.open(dataDir, shared));
   const pulled = new WeakMap<Context, Set<string>>();
-  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), { objectsFor: (key) => mountedObjects(dataDir, key), ...options.local });
+  const local = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'), {
+    objectsFor: (key) => mountedObjects(dataDir, key),
+    ...options.local,
+  });
   const e2b = new Map<string, LazyE2BProvider>();
   return {
     dataDir,
@@ -141,11 +144,16 @@ class LazyE2BProvider implements SandboxProvider {
 /** The run a sandbox belongs to: workflows key every sandbox `<runKey>/<role>`. */
 export const runOfSandbox = (ref: SandboxRef): string => ref.key.split('/')[0];
 
-export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({ network: ref.network, allowHosts: ref.allowHosts, limits: ref.limits });
+export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({
+  network: ref.network,
+  allowHosts: ref.allowHosts,
+  limits: ref.limits,
+});
 
 /** The existing sandbox for `ref`; a missing one is a hard failure, since retrying cannot bring it back. */
 export async function openSandbox(deps: ActivityDeps, ref: SandboxRef): Promise<Sandbox> {
   const sb = await deps.provider(ref).find(ref.key, sandboxOptions(ref));
-  if (!sb) throw ApplicationFailure.nonRetryable(`sandbox ${ref.key} does not exist (was it destroyed?)`, 'SandboxMissing');
+  if (!sb)
+    throw ApplicationFailure.nonRetryable(`sandbox ${ref.key} does not exist (was it destroyed?)`, 'SandboxMissing');
   return sb;
 }

@@ -157,7 +157,12 @@ export const GIT_ENV: Record<string, string> = {
   // refs/replace/* would let the agent show our git a different history than the one exported.
   GIT_NO_REPLACE_OBJECTS: '1',
   GIT_CONFIG_COUNT: String(GIT_OVERRIDES.length),
-  ...Object.fromEntries(GIT_OVERRIDES.flatMap(([k, v], i) => [[`GIT_CONFIG_KEY_${i}`, k], [`GIT_CONFIG_VALUE_${i}`, v]])),
+  ...Object.fromEntries(
+    GIT_OVERRIDES.flatMap(([k, v], i) => [
+      [`GIT_CONFIG_KEY_${i}`, k],
+      [`GIT_CONFIG_VALUE_${i}`, v],
+    ]),
+  ),
 };
 
 /**
@@ -193,15 +198,30 @@ export interface ScriptResult {
  * `beside` (a script that runs while the agent does), the repository's config is left alone: the
  * script must not use the workspace's repository config (see checkpoint.ts).
  */
-export async function runScript(sb: Sandbox, body: string, timeoutMs = 5 * 60_000, beside = false): Promise<ScriptResult> {
+export async function runScript(
+  sb: Sandbox,
+  body: string,
+  timeoutMs = 5 * 60_000,
+  beside = false,
+): Promise<ScriptResult> {
   const preamble = beside ? '' : GIT_PREAMBLE;
-  const r = await sb.exec(`set -euo pipefail\n${preamble}\n${body}`, { env: GIT_ENV, timeoutMs, signal: Context.current().cancellationSignal });
+  const r = await sb.exec(`set -euo pipefail\n${preamble}\n${body}`, {
+    env: GIT_ENV,
+    timeoutMs,
+    signal: Context.current().cancellationSignal,
+  });
   if (r.aborted) await Context.current().cancelled;
   return { exitCode: r.exitCode, timedOut: r.timedOut, output: redact(r.output) };
 }
 
 /** Runs a short script (git plumbing) and returns its output; a non-zero exit is an error. */
-export async function script(sb: Sandbox, body: string, what: string, timeoutMs = 5 * 60_000, beside = false): Promise<string> {
+export async function script(
+  sb: Sandbox,
+  body: string,
+  what: string,
+  timeoutMs = 5 * 60_000,
+  beside = false,
+): Promise<string> {
   const r = await runScript(sb, body, timeoutMs, beside);
   if (r.exitCode !== 0) {
     throw new Error(`${what} failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);

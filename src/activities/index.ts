@@ -50,7 +50,15 @@ export function createActivities(deps: ActivityDeps) {
   // These heartbeat with progress details of their own. The resolver and repair activities stay
   // wrapped: their git steps around the agent run must heartbeat too, and nobody watches their details.
   const tracked = { runCommand, runAgent, proposePlan };
-  const plain = { ...sandbox, ...agent, ...checkpointActivities(deps), ...hostActivities(deps), ...integrateActivities(deps), ...remoteActivities(deps), ...requestActivities() };
+  const plain = {
+    ...sandbox,
+    ...agent,
+    ...checkpointActivities(deps),
+    ...hostActivities(deps),
+    ...integrateActivities(deps),
+    ...remoteActivities(deps),
+    ...requestActivities(),
+  };
   const beating = Object.fromEntries(
     Object.entries(plain).map(([name, fn]) => [name, withHeartbeats(fn as (...args: unknown[]) => Promise<unknown>)]),
   ) as unknown as typeof plain;

@@ -156,7 +156,11 @@ git checkout -q --detach ${sh(c.sha)}${c.indexAt ? `\ngit reset -q ${sh(c.indexA
  * returns its tree. The commit is only the transport (whatever the agent did to HEAD, its
  * history and metadata are dropped); the tree is checked before the host commits it.
  */
-async function bringBack(deps: ActivityDeps, sb: Sandbox, c: { runKey: string; from: string }): Promise<{ tree: string } | { problem: string }> {
+async function bringBack(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  c: { runKey: string; from: string },
+): Promise<{ tree: string } | { problem: string }> {
   const bundle = `${sb.scratch}/edits.bundle`;
   try {
     await script(
@@ -176,7 +180,9 @@ git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(c.from)}`,
   } catch (err) {
     if (err instanceof SharedStoreError) throw err;
     // The agent controls the workspace's .git: a failure here is its doing, and fails its round.
-    return { problem: `its edits could not be collected: ${scrubSecrets(err instanceof Error ? err.message : String(err)).slice(0, 300)}` };
+    return {
+      problem: `its edits could not be collected: ${scrubSecrets(err instanceof Error ? err.message : String(err)).slice(0, 300)}`,
+    };
   }
 }
 
@@ -203,15 +209,26 @@ async function editProblems(
 }
 
 /** Runs a fixer agent on `prompt` in the fixer sandbox. */
-async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role: 'resolver' | 'repair', prompt: string) {
-  const run = await runHarness(deps, sb, {
-    agent: input.agent,
-    workerId: role,
-    objective: input.objective,
-    prompt,
-    timeoutMs: input.timeoutMs,
-    budgetUsd: input.budgetUsd,
-  }, input.runKey);
+async function runFixer(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  input: FixerInput,
+  role: 'resolver' | 'repair',
+  prompt: string,
+) {
+  const run = await runHarness(
+    deps,
+    sb,
+    {
+      agent: input.agent,
+      workerId: role,
+      objective: input.objective,
+      prompt,
+      timeoutMs: input.timeoutMs,
+      budgetUsd: input.budgetUsd,
+    },
+    input.runKey,
+  );
   // No one is there to answer a fixer mid-integration: a question ends its round, and shows in the report.
   const failure = run.budgetExceeded
     ? `the ${role} agent was stopped at its budget`
@@ -231,7 +248,8 @@ async function runFixer(deps: ActivityDeps, sb: Sandbox, input: FixerInput, role
  */
 async function placeReadOnly(sb: Sandbox, files: OracleFile[]): Promise<void> {
   // Owned by the host's user, not the sandbox's: test code cannot chmod them back and rewrite them.
-  for (const f of files) await sb.writeFile(`${sb.workspace}/${f.path}`, f.content, { readOnly: true, executable: f.executable });
+  for (const f of files)
+    await sb.writeFile(`${sb.workspace}/${f.path}`, f.content, { readOnly: true, executable: f.executable });
 }
 
 /** How many hidden test files are no longer exactly what was placed (changed, replaced or gone). */
@@ -245,8 +263,16 @@ async function alteredOracles(sb: Sandbox, files: OracleFile[]): Promise<number>
 }
 
 /** What a test run committed or changed in its checkout, in words; undefined when nothing. */
-async function testRunChanges(sb: Sandbox, sha: string, oraclePaths: string[], redact: (t: string) => string): Promise<string | undefined> {
-  const r = await sb.exec('git rev-parse HEAD; git -c core.quotepath=off status --porcelain --no-renames --untracked-files=all -z', { timeoutMs: 60_000 });
+async function testRunChanges(
+  sb: Sandbox,
+  sha: string,
+  oraclePaths: string[],
+  redact: (t: string) => string,
+): Promise<string | undefined> {
+  const r = await sb.exec(
+    'git rev-parse HEAD; git -c core.quotepath=off status --porcelain --no-renames --untracked-files=all -z',
+    { timeoutMs: 60_000 },
+  );
   const [headLine, ...rest] = r.output.split('\n');
   const head = headLine.trim();
   const changed = rest
@@ -278,8 +304,13 @@ export function integrateActivities(deps: ActivityDeps) {
       try {
         sha = await staging.fetchBranch(input.url, input.ref, runRef(input.runKey, 'oracle'));
       } catch (err) {
-        const why = scrubSecrets(err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 300);
-        throw permanent('RemoteRefused', `cannot fetch the hidden tests (oracle.ref ${input.ref} of oracle.repo): ${why}`);
+        const why = scrubSecrets(err instanceof Error ? err.message : String(err))
+          .split('\n')[0]
+          .slice(0, 300);
+        throw permanent(
+          'RemoteRefused',
+          `cannot fetch the hidden tests (oracle.ref ${input.ref} of oracle.repo): ${why}`,
+        );
       }
       const read = await oracleFiles(staging.dir, sha);
       if ('problem' in read) throw permanent('InvalidRequest', `oracle: ${read.problem}`);
@@ -290,7 +321,13 @@ export function integrateActivities(deps: ActivityDeps) {
      * Merges the workers in order onto `into`, in the staging repository (see mergeWorkers in
      * src/git/merge.ts); stops at the first conflict. A retry recomputes the same commits.
      */
-    async mergeWorkers(input: { runKey: string; baseSha: string; into: string; workers: SubTaskHead[]; at: number }): Promise<MergeRun> {
+    async mergeWorkers(input: {
+      runKey: string;
+      baseSha: string;
+      into: string;
+      workers: SubTaskHead[];
+      at: number;
+    }): Promise<MergeRun> {
       const staging = await deps.staging(input.runKey);
       const merged = await mergeWorkers(staging.dir, input);
       if (merged.sha !== input.into) await staging.share(input.runKey, merged.sha);
@@ -302,7 +339,13 @@ export function integrateActivities(deps: ActivityDeps) {
      * returns a diffstat against the base for the people who approve it. A tree with a file at a
      * hidden test path is never recorded.
      */
-    async recordIntegrated(input: { runKey: string; baseSha: string; sha: string; name: string; oracleSha?: string }): Promise<{
+    async recordIntegrated(input: {
+      runKey: string;
+      baseSha: string;
+      sha: string;
+      name: string;
+      oracleSha?: string;
+    }): Promise<{
       sha: string;
       ref: string;
       diffstat: string;
@@ -311,7 +354,11 @@ export function integrateActivities(deps: ActivityDeps) {
       const oraclePaths = await oraclePathsOf(deps, input.runKey, input.oracleSha);
       if (oraclePaths.length) {
         const clash = (await listTree(staging.dir, input.sha)).filter((e) => clashesWithOracle(e.path, oraclePaths));
-        if (clash.length) throw permanent('OracleExposed', `refusing to record the integrated tree: ${clash.length} of its files are at hidden test paths`);
+        if (clash.length)
+          throw permanent(
+            'OracleExposed',
+            `refusing to record the integrated tree: ${clash.length} of its files are at hidden test paths`,
+          );
       }
       const ref = runRef(input.runKey, input.name);
       await staging.setRef(ref, input.sha);
@@ -345,10 +392,22 @@ export function integrateActivities(deps: ActivityDeps) {
       }
       const oraclePaths = oracles.map((f) => f.path);
       const redact = oracleRedactor(oracles);
-      const notRun = { passed: false, what: 'the hidden tests', command: '', exitCode: -1, timedOut: false, tail: '', logRef: '' };
+      const notRun = {
+        passed: false,
+        what: 'the hidden tests',
+        command: '',
+        exitCode: -1,
+        timedOut: false,
+        tail: '',
+        logRef: '',
+      };
       if (oracles.length) {
         const clash = (await listTree(dir, input.sha)).filter((e) => clashesWithOracle(e.path, oraclePaths));
-        if (clash.length) return { ...notRun, problem: `the integrated tree has ${clash.length} file(s) of its own at hidden test paths` };
+        if (clash.length)
+          return {
+            ...notRun,
+            problem: `the integrated tree has ${clash.length} file(s) of its own at hidden test paths`,
+          };
         await placeReadOnly(sb, oracles);
       }
       const steps: [string, string][] = [];
@@ -356,15 +415,34 @@ export function integrateActivities(deps: ActivityDeps) {
       steps.push(['the test command', input.testCmd]);
       let last: TestRun | undefined;
       for (const [what, command] of steps) {
-        const run = await execTracked(deps, sb, command, { timeoutMs: input.timeoutMs, label: what === 'the setup command' ? 'setup' : 'tests', redact, run: runOfSandbox(input.sandbox) });
+        const run = await execTracked(deps, sb, command, {
+          timeoutMs: input.timeoutMs,
+          label: what === 'the setup command' ? 'setup' : 'tests',
+          redact,
+          run: runOfSandbox(input.sandbox),
+        });
         const passed = run.exitCode === 0 && !run.timedOut;
-        last = { passed, what, command, exitCode: run.exitCode, timedOut: run.timedOut, tail: run.tail, logRef: run.logRef };
+        last = {
+          passed,
+          what,
+          command,
+          exitCode: run.exitCode,
+          timedOut: run.timedOut,
+          tail: run.tail,
+          logRef: run.logRef,
+        };
         if (!passed) break;
       }
       const altered = await alteredOracles(sb, oracles);
       const discarded = await testRunChanges(sb, input.sha, oraclePaths, redact);
-      await script(sb, `git reset -q --hard ${sh(input.sha)} 2>/dev/null || true\ngit clean -ffdxq 2>/dev/null || true`, 'cleaning up after the tests');
-      const problem = altered ? `the test run changed or removed ${altered} hidden test file(s); its result does not count` : undefined;
+      await script(
+        sb,
+        `git reset -q --hard ${sh(input.sha)} 2>/dev/null || true\ngit clean -ffdxq 2>/dev/null || true`,
+        'cleaning up after the tests',
+      );
+      const problem = altered
+        ? `the test run changed or removed ${altered} hidden test file(s); its result does not count`
+        : undefined;
       return { ...last!, passed: last!.passed && !problem, discarded, problem };
     },
 
@@ -388,21 +466,46 @@ export function integrateActivities(deps: ActivityDeps) {
       const sb = await openSandbox(deps, input.sandbox);
       const staging = await deps.staging(input.runKey);
       const dir = staging.dir;
-      const message = mergeMessage(input.title, input.workerId, input.runKey, `\nFlotilla-Resolved-By: resolver round ${input.round}`);
+      const message = mergeMessage(
+        input.title,
+        input.workerId,
+        input.runKey,
+        `\nFlotilla-Resolved-By: resolver round ${input.round}`,
+      );
       const merged = await mergeTrees(dir, input.intoSha, input.headSha);
       if (merged.clean) {
-        const sha = await commitTree(dir, { tree: merged.tree, parents: [input.intoSha, input.headSha], message, at: input.at });
+        const sha = await commitTree(dir, {
+          tree: merged.tree,
+          parents: [input.intoSha, input.headSha],
+          message,
+          at: input.at,
+        });
         await staging.share(input.runKey, sha);
         return { ok: true, sha, costUsd: 0 };
       }
-      const conflicted = await commitTree(dir, { tree: merged.tree, parents: [input.intoSha], message: 'conflicted merge (never pushed)', at: input.at });
-      await checkout(deps, sb, { sandbox: input.sandbox, runKey: input.runKey, baseSha: input.baseSha, sha: conflicted, indexAt: input.intoSha });
-      const touched = new Set(await changedPaths(dir, await mergeBase(dir, input.intoSha, input.headSha), input.headSha));
+      const conflicted = await commitTree(dir, {
+        tree: merged.tree,
+        parents: [input.intoSha],
+        message: 'conflicted merge (never pushed)',
+        at: input.at,
+      });
+      await checkout(deps, sb, {
+        sandbox: input.sandbox,
+        runKey: input.runKey,
+        baseSha: input.baseSha,
+        sha: conflicted,
+        indexAt: input.intoSha,
+      });
+      const touched = new Set(
+        await changedPaths(dir, await mergeBase(dir, input.intoSha, input.headSha), input.headSha),
+      );
       const entries = new Map((await listTree(dir, merged.tree)).map((e) => [e.path, e.oid]));
       const hunks: string[] = [];
       for (const file of merged.files) {
         const oid = entries.get(file);
-        hunks.push(oid ? conflictHunks(file, (await readBlob(dir, oid)).toString('utf8')) : `--- ${file}\n(deleted on one side)`);
+        hunks.push(
+          oid ? conflictHunks(file, (await readBlob(dir, oid)).toString('utf8')) : `--- ${file}\n(deleted on one side)`,
+        );
       }
       const prompt = resolverPrompt({
         objective: input.objective,
@@ -421,11 +524,27 @@ export function integrateActivities(deps: ActivityDeps) {
       const back = await bringBack(deps, sb, { runKey: input.runKey, from: input.intoSha });
       if ('problem' in back) return rejected(back.problem, input.intoSha, run);
       const oraclePaths = await oraclePathsOf(deps, input.runKey, input.oracleSha);
-      const { problems } = await editProblems(dir, { from: input.intoSha, tree: back.tree, allowed: (p) => touched.has(p), oraclePaths });
+      const { problems } = await editProblems(dir, {
+        from: input.intoSha,
+        tree: back.tree,
+        allowed: (p) => touched.has(p),
+        oraclePaths,
+      });
       if (problems.length) return rejected(problems.join('; '), input.intoSha, run);
-      const sha = await commitTree(dir, { tree: back.tree, parents: [input.intoSha, input.headSha], message, at: input.at });
+      const sha = await commitTree(dir, {
+        tree: back.tree,
+        parents: [input.intoSha, input.headSha],
+        message,
+        at: input.at,
+      });
       await staging.share(input.runKey, sha);
-      return { ok: true, sha, diffstat: await diffstat(dir, input.intoSha, sha, merged.files), costUsd: run.costUsd, logRef: run.logRef };
+      return {
+        ok: true,
+        sha,
+        diffstat: await diffstat(dir, input.intoSha, sha, merged.files),
+        costUsd: run.costUsd,
+        logRef: run.logRef,
+      };
     },
 
     /**
@@ -453,13 +572,22 @@ export function integrateActivities(deps: ActivityDeps) {
       const sb = await openSandbox(deps, input.sandbox);
       const staging = await deps.staging(input.runKey);
       const dir = staging.dir;
-      await checkout(deps, sb, { sandbox: input.sandbox, runKey: input.runKey, baseSha: input.baseSha, sha: input.fromSha });
+      await checkout(deps, sb, {
+        sandbox: input.sandbox,
+        runKey: input.runKey,
+        baseSha: input.baseSha,
+        sha: input.fromSha,
+      });
       let output: string;
       let exitCode = input.exitCode;
       let hiddenOnly = false;
       if (input.logRef) output = (await deps.artifacts.get(input.logRef)).toString('utf8');
       else {
-        const visible = await execTracked(deps, sb, input.verifyCmd, { timeoutMs: input.commandTimeoutMs, label: 'visible tests', run: runOfSandbox(input.sandbox) });
+        const visible = await execTracked(deps, sb, input.verifyCmd, {
+          timeoutMs: input.commandTimeoutMs,
+          label: 'visible tests',
+          run: runOfSandbox(input.sandbox),
+        });
         output = (await deps.artifacts.get(visible.logRef)).toString('utf8');
         exitCode = visible.exitCode;
         hiddenOnly = visible.exitCode === 0 && !visible.timedOut;
@@ -495,7 +623,13 @@ export function integrateActivities(deps: ActivityDeps) {
       const message = `Repair round ${input.round}: make the tests pass\n\nFlotilla-Repair-Round: ${input.round}\nFlotilla-Run: ${input.runKey}`;
       const sha = await commitTree(dir, { tree: back.tree, parents: [input.fromSha], message, at: input.at });
       await staging.share(input.runKey, sha);
-      return { ok: true, sha, diffstat: await diffstat(dir, input.fromSha, sha), costUsd: run.costUsd, logRef: run.logRef };
+      return {
+        ok: true,
+        sha,
+        diffstat: await diffstat(dir, input.fromSha, sha),
+        costUsd: run.costUsd,
+        logRef: run.logRef,
+      };
     },
 
     /**

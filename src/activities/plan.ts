@@ -1,6 +1,12 @@
 /** The planner: an agent that looks at the repository (read-only) and proposes sub-tasks. */
 import { tail } from '../store/artifacts';
-import { type AgentSpec, type LeaderRequest, RequestError, type SubTask, parseLeaderRequest } from '../contracts/request';
+import {
+  type AgentSpec,
+  type LeaderRequest,
+  RequestError,
+  type SubTask,
+  parseLeaderRequest,
+} from '../contracts/request';
 import { runHarness } from './agent';
 import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 
@@ -64,29 +70,46 @@ export function planActivities(deps: ActivityDeps) {
       budgetUsd?: number;
       /** The run's request, to validate the proposal against. */
       request?: LeaderRequest;
-    }): Promise<{ subTasks?: unknown; plan?: SubTask[]; problems?: string[]; problem?: string; costUsd: number; tail: string; logRef: string }> {
+    }): Promise<{
+      subTasks?: unknown;
+      plan?: SubTask[];
+      problems?: string[];
+      problem?: string;
+      costUsd: number;
+      tail: string;
+      logRef: string;
+    }> {
       const sb = await openSandbox(deps, input.sandbox);
       const planFile = `${sb.scratch}/plan.json`;
       await sb.writeFile(planFile, '');
-      const run = await runHarness(deps, sb, {
-        agent: input.agent,
-        workerId: 'planner',
-        objective: input.objective,
-        prompt: plannerPrompt(input.objective, input.maxSubTasks, input.problems),
-        timeoutMs: input.timeoutMs,
-        budgetUsd: input.budgetUsd,
-        readOnly: true,
-        extraEnv: { FLOTILLA_PLAN_FILE: planFile },
-      }, runOfSandbox(input.sandbox));
+      const run = await runHarness(
+        deps,
+        sb,
+        {
+          agent: input.agent,
+          workerId: 'planner',
+          objective: input.objective,
+          prompt: plannerPrompt(input.objective, input.maxSubTasks, input.problems),
+          timeoutMs: input.timeoutMs,
+          budgetUsd: input.budgetUsd,
+          readOnly: true,
+          extraEnv: { FLOTILLA_PLAN_FILE: planFile },
+        },
+        runOfSandbox(input.sandbox),
+      );
       const common = { costUsd: run.agent.costUsd, tail: run.tail, logRef: run.logRef };
-      if (run.exitCode !== 0 || run.timedOut) return { ...common, problem: `the planner ${run.timedOut ? 'timed out' : `exited with code ${run.exitCode}`}` };
+      if (run.exitCode !== 0 || run.timedOut)
+        return { ...common, problem: `the planner ${run.timedOut ? 'timed out' : `exited with code ${run.exitCode}`}` };
       const written = Buffer.from(await sb.readFile(planFile)).toString('utf8');
-      const source = written.trim() ? written : (run.agent.finalMessage ?? (await deps.artifacts.get(run.logRef)).toString('utf8'));
+      const source = written.trim()
+        ? written
+        : (run.agent.finalMessage ?? (await deps.artifacts.get(run.logRef)).toString('utf8'));
       if (Buffer.byteLength(source) > MAX_PLAN_BYTES * 4 && !written.trim()) {
         return { ...common, problem: 'the planner wrote no plan file and its output is too long to search for one' };
       }
       const plan = extractPlan(source) as { subTasks?: unknown } | undefined;
-      if (!plan) return { ...common, problem: `the planner produced no JSON plan (its output ends: ${tail(source, 300)})` };
+      if (!plan)
+        return { ...common, problem: `the planner produced no JSON plan (its output ends: ${tail(source, 300)})` };
       if (Buffer.byteLength(JSON.stringify(plan.subTasks)) > MAX_PLAN_BYTES) {
         return { ...common, problem: `the plan is larger than ${MAX_PLAN_BYTES / 1024} KiB` };
       }

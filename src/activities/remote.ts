@@ -29,11 +29,17 @@ export function remoteActivities(deps: ActivityDeps) {
         );
       }
       const baseSha = await staging.fetchBranch(input.url, input.baseRef, runRef(input.runKey, 'base'));
-      const targetSha = input.targetRef === input.baseRef ? baseSha : await staging.remoteBranchSha(input.url, input.targetRef);
+      const targetSha =
+        input.targetRef === input.baseRef ? baseSha : await staging.remoteBranchSha(input.url, input.targetRef);
       return { baseSha, targetSha };
     },
 
-    async pushResult(input: { url: string; targetRef: string; sha: string; expectedSha: string | null }): Promise<PushOutcome> {
+    async pushResult(input: {
+      url: string;
+      targetRef: string;
+      sha: string;
+      expectedSha: string | null;
+    }): Promise<PushOutcome> {
       // The leader pushes, and its run key is its own workflow's (the input predates the shared store).
       const leader = Context.current().info.workflowExecution;
       if (!leader) throw permanent('InvalidRequest', 'pushResult runs for a leader workflow only');

@@ -19,7 +19,11 @@ const EXIT_SEEDED = 87;
  * copied. A cloud sandbox gets the commit alone, as a shallow repository, from a bundle uploaded
  * to its scratch directory now.
  */
-export async function baseObjects(deps: ActivityDeps, sb: Sandbox, c: { sandboxKey: string; runKey: string; baseSha: string }): Promise<string> {
+export async function baseObjects(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  c: { sandboxKey: string; runKey: string; baseSha: string },
+): Promise<string> {
   const staging = await deps.staging(c.runKey);
   const baseRef = runRef(c.runKey, 'base');
   if (sb.isolation === 'e2b') {
@@ -89,7 +93,11 @@ export function sandboxActivities(deps: ActivityDeps) {
       author: string;
     }): Promise<{ reused: boolean }> {
       const sb = await openSandbox(deps, input.sandbox);
-      const base = await baseObjects(deps, sb, { sandboxKey: input.sandbox.key, runKey: input.runKey, baseSha: input.baseSha });
+      const base = await baseObjects(deps, sb, {
+        sandboxKey: input.sandbox.key,
+        runKey: input.runKey,
+        baseSha: input.baseSha,
+      });
       // One command: the "seeded before?" check and the checkout (each command starts a sandbox).
       const r = await runScript(
         sb,
@@ -104,14 +112,26 @@ git config commit.gpgsign false
 touch ${SEEDED_MARKER}`,
       );
       if (r.exitCode === EXIT_SEEDED) return { reused: true };
-      if (r.exitCode !== 0) throw new Error(`seeding the workspace failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`);
+      if (r.exitCode !== 0)
+        throw new Error(
+          `seeding the workspace failed (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${tail(r.output, 1500)}`,
+        );
       return { reused: false };
     },
 
     /** Runs a setup or test command in the workspace and reports its outcome by reference. */
-    async runCommand(input: { sandbox: SandboxRef; command: string; timeoutMs: number; label: string }): Promise<CommandReport> {
+    async runCommand(input: {
+      sandbox: SandboxRef;
+      command: string;
+      timeoutMs: number;
+      label: string;
+    }): Promise<CommandReport> {
       const sb = await openSandbox(deps, input.sandbox);
-      return execTracked(deps, sb, input.command, { timeoutMs: input.timeoutMs, label: input.label, run: runOfSandbox(input.sandbox) });
+      return execTracked(deps, sb, input.command, {
+        timeoutMs: input.timeoutMs,
+        label: input.label,
+        run: runOfSandbox(input.sandbox),
+      });
     },
   };
 }

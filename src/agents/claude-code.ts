@@ -76,7 +76,11 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
         break;
       case 'result': {
         const errors = Array.isArray(event.errors) ? event.errors.filter((e: unknown) => typeof e === 'string') : [];
-        this.result = { text: str(event.result) ?? (errors.length ? errors.join('\n') : undefined), subtype: str(event.subtype), numTurns: num(event.num_turns) };
+        this.result = {
+          text: str(event.result) ?? (errors.length ? errors.join('\n') : undefined),
+          subtype: str(event.subtype),
+          numTurns: num(event.num_turns),
+        };
         this.reportedCostUsd = runCost(event, this.sessionCostUsd) ?? this.reportedCostUsd;
         this.lastEvent = `finished (${this.result.subtype ?? 'unknown'})`;
         break;
@@ -116,7 +120,8 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
     if (!input || typeof input !== 'object') return '';
     const file = str(input.file_path) ?? str(input.notebook_path);
     if (file) return ` ${this.cwd && file.startsWith(`${this.cwd}/`) ? file.slice(this.cwd.length + 1) : file}`;
-    const detail = str(input.command) ?? str(input.pattern) ?? str(input.url) ?? str(input.query) ?? str(input.description);
+    const detail =
+      str(input.command) ?? str(input.pattern) ?? str(input.url) ?? str(input.query) ?? str(input.description);
     return detail ? ` ${firstLine(detail)}` : '';
   }
 
@@ -158,7 +163,9 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
  */
 export function defaultClaudeBinary(): string {
   try {
-    const platformDir = path.dirname(require.resolve(`@anthropic-ai/claude-code-${process.platform}-${process.arch}/package.json`));
+    const platformDir = path.dirname(
+      require.resolve(`@anthropic-ai/claude-code-${process.platform}-${process.arch}/package.json`),
+    );
     const native = path.join(platformDir, process.platform === 'win32' ? 'claude.exe' : 'claude');
     if (existsSync(native)) return native;
   } catch {
@@ -198,14 +205,18 @@ export class ClaudeCodeHarness implements Harness {
     const words = [
       shellQuote(this.binary),
       '-p',
-      '--output-format', 'stream-json',
+      '--output-format',
+      'stream-json',
       '--verbose',
-      '--permission-mode', 'bypassPermissions',
-      '--append-system-prompt-file', shellQuote(systemPrompt),
+      '--permission-mode',
+      'bypassPermissions',
+      '--append-system-prompt-file',
+      shellQuote(systemPrompt),
     ];
     const maxTurns = task.maxTurns ?? this.options.maxTurns;
     if (maxTurns !== undefined) words.push('--max-turns', String(maxTurns));
-    if (task.sessionBudgetUsd !== undefined && task.sessionBudgetUsd > 0) words.push('--max-budget-usd', task.sessionBudgetUsd.toFixed(6));
+    if (task.sessionBudgetUsd !== undefined && task.sessionBudgetUsd > 0)
+      words.push('--max-budget-usd', task.sessionBudgetUsd.toFixed(6));
     if (this.options.model) words.push('--model', shellQuote(this.options.model));
     const env: Record<string, string> = {
       // Claude Code refuses bypassPermissions as root unless told it is sandboxed, which it is.

@@ -99,7 +99,13 @@ class CodexParser extends JsonEventReader implements OutputParser {
   }
 
   progress(): AgentProgress {
-    return { turns: this.turns, toolCalls: this.toolItems.size, costUsd: this.costUsd, sessionId: this.sessionId, lastEvent: this.lastEvent };
+    return {
+      turns: this.turns,
+      toolCalls: this.toolItems.size,
+      costUsd: this.costUsd,
+      sessionId: this.sessionId,
+      lastEvent: this.lastEvent,
+    };
   }
 
   finish(_exitCode: number): AgentOutcome {
@@ -114,7 +120,6 @@ class CodexParser extends JsonEventReader implements OutputParser {
     };
   }
 }
-
 
 function describeTool(type: string, item: any): string {
   switch (type) {
@@ -170,10 +175,13 @@ export class CodexHarness implements Harness {
       '--dangerously-bypass-approvals-and-sandbox',
       // A worker's checkout is a git repository, but a bare scratch workspace need not be.
       '--skip-git-repo-check',
-      '-c', 'analytics.enabled=false',
-      '-c', 'check_for_update_on_startup=false',
+      '-c',
+      'analytics.enabled=false',
+      '-c',
+      'check_for_update_on_startup=false',
       // A JSON string is a valid TOML basic string.
-      '-c', shellQuote(`developer_instructions=${JSON.stringify(UNATTENDED_INSTRUCTIONS)}`),
+      '-c',
+      shellQuote(`developer_instructions=${JSON.stringify(UNATTENDED_INSTRUCTIONS)}`),
       '"$@"',
     );
     if (this.options.model) words.push('-m', shellQuote(this.options.model));

@@ -12,7 +12,11 @@ export function harnessFor(spec: AgentSpec): Harness {
     case 'shell':
       return new ShellHarness(spec.command);
     case 'claude-code':
-      return new ClaudeCodeHarness({ model: spec.model, maxTurns: spec.maxTurns, appendSystemPrompt: spec.appendSystemPrompt });
+      return new ClaudeCodeHarness({
+        model: spec.model,
+        maxTurns: spec.maxTurns,
+        appendSystemPrompt: spec.appendSystemPrompt,
+      });
     case 'codex':
       return new CodexHarness({ model: spec.model, config: spec.config });
   }

@@ -73,7 +73,13 @@ export function priceUsage(price: TokenPrice, usage: TokenUsage): number {
   const cached = Math.min(nonNegative(usage.cachedInputTokens), input);
   const written = nonNegative(usage.cacheWriteTokens);
   const output = nonNegative(usage.outputTokens);
-  return ((input - cached) * price.input + cached * price.cachedInput + written * (price.cacheWrite ?? price.input) + output * price.output) / 1_000_000;
+  return (
+    ((input - cached) * price.input +
+      cached * price.cachedInput +
+      written * (price.cacheWrite ?? price.input) +
+      output * price.output) /
+    1_000_000
+  );
 }
 
 /** Dollars for `usage` on an OpenAI `model`. */
@@ -85,7 +91,10 @@ export function priceTokens(model: string | undefined, usage: TokenUsage): numbe
  * Dollars for one Claude reply's usage as the Messages API reports it: input_tokens excludes
  * the cache reads and writes, which come as their own counts.
  */
-export function priceClaudeReply(model: string | undefined, usage: { input?: number; cacheRead?: number; cacheWrite?: number; output?: number }): number {
+export function priceClaudeReply(
+  model: string | undefined,
+  usage: { input?: number; cacheRead?: number; cacheWrite?: number; output?: number },
+): number {
   const cacheRead = nonNegative(usage.cacheRead);
   return priceUsage(priceFor(model, CLAUDE_PRICES, DEFAULT_CLAUDE_PRICE), {
     inputTokens: nonNegative(usage.input) + cacheRead,

@@ -33,7 +33,8 @@ export const INTERRUPTED_NOTE =
 export function followUp(task: AgentTask): string | undefined {
   const parts: string[] = [];
   if (task.interrupted) parts.push(INTERRUPTED_NOTE);
-  if (task.message) parts.push(`A message from the operator (the answer to your question, or a new instruction):\n\n${task.message}`);
+  if (task.message)
+    parts.push(`A message from the operator (the answer to your question, or a new instruction):\n\n${task.message}`);
   if (parts.length === 0 && task.sessionId) parts.push('Continue the task.');
   return parts.length ? parts.join('\n\n') : undefined;
 }

@@ -41,7 +41,8 @@ class ShellParser implements OutputParser {
     } catch {
       return;
     }
-    const num = (v: unknown, fallback: number) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : fallback);
+    const num = (v: unknown, fallback: number) =>
+      typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : fallback;
     this.state = {
       turns: num(report.turns, this.state.turns),
       toolCalls: num(report.toolCalls, this.state.toolCalls),

@@ -79,7 +79,9 @@ async function withClient<T>(fn: (c: Connected) => Promise<T>): Promise<T> {
   const { connectClient } = load.connection();
   const { workflowUrl } = load.temporalServer();
   const session = await connectClient({ dataDir: dataDir() }).catch((err: Error) => {
-    throw err instanceof ConfigError || /^bad Temporal configuration/.test(err.message) ? new UsageError(err.message) : new UnreachableError(err.message);
+    throw err instanceof ConfigError || /^bad Temporal configuration/.test(err.message)
+      ? new UsageError(err.message)
+      : new UnreachableError(err.message);
   });
   try {
     return await fn({ client: session.client, url: (id) => workflowUrl(session.uiUrl, session.namespace, id) });
@@ -104,7 +106,14 @@ async function statusOf(client: Client, id: string): Promise<{ status: RunStatus
 
 function paintPhase(text: string): string {
   return text.replace(/^(phase:\s+)(\S+)/m, (_all, label: string, phase: string) => {
-    const style = phase === 'done' ? 'green' : phase === 'failed' || phase === 'cancelled' ? 'red' : phase.startsWith('awaiting') ? 'yellow' : 'bold';
+    const style =
+      phase === 'done'
+        ? 'green'
+        : phase === 'failed' || phase === 'cancelled'
+          ? 'red'
+          : phase.startsWith('awaiting')
+            ? 'yellow'
+            : 'bold';
     return label + paintOut(style, phase);
   });
 }
@@ -113,7 +122,9 @@ function paintPhase(text: string): string {
 
 async function validateCommand(file: string): Promise<number> {
   const req = load.requestFile().loadRequestFile(file);
-  say(`Request is valid: ${summary(req)} on ${req.repo.url} (${req.repo.baseRef} → ${req.repo.targetRef ?? req.repo.baseRef}).`);
+  say(
+    `Request is valid: ${summary(req)} on ${req.repo.url} (${req.repo.baseRef} → ${req.repo.targetRef ?? req.repo.baseRef}).`,
+  );
   return EXIT.ok;
 }
 
@@ -129,17 +140,27 @@ async function schemaCommand(): Promise<number> {
   return EXIT.ok;
 }
 
-async function initCommand(o: { file: string; agent: AgentSpec['kind']; command?: string; force?: boolean }): Promise<number> {
+async function initCommand(o: {
+  file: string;
+  agent: AgentSpec['kind'];
+  command?: string;
+  force?: boolean;
+}): Promise<number> {
   const { repoFacts, starterRequest } = load.init();
   const facts = repoFacts(process.cwd());
-  if (!facts) throw new UsageError('not inside a git repository: run `flotilla init` in the repository the agents should work on');
+  if (!facts)
+    throw new UsageError(
+      'not inside a git repository: run `flotilla init` in the repository the agents should work on',
+    );
   if (o.agent === 'shell' && !o.command) throw new UsageError('--command is required with --agent shell');
   if (o.agent !== 'shell' && o.command) throw new UsageError('--command goes with --agent shell only');
   const file = path.resolve(o.file);
   if (existsSync(file) && !o.force) throw new UsageError(`${file} exists; pass --force to overwrite it`);
   const agent: AgentSpec = o.agent === 'shell' ? { kind: 'shell', command: o.command! } : { kind: o.agent };
   writeFileSync(file, starterRequest(facts, agent));
-  say(`Wrote ${file}: repository ${facts.url}, base ${facts.baseRef}, tests ${facts.testCmd ? `\`${facts.testCmd}\`` : 'not found (set testCmd)'}.`);
+  say(
+    `Wrote ${file}: repository ${facts.url}, base ${facts.baseRef}, tests ${facts.testCmd ? `\`${facts.testCmd}\`` : 'not found (set testCmd)'}.`,
+  );
   say(`Edit the TODOs, then: flotilla validate ${o.file} && flotilla start ${o.file}`);
   return EXIT.ok;
 }
@@ -205,9 +226,21 @@ async function resultCommand(id: string, o: { json?: boolean }): Promise<number>
   });
 }
 
-async function listCommand(o: { awaiting?: true | string; repo?: string; phase?: string; outcome?: string; limit: number; json?: boolean }): Promise<number> {
+async function listCommand(o: {
+  awaiting?: true | string;
+  repo?: string;
+  phase?: string;
+  outcome?: string;
+  limit: number;
+  json?: boolean;
+}): Promise<number> {
   const { SearchAttributesMissing, filterProblem, formatRuns, listRuns } = load.runs();
-  const filters = { awaiting: o.awaiting === true ? 'any' : o.awaiting, repo: o.repo, phase: o.phase, outcome: o.outcome } as import('../client/list').ListFilters;
+  const filters = {
+    awaiting: o.awaiting === true ? 'any' : o.awaiting,
+    repo: o.repo,
+    phase: o.phase,
+    outcome: o.outcome,
+  } as import('../client/list').ListFilters;
   const problem = filterProblem(filters);
   if (problem) throw new UsageError(problem);
   return withClient(async ({ client }) => {
@@ -228,7 +261,11 @@ async function setupClusterCommand(): Promise<number> {
     const added = await registerSearchAttributes(client.connection.operatorService, ns).catch((err: Error) => {
       throw /wrong type/.test(err.message) ? new UnreachableError(err.message) : err;
     });
-    say(added.length ? `Registered in namespace "${ns}": ${added.join(', ')}.` : `Nothing to do: namespace "${ns}" has all of Flotilla's search attributes.`);
+    say(
+      added.length
+        ? `Registered in namespace "${ns}": ${added.join(', ')}.`
+        : `Nothing to do: namespace "${ns}" has all of Flotilla's search attributes.`,
+    );
     return EXIT.ok;
   });
 }
@@ -237,7 +274,10 @@ async function setupClusterCommand(): Promise<number> {
  * Sends a steering message as an Update: the run answers at once, accepting it or refusing it
  * with the reason (a refusal is bad input: exit 2). No worker answering is exit 3.
  */
-async function steer(id: string, send: (client: Client, c: typeof import('../client')) => Promise<string>): Promise<string> {
+async function steer(
+  id: string,
+  send: (client: Client, c: typeof import('../client')) => Promise<string>,
+): Promise<string> {
   return withClient(async ({ client }) => {
     const c = load.client();
     // The update would wait for a worker indefinitely; the status query says within seconds.
@@ -248,13 +288,20 @@ async function steer(id: string, send: (client: Client, c: typeof import('../cli
   });
 }
 
-async function approveCommand(id: string, o: { gate: 'plan' | 'push'; sha?: string; comment?: string; by?: string }): Promise<number> {
-  say(`${id}: ${await steer(id, (client, c) => c.approve(client, id, { gate: o.gate, sha: o.sha, by: who(o.by), comment: o.comment }))}`);
+async function approveCommand(
+  id: string,
+  o: { gate: 'plan' | 'push'; sha?: string; comment?: string; by?: string },
+): Promise<number> {
+  say(
+    `${id}: ${await steer(id, (client, c) => c.approve(client, id, { gate: o.gate, sha: o.sha, by: who(o.by), comment: o.comment }))}`,
+  );
   return EXIT.ok;
 }
 
 async function rejectCommand(id: string, o: { gate: 'plan' | 'push'; reason: string; by?: string }): Promise<number> {
-  say(`${id}: ${await steer(id, (client, c) => c.reject(client, id, { gate: o.gate, by: who(o.by), reason: o.reason }))}`);
+  say(
+    `${id}: ${await steer(id, (client, c) => c.reject(client, id, { gate: o.gate, by: who(o.by), reason: o.reason }))}`,
+  );
   return EXIT.ok;
 }
 
@@ -264,8 +311,13 @@ async function pauseCommand(id: string, o: { worker: string; by?: string }): Pro
   return EXIT.ok;
 }
 
-async function resumeCommand(id: string, o: { worker: string; message?: string; addBudget?: number; by?: string }): Promise<number> {
-  say(`${id}: ${await steer(id, (client, c) => c.resume(client, id, { workerId: o.worker, message: o.message, addBudgetUsd: o.addBudget, by: who(o.by) }))}`);
+async function resumeCommand(
+  id: string,
+  o: { worker: string; message?: string; addBudget?: number; by?: string },
+): Promise<number> {
+  say(
+    `${id}: ${await steer(id, (client, c) => c.resume(client, id, { workerId: o.worker, message: o.message, addBudgetUsd: o.addBudget, by: who(o.by) }))}`,
+  );
   return EXIT.ok;
 }
 
@@ -311,7 +363,8 @@ async function workerCommand(o: { verbose?: boolean; logFormat?: string }): Prom
 function positiveNumber(name: string) {
   return (value: string): number => {
     const n = Number(value);
-    if (!(n > 0) || !Number.isFinite(n)) throw new InvalidArgumentError(`${name} must be a positive number of dollars.`);
+    if (!(n > 0) || !Number.isFinite(n))
+      throw new InvalidArgumentError(`${name} must be a positive number of dollars.`);
     return n;
   };
 }
@@ -394,7 +447,10 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
     .option('--json', 'print JSON, as `temporal workflow start --input-file` takes it')
     .addHelpText(
       'after',
-      example('flotilla request flotilla.yaml --json > request.json', 'temporal workflow start --type leaderWorkflow --task-queue flotilla --input-file request.json'),
+      example(
+        'flotilla request flotilla.yaml --json > request.json',
+        'temporal workflow start --type leaderWorkflow --task-queue flotilla --input-file request.json',
+      ),
     )
     .action((file, o) => run(requestCommand(file, o)));
 
@@ -408,7 +464,11 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
     .command('init')
     .description('write a starter request for the git repository in this directory')
     .option('--file <file>', 'where to write it', 'flotilla.yaml')
-    .addOption(new Option('--agent <kind>', 'the agent of every sub-task').choices(['claude-code', 'codex', 'shell']).default('claude-code'))
+    .addOption(
+      new Option('--agent <kind>', 'the agent of every sub-task')
+        .choices(['claude-code', 'codex', 'shell'])
+        .default('claude-code'),
+    )
     .option('--command <command>', 'with --agent shell: the command the agent runs')
     .option('--force', 'overwrite an existing file')
     .addHelpText('after', example('flotilla init', 'flotilla init --agent shell --command ./scripts/my-agent.sh'))
@@ -440,18 +500,29 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
   program
     .command('list')
     .description('recent runs with their phase, who they wait for, repository and cost')
-    .option('--awaiting [kind]', 'only runs waiting for a person: at the plan gate, the push gate, to resume a worker (answer), or any of them (the default)')
+    .option(
+      '--awaiting [kind]',
+      'only runs waiting for a person: at the plan gate, the push gate, to resume a worker (answer), or any of them (the default)',
+    )
     .option('--repo <url>', 'only runs of this repository (its URL exactly as in the request)')
     .option('--phase <phase>', 'only runs in this phase (running, awaiting-push-approval, done, failed, ...)')
     .option('--outcome <outcome>', 'only runs that ended so (pushed, rejected, failed, cancelled, ...)')
     .option('--limit <n>', 'show at most n runs, most recent first', positiveInteger('--limit'), 20)
     .option('--json', 'print the runs as JSON')
-    .addHelpText('after', example('flotilla list --awaiting push', 'flotilla list --repo git@github.com:acme/shop.git --phase running --json'))
+    .addHelpText(
+      'after',
+      example(
+        'flotilla list --awaiting push',
+        'flotilla list --repo git@github.com:acme/shop.git --phase running --json',
+      ),
+    )
     .action((o) => run(listCommand(o)));
 
   program
     .command('setup-cluster')
-    .description("register Flotilla's search attributes in the namespace (needed once per namespace of an existing cluster)")
+    .description(
+      "register Flotilla's search attributes in the namespace (needed once per namespace of an existing cluster)",
+    )
     .addHelpText('after', example('flotilla setup-cluster', 'TEMPORAL_PROFILE=onprem flotilla setup-cluster'))
     .action(() => run(setupClusterCommand()));
 
@@ -463,7 +534,13 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
     .option('--sha <sha>', 'at the push gate: the commit you reviewed')
     .option('--comment <text>', 'a note kept with the decision')
     .option('--by <name>', 'who decides (default: $USER)')
-    .addHelpText('after', example('flotilla approve RUN --gate plan --comment "split looks right"', 'flotilla approve RUN --gate push --sha 3f2a9c1d0b7e'))
+    .addHelpText(
+      'after',
+      example(
+        'flotilla approve RUN --gate plan --comment "split looks right"',
+        'flotilla approve RUN --gate push --sha 3f2a9c1d0b7e',
+      ),
+    )
     .action((id, o) => run(approveCommand(id, o)));
 
   program
@@ -505,7 +582,9 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
 
   program
     .command('gc')
-    .description("on the worker's host: remove staging refs, sandboxes and artifacts of runs closed longer than --older-than; never an open run's")
+    .description(
+      "on the worker's host: remove staging refs, sandboxes and artifacts of runs closed longer than --older-than; never an open run's",
+    )
     .option('--older-than <age>', 'how long a run must have been closed (s, m, h or d)', '7d')
     .option('--dry-run', 'print what would be removed, remove nothing')
     .option('--json', 'print the report as JSON')
@@ -514,10 +593,20 @@ function buildProgram(run: (action: Promise<number>) => Promise<void>): Command 
 
   program
     .command('worker')
-    .description('run a Flotilla worker (starts an embedded Temporal dev server unless TEMPORAL_ADDRESS is set or one is listening)')
-    .option('--verbose', 'log everything, the SDK\'s own messages and stack traces included')
-    .addOption(new Option('--log-format <format>', 'text for people, json for a log collector').choices(['text', 'json']))
-    .addHelpText('after', example('flotilla worker', 'FLOTILLA_TASK_QUEUE=team-a TEMPORAL_ADDRESS=temporal.internal:7233 flotilla worker --log-format json'))
+    .description(
+      'run a Flotilla worker (starts an embedded Temporal dev server unless TEMPORAL_ADDRESS is set or one is listening)',
+    )
+    .option('--verbose', "log everything, the SDK's own messages and stack traces included")
+    .addOption(
+      new Option('--log-format <format>', 'text for people, json for a log collector').choices(['text', 'json']),
+    )
+    .addHelpText(
+      'after',
+      example(
+        'flotilla worker',
+        'FLOTILLA_TASK_QUEUE=team-a TEMPORAL_ADDRESS=temporal.internal:7233 flotilla worker --log-format json',
+      ),
+    )
     .action((o: { verbose?: boolean; logFormat?: string }) => run(workerCommand(o)));
 
   return program;
@@ -533,11 +622,17 @@ function failed(err: unknown): number {
     process.stderr.write(`${paintErr('red', 'flotilla:')} ${inert(text)}\n`);
     return code;
   };
-  if (err instanceof UsageError) return tell(err.message.startsWith('refused') ? err.message : `${err.message}\n(add --help for usage)`, EXIT.badInput);
+  if (err instanceof UsageError)
+    return tell(
+      err.message.startsWith('refused') ? err.message : `${err.message}\n(add --help for usage)`,
+      EXIT.badInput,
+    );
   if (err instanceof load.request().RequestError) return tell(err.message, EXIT.badInput);
-  if (err instanceof load.temporalSdk().WorkflowNotFoundError) return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
+  if (err instanceof load.temporalSdk().WorkflowNotFoundError)
+    return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
   if (err instanceof UnreachableError) return tell(err.message, EXIT.unreachable);
-  if (load.client().grpcCode(err) === GRPC_UNAVAILABLE) return tell(`lost the connection to Temporal: ${(err as Error).message}`, EXIT.unreachable);
+  if (load.client().grpcCode(err) === GRPC_UNAVAILABLE)
+    return tell(`lost the connection to Temporal: ${(err as Error).message}`, EXIT.unreachable);
   // The SDK's ServiceError says what failed ("Failed to query Workflow"); its cause says why.
   const cause = (err as { cause?: unknown }).cause;
   const why = cause instanceof Error && cause.message ? `: ${cause.message}` : '';

@@ -63,7 +63,12 @@ export function detectCommands(root: string): { testCmd?: string; setupCmd?: str
 export function repoFacts(dir: string): RepoFacts | undefined {
   const root = git(dir, 'rev-parse', '--show-toplevel');
   if (!root) return undefined;
-  return { root, url: git(root, 'remote', 'get-url', 'origin') ?? root, baseRef: defaultBranch(root), ...detectCommands(root) };
+  return {
+    root,
+    url: git(root, 'remote', 'get-url', 'origin') ?? root,
+    baseRef: defaultBranch(root),
+    ...detectCommands(root),
+  };
 }
 
 /** The starter request, as YAML with a schema line for editors and comments where to edit. */

@@ -13,7 +13,11 @@ export const SCHEMA_FILE = path.join(__dirname, '..', '..', 'schema', 'request.s
 export function requestJsonSchema(): Record<string, unknown> {
   // io "input": what a person writes, where fields with defaults are optional.
   const schema = z.toJSONSchema(LeaderRequest, { io: 'input', target: 'draft-7', unrepresentable: 'any' });
-  return { ...schema, title: 'Flotilla request', description: 'A Flotilla run: objective, repository, sub-tasks, agents, gates and limits.' };
+  return {
+    ...schema,
+    title: 'Flotilla request',
+    description: 'A Flotilla run: objective, repository, sub-tasks, agents, gates and limits.',
+  };
 }
 
 export function requestJsonSchemaText(): string {

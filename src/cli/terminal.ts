@@ -17,7 +17,14 @@ export function colourEnabled(out: Output, env: NodeJS.ProcessEnv = process.env)
   return out.isTTY === true;
 }
 
-const CODES = { bold: [1, 22], dim: [2, 22], red: [31, 39], green: [32, 39], yellow: [33, 39], cyan: [36, 39] } as const;
+const CODES = {
+  bold: [1, 22],
+  dim: [2, 22],
+  red: [31, 39],
+  green: [32, 39],
+  yellow: [33, 39],
+  cyan: [36, 39],
+} as const;
 export type Style = keyof typeof CODES;
 
 export type Painter = (style: Style, text: string) => string;

@@ -75,12 +75,25 @@ export async function awaitRun(handle: WorkflowHandle): Promise<RunEnd> {
     if (err instanceof WorkflowFailedError) {
       const cause = err.cause;
       if (cause instanceof CancelledFailure) {
-        return { workflowId: handle.workflowId, failureType: 'cancelled', failureMessage: 'the run was cancelled; nothing was pushed' };
+        return {
+          workflowId: handle.workflowId,
+          failureType: 'cancelled',
+          failureMessage: 'the run was cancelled; nothing was pushed',
+        };
       }
       if (cause instanceof ApplicationFailure) {
-        return { workflowId: handle.workflowId, failureType: cause.type ?? undefined, failureMessage: cause.message, result: asRunResult(cause.details?.[0]) };
+        return {
+          workflowId: handle.workflowId,
+          failureType: cause.type ?? undefined,
+          failureMessage: cause.message,
+          result: asRunResult(cause.details?.[0]),
+        };
       }
-      return { workflowId: handle.workflowId, failureType: cause?.name ?? 'failed', failureMessage: cause?.message ?? err.message };
+      return {
+        workflowId: handle.workflowId,
+        failureType: cause?.name ?? 'failed',
+        failureMessage: cause?.message ?? err.message,
+      };
     }
     throw err;
   }
@@ -89,7 +102,9 @@ export async function awaitRun(handle: WorkflowHandle): Promise<RunEnd> {
 /** The failure's details are a RunResult only when the run got far enough to have one (not for a refused request). */
 function asRunResult(details: unknown): RunResult | undefined {
   const r = details as Partial<RunResult> | undefined;
-  return r && typeof r === 'object' && Array.isArray(r.workers) && typeof r.outcome === 'string' ? (r as RunResult) : undefined;
+  return r && typeof r === 'object' && Array.isArray(r.workers) && typeof r.outcome === 'string'
+    ? (r as RunResult)
+    : undefined;
 }
 
 /** A message the run refused: the reason is the workflow's own words. */
@@ -105,7 +120,8 @@ async function ask(client: Client, runId: string, send: (h: WorkflowHandle) => P
   try {
     return await send(client.workflow.getHandle(runId));
   } catch (err) {
-    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) throw new MessageRefused(err.cause.message);
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure)
+      throw new MessageRefused(err.cause.message);
     throw err;
   }
 }
@@ -165,11 +181,14 @@ function formatAttempts(report: IntegrationReport | undefined): string[] {
 function formatGate(s: RunStatus, runId: string): string[] {
   const g = s.gate;
   if (!g) return [];
-  const lines = [`gate:      ${g.gate} — waiting for approval (then ${g.onTimeout} at ${new Date(g.expiresAt).toISOString()})`];
+  const lines = [
+    `gate:      ${g.gate} — waiting for approval (then ${g.onTimeout} at ${new Date(g.expiresAt).toISOString()})`,
+  ];
   if (g.plan) {
     const idWidth = Math.max(2, ...g.plan.map((p) => p.id.length));
     lines.push('  plan:');
-    for (const p of g.plan) lines.push(`    ${p.id.padEnd(idWidth)}  ${p.agent.padEnd(11)}  ${p.ownedPaths.join(', ')}  — ${p.prompt}`);
+    for (const p of g.plan)
+      lines.push(`    ${p.id.padEnd(idWidth)}  ${p.agent.padEnd(11)}  ${p.ownedPaths.join(', ')}  — ${p.prompt}`);
   }
   if (g.sha) {
     lines.push(`  commit:  ${g.sha}`);
@@ -199,11 +218,15 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
     `objective: ${s.objective}`,
     `repo:      ${s.repo} → ${s.targetRef} (base ${short(s.baseSha)})`,
   ];
-  if (s.isolation === 'none') lines.push('isolation: NONE: agents run unisolated on the worker (FLOTILLA_ISOLATION=none)');
+  if (s.isolation === 'none')
+    lines.push('isolation: NONE: agents run unisolated on the worker (FLOTILLA_ISOLATION=none)');
   else if (s.isolation) lines.push(`isolation: ${s.isolation}`);
-  if (s.planning?.source === 'planner') lines.push(`plan:      proposed by the planner (${s.planning.attempts} attempt(s), ${usd(s.planning.costUsd)})`);
+  if (s.planning?.source === 'planner')
+    lines.push(`plan:      proposed by the planner (${s.planning.attempts} attempt(s), ${usd(s.planning.costUsd)})`);
   if (s.planning?.source === 'fallback') {
-    lines.push(`plan:      the planner gave no valid plan (${s.planning.problems.join('; ')}); fell back to one worker with the whole objective`);
+    lines.push(
+      `plan:      the planner gave no valid plan (${s.planning.problems.join('; ')}); fell back to one worker with the whole objective`,
+    );
   }
   if (s.integratedSha) lines.push(`integrated: ${s.integratedSha}`);
   if (s.message) lines.push(`message:   ${s.message}`);
@@ -214,7 +237,7 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
   for (const w of s.workers) {
     const detail =
       w.state === 'failed' || w.state === 'suspended'
-        ? w.reason ?? ''
+        ? (w.reason ?? '')
         : w.commits !== undefined
           ? `${w.commits} commit(s), ${w.filesChanged} file(s)`
           : '';
@@ -224,20 +247,29 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
     const where = placement(w);
     if (where) lines.push(`  ${' '.repeat(width)}  ${where}`);
     if (w.question) lines.push(`  ${' '.repeat(width)}  question: ${w.question}`);
-    if (w.state === 'suspended') lines.push(`  ${' '.repeat(width)}  resume:   flotilla resume ${q(runId)} --worker ${w.id} --message '...'`);
+    if (w.state === 'suspended')
+      lines.push(`  ${' '.repeat(width)}  resume:   flotilla resume ${q(runId)} --worker ${w.id} --message '...'`);
   }
   const t = s.totals;
   lines.push(...formatRefusals(s.refusals, s.refusedCount));
   const elapsed = (s.endedAt ?? now) - s.startedAt;
-  lines.push(`totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(elapsed)} elapsed`);
+  lines.push(
+    `totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(elapsed)} elapsed`,
+  );
   return lines.join('\n');
 }
 
 /** Where a worker's sandbox lives and when its work was last saved: "on host-b, checkpoint 14:03:10 UTC (1a2b3c4d5e6f), moved 1 time(s)". */
-function placement(w: { host?: string; checkpoint?: { sha: string; at: number }; reprovisions?: number | unknown[] }): string | undefined {
+function placement(w: {
+  host?: string;
+  checkpoint?: { sha: string; at: number };
+  reprovisions?: number | unknown[];
+}): string | undefined {
   if (!w.host) return undefined;
   const moved = Array.isArray(w.reprovisions) ? w.reprovisions.length : (w.reprovisions ?? 0);
-  const saved = w.checkpoint ? `, checkpoint ${new Date(w.checkpoint.at).toISOString().slice(11, 19)} UTC (${w.checkpoint.sha.slice(0, 12)})` : '';
+  const saved = w.checkpoint
+    ? `, checkpoint ${new Date(w.checkpoint.at).toISOString().slice(11, 19)} UTC (${w.checkpoint.sha.slice(0, 12)})`
+    : '';
   return `on ${w.host}${saved}${moved ? `, moved to another host ${moved} time(s)` : ''}`;
 }
 
@@ -248,19 +280,35 @@ export function formatRunEnd(end: RunEnd): string {
   else lines.push(`Run ${end.workflowId}: ${r?.outcome} — ${r?.message}`);
   if (!r) return lines.join('\n');
   for (const w of r.workers) {
-    lines.push(`  worker ${w.workerId}: ${w.status}, ${w.commits} commit(s), ${w.filesChanged} file(s), isolation ${w.isolation}${w.reason ? ` — ${w.reason}` : ''}`);
+    lines.push(
+      `  worker ${w.workerId}: ${w.status}, ${w.commits} commit(s), ${w.filesChanged} file(s), isolation ${w.isolation}${w.reason ? ` — ${w.reason}` : ''}`,
+    );
     const s = w.salvaged;
-    if (s) lines.push(`    salvaged: ${s.commits} unverified commit(s) at ${s.ref} (${s.headSha.slice(0, 12)}) in the worker's staging repository`);
+    if (s)
+      lines.push(
+        `    salvaged: ${s.commits} unverified commit(s) at ${s.ref} (${s.headSha.slice(0, 12)}) in the worker's staging repository`,
+      );
     if (w.salvageFailed) lines.push(`    not salvaged: ${w.salvageFailed}`);
     const where = placement(w);
     if (where) lines.push(`    ${where}`);
-    for (const m of w.reprovisions ?? []) lines.push(`    re-provisioned from ${m.from} on ${m.to}${m.fromCheckpoint ? ` at checkpoint ${m.fromCheckpoint.slice(0, 12)}` : ' from the start'}: ${m.reason}`);
+    for (const m of w.reprovisions ?? [])
+      lines.push(
+        `    re-provisioned from ${m.from} on ${m.to}${m.fromCheckpoint ? ` at checkpoint ${m.fromCheckpoint.slice(0, 12)}` : ' from the start'}: ${m.reason}`,
+      );
   }
   lines.push(...formatAttempts(r.integration));
-  if (r.conflict) lines.push(`  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`);
-  if (r.test && r.outcome !== 'pushed') lines.push(`  test output (tail; full log ${r.test.logRef}):`, indent(r.test.tail));
+  if (r.conflict)
+    lines.push(
+      `  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`,
+    );
+  if (r.test && r.outcome !== 'pushed')
+    lines.push(`  test output (tail; full log ${r.test.logRef}):`, indent(r.test.tail));
   for (const d of r.decisions ?? []) {
-    const verdict = d.expired ? `expired (${d.approved ? 'approved' : 'failed'})` : d.approved ? 'approved' : 'rejected';
+    const verdict = d.expired
+      ? `expired (${d.approved ? 'approved' : 'failed'})`
+      : d.approved
+        ? 'approved'
+        : 'rejected';
     lines.push(`  ${d.gate} gate ${verdict} by ${d.by}${d.comment ? `: ${d.comment}` : ''}`);
   }
   lines.push(...formatRefusals(r.refusals, r.refusedCount).map((l) => `  ${l}`));
@@ -316,7 +364,9 @@ async function liveProgress(client: Client, runId: string, status: RunStatus): P
  * fact changes, so a log shows each step once.
  */
 export function statusFacts(s: RunStatus, runId: string): [string, string][] {
-  const facts: [string, string][] = [['phase', `phase: ${s.phase}${s.outcome ? ` (${s.outcome})` : ''}${s.message ? ` — ${s.message}` : ''}`]];
+  const facts: [string, string][] = [
+    ['phase', `phase: ${s.phase}${s.outcome ? ` (${s.outcome})` : ''}${s.message ? ` — ${s.message}` : ''}`],
+  ];
   const g = s.gate;
   if (g) {
     const sha = g.sha ? ` --sha ${g.sha}` : '';
@@ -326,13 +376,17 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
     ]);
     g.refused.forEach((r, i) => facts.push([`refused ${g.gate} ${i}`, `refused: ${r.by}: ${r.reason}`]));
   }
-  if (s.refusedCount) facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
+  if (s.refusedCount)
+    facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
   for (const w of s.workers) {
     const detail = w.question ? ` — question: ${w.question}` : w.reason ? ` — ${w.reason}` : '';
     facts.push([`worker ${w.id}`, `worker ${w.id}: ${w.state}, ${usd(w.costUsd)}, ${w.turns} turns${detail}`]);
   }
   (s.integration?.attempts ?? []).forEach((a, i) =>
-    facts.push([`attempt ${i}`, `integration: ${a.kind}${a.workerId ? ` ${a.workerId}` : ''} round ${a.round}: ${a.state}${a.reason ? ` — ${a.reason}` : ''}`]),
+    facts.push([
+      `attempt ${i}`,
+      `integration: ${a.kind}${a.workerId ? ` ${a.workerId}` : ''} round ${a.round}: ${a.state}${a.reason ? ` — ${a.reason}` : ''}`,
+    ]),
   );
   return facts;
 }
@@ -383,7 +437,11 @@ export async function hasWorker(client: Client, taskQueue: string): Promise<bool
  * A run's status. Queries are answered by a worker, so the run's task queue is checked first:
  * without a poller, a query would wait for a long time and then fail with no word of why.
  */
-export async function queryStatus(client: Client, runId: string, deadlineMs = QUERY_DEADLINE_MS): Promise<{ status: RunStatus; taskQueue: string }> {
+export async function queryStatus(
+  client: Client,
+  runId: string,
+  deadlineMs = QUERY_DEADLINE_MS,
+): Promise<{ status: RunStatus; taskQueue: string }> {
   const handle = client.workflow.getHandle(runId);
   const { taskQueue } = await handle.describe();
   if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
@@ -396,7 +454,9 @@ export async function queryStatus(client: Client, runId: string, deadlineMs = QU
     // it ("no poller seen for task queue recently").
     const code = grpcCode(err);
     if (code === GRPC_DEADLINE_EXCEEDED || code === GRPC_CANCELLED || code === GRPC_FAILED_PRECONDITION) {
-      throw new NoWorkerError(`no worker on task queue "${taskQueue}" answers (a worker may have stopped); start one with: ${workerStartCommand(taskQueue)}`);
+      throw new NoWorkerError(
+        `no worker on task queue "${taskQueue}" answers (a worker may have stopped); start one with: ${workerStartCommand(taskQueue)}`,
+      );
     }
     throw err;
   }
@@ -411,13 +471,23 @@ export async function watchRun(client: Client, runId: string, out: Output): Prom
   const live = out.isTTY ? new InPlaceView(out) : undefined;
   const log = new ChangeLog(out);
   while ((await handle.describe()).status.name === 'RUNNING') {
-    const answer = await queryStatus(client, runId).catch((err: unknown) => (err instanceof NoWorkerError ? err : undefined));
+    const answer = await queryStatus(client, runId).catch((err: unknown) =>
+      err instanceof NoWorkerError ? err : undefined,
+    );
     if (answer instanceof NoWorkerError) {
       if (live) live.draw([`waiting: ${answer.message}`]);
       else log.update([['worker', `waiting: ${answer.message}`]]);
     } else if (answer) {
-      if (live) live.draw([...formatStatus(answer.status, runId).split('\n'), ...(await liveProgress(client, runId, answer.status))]);
-      else log.update([['worker', `worker: answering on task queue "${answer.taskQueue}"`], ...statusFacts(answer.status, runId)]);
+      if (live)
+        live.draw([
+          ...formatStatus(answer.status, runId).split('\n'),
+          ...(await liveProgress(client, runId, answer.status)),
+        ]);
+      else
+        log.update([
+          ['worker', `worker: answering on task queue "${answer.taskQueue}"`],
+          ...statusFacts(answer.status, runId),
+        ]);
     }
     await new Promise((r) => setTimeout(r, 1000));
   }

@@ -6,7 +6,19 @@
  */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { NoWorkerError, grpcCode, queryStatus, usd } from './index';
-import { AWAITING, FlotillaAwaiting, FlotillaCostUsd, FlotillaOutcome, FlotillaPhase, FlotillaRepo, FlotillaTargetRef, OUTCOMES, PHASES, type RunFilters, runsQuery } from '../contracts/search-attributes';
+import {
+  AWAITING,
+  FlotillaAwaiting,
+  FlotillaCostUsd,
+  FlotillaOutcome,
+  FlotillaPhase,
+  FlotillaRepo,
+  FlotillaTargetRef,
+  OUTCOMES,
+  PHASES,
+  type RunFilters,
+  runsQuery,
+} from '../contracts/search-attributes';
 import { checkMessage, checkSearchAttributes } from '../temporal/search-attributes';
 import { awaitingOf } from '../workflows/leader/visibility';
 
@@ -36,7 +48,9 @@ export class SearchAttributesMissing extends Error {}
 /** Checks the values of the filters (bad ones are the caller's mistake); returns the problem, if any. */
 export function filterProblem(filters: ListFilters): string | undefined {
   const among = (name: string, value: string | undefined, allowed: readonly string[]) =>
-    value !== undefined && !allowed.includes(value) ? `${name} must be one of ${allowed.join(', ')} (got "${value}")` : undefined;
+    value !== undefined && !allowed.includes(value)
+      ? `${name} must be one of ${allowed.join(', ')} (got "${value}")`
+      : undefined;
   return (
     among('--awaiting', filters.awaiting, [...AWAITING.filter((a) => a !== 'none'), 'any']) ??
     among('--phase', filters.phase, PHASES) ??
@@ -81,7 +95,10 @@ export async function listRuns(client: Client, limit: number, filters: ListFilte
   } catch (err) {
     // A query naming an attribute the namespace lacks is refused as an invalid argument.
     if (grpcCode(err) === GRPC_INVALID_ARGUMENT) {
-      const problem = checkMessage(client.options.namespace, await checkSearchAttributes(client.connection.operatorService, client.options.namespace));
+      const problem = checkMessage(
+        client.options.namespace,
+        await checkSearchAttributes(client.connection.operatorService, client.options.namespace),
+      );
       if (problem) throw new SearchAttributesMissing(problem);
     }
     throw err;
@@ -103,7 +120,10 @@ export async function listRuns(client: Client, limit: number, filters: ListFilte
             costUsd: status.totals.costUsd,
           });
         } catch (err) {
-          row.note = err instanceof NoWorkerError ? `no worker answers on task queue "${row.taskQueue}"` : (err as Error).message;
+          row.note =
+            err instanceof NoWorkerError
+              ? `no worker answers on task queue "${row.taskQueue}"`
+              : (err as Error).message;
         }
       }),
   );
@@ -126,5 +146,7 @@ export function formatRuns(rows: RunRow[]): string {
     ]),
   ];
   const widths = table[0].map((_, c) => Math.max(...table.map((row) => row[c].length)));
-  return table.map((row) => row.map((cell, c) => (c === row.length - 1 ? cell : cell.padEnd(widths[c]))).join('  ')).join('\n');
+  return table
+    .map((row) => row.map((cell, c) => (c === row.length - 1 ? cell : cell.padEnd(widths[c]))).join('  '))
+    .join('\n');
 }

@@ -22,7 +22,9 @@ export function loadRequestFile(file: string): LeaderRequest {
   try {
     raw = /\.ya?ml$/i.test(file) ? YAML.parse(text) : JSON.parse(text);
   } catch (err) {
-    throw new RequestError([`${file} is not valid ${/\.ya?ml$/i.test(file) ? 'YAML' : 'JSON'}: ${(err as Error).message}`]);
+    throw new RequestError([
+      `${file} is not valid ${/\.ya?ml$/i.test(file) ? 'YAML' : 'JSON'}: ${(err as Error).message}`,
+    ]);
   }
   return parseLeaderRequest(resolveLocalRepo(raw, path.dirname(path.resolve(file))));
 }

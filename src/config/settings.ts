@@ -36,7 +36,9 @@ export function hostId(env: NodeJS.ProcessEnv = process.env): string {
   const raw = env.FLOTILLA_HOST_ID || os.hostname();
   if (!HOST_ID.test(raw)) {
     const from = env.FLOTILLA_HOST_ID ? 'FLOTILLA_HOST_ID' : `the hostname (set FLOTILLA_HOST_ID instead)`;
-    throw new ConfigError(`${from} must be 1-63 letters, digits, ".", "_" or "-" (starting with a letter or digit), not "${raw}"`);
+    throw new ConfigError(
+      `${from} must be 1-63 letters, digits, ".", "_" or "-" (starting with a letter or digit), not "${raw}"`,
+    );
   }
   return raw;
 }
@@ -56,7 +58,10 @@ export function namespace(): string {
  */
 export function tokenHosts(): string[] {
   const list = process.env.FLOTILLA_GIT_TOKEN_HOSTS ?? 'github.com';
-  return list.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  return list
+    .split(',')
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean);
 }
 
 /**
@@ -86,14 +91,17 @@ export function embeddedPort(): number {
   if (raw === undefined || raw === '') return DEFAULT_PORT;
   const port = Number(raw);
   if (!Number.isInteger(port) || port < 1 || port > 65535 - 1000) {
-    throw new ConfigError(`FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "${raw}"`);
+    throw new ConfigError(
+      `FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "${raw}"`,
+    );
   }
   return port;
 }
 
 /** Flotilla's own version, from its package.json (next to src/ and dist/ alike). */
 export function packageVersion(): string {
-  return (JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+  return (JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string })
+    .version;
 }
 
 /** The worker deployment version a worker polls as: its runs stay on it until they end. */
@@ -118,14 +126,21 @@ export function deploymentSetting(): { deploymentName: string; buildId?: string 
   const name = process.env.FLOTILLA_DEPLOYMENT || undefined;
   const buildId = process.env.FLOTILLA_BUILD_ID || undefined;
   if (!name) {
-    if (buildId) throw new ConfigError('FLOTILLA_BUILD_ID is set but FLOTILLA_DEPLOYMENT is not: a build ID names a version of a deployment; set both, or neither for an unversioned worker');
+    if (buildId)
+      throw new ConfigError(
+        'FLOTILLA_BUILD_ID is set but FLOTILLA_DEPLOYMENT is not: a build ID names a version of a deployment; set both, or neither for an unversioned worker',
+      );
     return undefined;
   }
   if (!DEPLOYMENT_NAME.test(name)) {
-    throw new ConfigError(`FLOTILLA_DEPLOYMENT must be 1-100 letters, digits, "-" or "_" (starting with a letter or digit), not "${name}"`);
+    throw new ConfigError(
+      `FLOTILLA_DEPLOYMENT must be 1-100 letters, digits, "-" or "_" (starting with a letter or digit), not "${name}"`,
+    );
   }
   if (buildId !== undefined && !BUILD_ID.test(buildId)) {
-    throw new ConfigError(`FLOTILLA_BUILD_ID must be 1-100 letters, digits, ".", "-", "_" or "+" (starting with a letter or digit), not "${buildId}"`);
+    throw new ConfigError(
+      `FLOTILLA_BUILD_ID must be 1-100 letters, digits, ".", "-", "_" or "+" (starting with a letter or digit), not "${buildId}"`,
+    );
   }
   return { deploymentName: name, buildId };
 }

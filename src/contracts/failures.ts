@@ -46,7 +46,12 @@ export type FailureType = keyof typeof FAILURE_TYPES;
 
 /** A failure that no retry can fix, with a message a person understands in one line. */
 export function permanent(type: FailureType, message: string, ...details: unknown[]): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: true, details: details.length ? details : undefined });
+  return ApplicationFailure.create({
+    type,
+    message,
+    nonRetryable: true,
+    details: details.length ? details : undefined,
+  });
 }
 
 /** True when `err` is one of ours of the given type (after crossing an activity boundary too). */

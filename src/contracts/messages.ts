@@ -9,7 +9,15 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
-import { type Checkpoint, type GateDecision, type IntegrationReport, type Isolation, type PlanningReport, type Refusal, type RunOutcome } from './reports';
+import {
+  type Checkpoint,
+  type GateDecision,
+  type IntegrationReport,
+  type Isolation,
+  type PlanningReport,
+  type Refusal,
+  type RunOutcome,
+} from './reports';
 import { type GateName, MAX_CHARS, boundedText, describeIssues } from './request';
 
 export type RunPhase =
@@ -104,14 +112,19 @@ export const ApproveInput = z
   .object({
     gate,
     /** Required at the push gate: the integrated SHA the status shows. */
-    sha: z.string().regex(/^[0-9a-f]{40}$/, 'must be a full 40-character commit SHA').optional(),
+    sha: z
+      .string()
+      .regex(/^[0-9a-f]{40}$/, 'must be a full 40-character commit SHA')
+      .optional(),
     by,
     comment: boundedText(MAX_CHARS.comment).optional(),
   })
   .strict();
 export type ApproveInput = z.infer<typeof ApproveInput>;
 
-export const RejectInput = z.object({ gate, by, reason: boundedText(MAX_CHARS.comment).min(1, 'must not be empty') }).strict();
+export const RejectInput = z
+  .object({ gate, by, reason: boundedText(MAX_CHARS.comment).min(1, 'must not be empty') })
+  .strict();
 export type RejectInput = z.infer<typeof RejectInput>;
 
 export const PauseInput = z.object({ workerId, by }).strict();
@@ -144,14 +157,20 @@ export const SubTaskProgress = z
     costUsd: z.number().min(0),
     turns: z.number().int().min(0),
     host: z.string().min(1).max(100).optional(),
-    checkpoint: z.object({ sha: z.string().regex(/^[0-9a-f]{40}$/, 'must be a commit SHA'), at: z.number().min(0) }).strict().optional(),
+    checkpoint: z
+      .object({ sha: z.string().regex(/^[0-9a-f]{40}$/, 'must be a commit SHA'), at: z.number().min(0) })
+      .strict()
+      .optional(),
     reprovisions: z.number().int().min(0).max(100).optional(),
   })
   .strict();
 export type SubTaskProgress = z.infer<typeof SubTaskProgress>;
 
 /** Parses a message with its schema: the value, or every problem in one line. Never throws. */
-export function parseMessage<T>(schema: z.ZodType<T>, raw: unknown): { ok: true; value: T } | { ok: false; reason: string } {
+export function parseMessage<T>(
+  schema: z.ZodType<T>,
+  raw: unknown,
+): { ok: true; value: T } | { ok: false; reason: string } {
   const parsed = schema.safeParse(raw, { reportInput: true });
   if (parsed.success) return { ok: true, value: parsed.data };
   return { ok: false, reason: `invalid message: ${describeIssues(parsed.error.issues, '(message)').join('; ')}` };

@@ -8,7 +8,11 @@
  * every run even when a workflow id is reused.
  */
 export function runKeyOf(workflowId: string, runId: string): string {
-  const readable = workflowId.replace(/[^A-Za-z0-9_-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60) || 'run';
+  const readable =
+    workflowId
+      .replace(/[^A-Za-z0-9_-]+/g, '-')
+      .replace(/^-+|-+$/g, '')
+      .slice(0, 60) || 'run';
   return `${readable}-${runId.slice(0, 8)}`;
 }
 
@@ -34,7 +38,8 @@ export function refNameProblem(name: string): string | undefined {
 /** Why a repository-relative path is unsafe, or undefined when it is fine. */
 export function repoPathProblem(path: string): string | undefined {
   if (path.length === 0) return 'is empty';
-  if (path.startsWith('/') || /^[A-Za-z]:[\\/]/.test(path)) return 'must be relative to the repository root, not absolute';
+  if (path.startsWith('/') || /^[A-Za-z]:[\\/]/.test(path))
+    return 'must be relative to the repository root, not absolute';
   if (path.includes('\\')) return 'must use "/" as separator';
   if (/[\x00-\x1f]/.test(path)) return 'contains a control character';
   const parts = path.split('/').filter((p) => p !== '' && p !== '.');
@@ -63,7 +68,8 @@ export function pathIsUnder(path: string, owner: string): boolean {
  */
 export function repoUrlProblem(url: string, extraSchemes: string[] = []): string | undefined {
   if (url.length === 0) return 'is empty';
-  if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url)) return `uses the transport helper "${url.split('::')[0]}::", which is not allowed`;
+  if (/^[A-Za-z][A-Za-z0-9+.-]*::/.test(url))
+    return `uses the transport helper "${url.split('::')[0]}::", which is not allowed`;
   if (/[\x00-\x1f\s]/.test(url)) return 'contains whitespace or a control character';
   if (url.startsWith('-')) return 'must not start with "-"';
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url)?.[1]?.toLowerCase();
@@ -79,6 +85,10 @@ export function repoUrlProblem(url: string, extraSchemes: string[] = []): string
   }
   if (url.startsWith('/')) return undefined;
   // scp-like syntax: [user@]host:path, where host has no slash before the colon.
-  if (/^([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:[^/\\].*|^([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:\/.+/.test(url) && !url.includes('::')) return undefined;
+  if (
+    /^([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:[^/\\].*|^([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:\/.+/.test(url) &&
+    !url.includes('::')
+  )
+    return undefined;
   return 'must be an https:// or ssh:// URL, a user@host:path address, or an absolute local path';
 }

@@ -42,7 +42,10 @@ const repoPath = z.string().superRefine((v, ctx) => {
 /** A sub-task id becomes part of a branch name and a workflow id, so it is kept plain. */
 const subTaskId = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, 'must be 1-63 letters, digits, "-" or "_", starting with a letter or digit');
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/,
+    'must be 1-63 letters, digits, "-" or "_", starting with a letter or digit',
+  );
 
 export const ShellAgent = z
   .object({
@@ -93,9 +96,17 @@ export const Limits = z
     /** Workers running at once. Default 4: enough parallelism without starving a laptop. */
     maxParallel: z.number().int().min(1).max(64).default(4),
     /** Wall-clock limit of one agent run. Default 30 minutes. */
-    workerTimeoutMinutes: z.number().positive().max(24 * 60).default(30),
+    workerTimeoutMinutes: z
+      .number()
+      .positive()
+      .max(24 * 60)
+      .default(30),
     /** Limit of the setup and test commands. Default 10 minutes. */
-    commandTimeoutMinutes: z.number().positive().max(24 * 60).default(10),
+    commandTimeoutMinutes: z
+      .number()
+      .positive()
+      .max(24 * 60)
+      .default(10),
     /** Dollars one worker's agent may spend before it suspends for more. Unlimited by default. */
     workerBudgetUsd: z.number().positive().optional(),
     /**
@@ -106,7 +117,10 @@ export const Limits = z
     /** Model turns one agent run may take before the worker suspends. Unlimited by default. */
     maxTurns: z.number().int().positive().optional(),
     /** How long a suspended worker waits for `resume` before it fails. Default one day. */
-    suspendTimeoutMinutes: z.number().positive().default(24 * 60),
+    suspendTimeoutMinutes: z
+      .number()
+      .positive()
+      .default(24 * 60),
     /**
      * A worker process that stops heartbeating for this long is presumed dead and its activity
      * is retried elsewhere. Default 30 s: quick failover without flapping on a busy machine.
@@ -117,9 +131,19 @@ export const Limits = z
      * host counts as lost and the sandbox is re-provisioned elsewhere. Default 5 minutes: a
      * restart of the host's worker is not a loss.
      */
-    hostTimeoutSeconds: z.number().int().min(2).max(24 * 3600).default(300),
+    hostTimeoutSeconds: z
+      .number()
+      .int()
+      .min(2)
+      .max(24 * 3600)
+      .default(300),
     /** How often a running agent's work in progress is checkpointed to the staging store. Default 5 minutes. */
-    checkpointIntervalSeconds: z.number().int().min(1).max(24 * 3600).default(300),
+    checkpointIntervalSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 3600)
+      .default(300),
   })
   .strict();
 
@@ -151,7 +175,10 @@ export const Gate = z
     /** auto: pass straight through. manual: wait for an approve or reject signal. */
     mode: z.enum(['auto', 'manual']).default('auto'),
     /** How long a manual gate waits. Default: a week. */
-    timeoutMinutes: z.number().positive().default(7 * 24 * 60),
+    timeoutMinutes: z
+      .number()
+      .positive()
+      .default(7 * 24 * 60),
     /** What an expired gate does. Default: fail, since nobody approved. */
     onTimeout: z.enum(['fail', 'approve']).default('fail'),
   })
@@ -160,7 +187,8 @@ export type Gate = z.infer<typeof Gate>;
 export type GateName = 'plan' | 'push';
 const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout: 'fail' as const };
 
-const ALLOW_HOST = /^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$/;
+const ALLOW_HOST =
+  /^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$/;
 /**
  * Resource limits of one sandbox (enforced by the local provider). Each one left out takes the
  * worker's default; each one given is capped at the worker's maximum.
@@ -235,7 +263,8 @@ export const OracleSpec = z
       ctx.addIssue({
         code: 'custom',
         path: ['files'],
-        message: 'is no longer accepted (oracle contents would be stored in workflow history); put the hidden tests in a repository and name it with oracle: { repo: <url>, ref: <branch> }',
+        message:
+          'is no longer accepted (oracle contents would be stored in workflow history); put the hidden tests in a repository and name it with oracle: { repo: <url>, ref: <branch> }',
       });
     } else if (o.repo === undefined) ctx.addIssue({ code: 'custom', path: ['repo'], message: 'is required' });
   })
@@ -298,20 +327,33 @@ export const LeaderRequest = z
   .strict()
   .superRefine((req, ctx) => {
     const size = JSON.stringify(req).length;
-    if (size > MAX_CHARS.request) ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
+    if (size > MAX_CHARS.request)
+      ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
     const subTasks = req.subTasks ?? [];
     if (!req.subTasks && !req.planner && !req.agent) {
-      ctx.addIssue({ code: 'custom', path: ['subTasks'], message: 'is required when the request has neither a "planner" nor a default "agent"' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['subTasks'],
+        message: 'is required when the request has neither a "planner" nor a default "agent"',
+      });
     }
     const seen = new Map<string, number>();
     subTasks.forEach((t, i) => {
       const first = seen.get(t.id);
       if (first !== undefined) {
-        ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'id'], message: `duplicate id "${t.id}" (also subTasks[${first}])` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['subTasks', i, 'id'],
+          message: `duplicate id "${t.id}" (also subTasks[${first}])`,
+        });
       } else seen.set(t.id, i);
       const agent = t.agent ?? req.agent;
       if (!agent) {
-        ctx.addIssue({ code: 'custom', path: ['subTasks', i, 'agent'], message: 'is required when the request has no default "agent"' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['subTasks', i, 'agent'],
+          message: 'is required when the request has no default "agent"',
+        });
       } else if (agent.kind !== 'shell' && !req.sandbox.network) {
         ctx.addIssue({
           code: 'custom',
@@ -326,7 +368,11 @@ export const LeaderRequest = z
       ['repair agent', req.repair?.agent],
     ] as const) {
       if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
-        ctx.addIssue({ code: 'custom', path: ['sandbox', 'network'], message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['sandbox', 'network'],
+          message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox`,
+        });
       }
     }
     if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
@@ -392,9 +438,11 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], root = '(req
   return issues.map((issue) => {
     const where = formatPath(issue.path, root);
     // With reportInput, a missing field is the only issue without an input.
-    if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && issue.input === undefined) return `${where}: is required`;
+    if ((issue.code === 'invalid_type' || issue.code === 'invalid_value') && issue.input === undefined)
+      return `${where}: is required`;
     if (issue.code === 'invalid_type') return `${where}: expected ${issue.expected}, got ${kindOf(issue.input)}`;
-    if (issue.code === 'unrecognized_keys') return `${where}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+    if (issue.code === 'unrecognized_keys')
+      return `${where}: unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
     return `${where}: ${issue.message}`;
   });
 }

@@ -21,7 +21,14 @@ export const FlotillaCostUsd = defineSearchAttributeKey('FlotillaCostUsd', Searc
 /** Who the run waits for: a person at the plan or push gate, a person to resume a worker ("answer"), or none. */
 export const FlotillaAwaiting = defineSearchAttributeKey('FlotillaAwaiting', SearchAttributeType.KEYWORD);
 
-export const SEARCH_ATTRIBUTES = [FlotillaRepo, FlotillaTargetRef, FlotillaPhase, FlotillaOutcome, FlotillaCostUsd, FlotillaAwaiting] as const;
+export const SEARCH_ATTRIBUTES = [
+  FlotillaRepo,
+  FlotillaTargetRef,
+  FlotillaPhase,
+  FlotillaOutcome,
+  FlotillaCostUsd,
+  FlotillaAwaiting,
+] as const;
 
 export const PHASES = [
   'resolving',
@@ -36,10 +43,18 @@ export const PHASES = [
   'failed',
   'cancelled',
 ] as const;
-export const OUTCOMES = ['pushed', 'unchanged', 'failed', 'conflict', 'tests-failed', 'raced', 'rejected', 'cancelled'] as const;
+export const OUTCOMES = [
+  'pushed',
+  'unchanged',
+  'failed',
+  'conflict',
+  'tests-failed',
+  'raced',
+  'rejected',
+  'cancelled',
+] as const;
 export const AWAITING = ['plan', 'push', 'answer', 'none'] as const;
 export type Awaiting = (typeof AWAITING)[number];
-
 
 // ---- Visibility queries --------------------------------------------------------------------
 
@@ -64,7 +79,12 @@ export interface RunFilters {
 /** Leader runs matching every filter given (AND). */
 export function runsQuery(filters: RunFilters): string {
   const clauses = ["WorkflowType = 'leaderWorkflow'"];
-  if (filters.awaiting === 'any') clauses.push(`${FlotillaAwaiting.name} IN (${AWAITING.filter((a) => a !== 'none').map(quote).join(', ')})`);
+  if (filters.awaiting === 'any')
+    clauses.push(
+      `${FlotillaAwaiting.name} IN (${AWAITING.filter((a) => a !== 'none')
+        .map(quote)
+        .join(', ')})`,
+    );
   else if (filters.awaiting) clauses.push(`${FlotillaAwaiting.name} = ${quote(filters.awaiting)}`);
   if (filters.repo !== undefined) clauses.push(`${FlotillaRepo.name} = ${quote(filters.repo)}`);
   if (filters.phase !== undefined) clauses.push(`${FlotillaPhase.name} = ${quote(filters.phase)}`);

@@ -111,5 +111,7 @@ export function summarizeTests(output: string): string {
   }
   const all = text.trimEnd().split('\n');
   if (all.length <= 2 * HEAD_TAIL + 1) return all.join('\n');
-  return [...all.slice(0, HEAD_TAIL), `… ${all.length - 2 * HEAD_TAIL} more line(s) …`, ...all.slice(-HEAD_TAIL)].join('\n');
+  return [...all.slice(0, HEAD_TAIL), `… ${all.length - 2 * HEAD_TAIL} more line(s) …`, ...all.slice(-HEAD_TAIL)].join(
+    '\n',
+  );
 }

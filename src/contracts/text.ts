@@ -18,7 +18,16 @@ export function clip(text: string, max: number): string {
 
 /** Bytes one UTF-16 unit takes in a JSON payload (escapes, UTF-8; a surrogate is half of 4). */
 function jsonBytes(code: number): number {
-  if (code === 0x22 || code === 0x5c || code === 0x08 || code === 0x0c || code === 0x0a || code === 0x0d || code === 0x09) return 2;
+  if (
+    code === 0x22 ||
+    code === 0x5c ||
+    code === 0x08 ||
+    code === 0x0c ||
+    code === 0x0a ||
+    code === 0x0d ||
+    code === 0x09
+  )
+    return 2;
   if (code < 0x20) return 6;
   if (code < 0x80) return 1;
   if (code < 0x800 || (code >= 0xd800 && code <= 0xdfff)) return 2;

@@ -23,11 +23,17 @@ type GitOptions = { ok?: number[]; env?: Record<string, string> };
 function gitBytes(dir: string, args: string[], opts: GitOptions = {}): Promise<{ code: number; out: Buffer }> {
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', GIT_DIR: dir, ...opts.env };
   return new Promise((resolve, reject) => {
-    execFile('git', ['-c', 'core.quotepath=off', ...args], { cwd: dir, env, encoding: 'buffer', maxBuffer: 256 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
-      if ((opts.ok ?? [0]).includes(code)) resolve({ code, out: stdout });
-      else reject(new Error(`git ${args[0]} failed (exit ${code}): ${stderr.toString('utf8').trim().slice(0, 1500)}`));
-    });
+    execFile(
+      'git',
+      ['-c', 'core.quotepath=off', ...args],
+      { cwd: dir, env, encoding: 'buffer', maxBuffer: 256 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+        if ((opts.ok ?? [0]).includes(code)) resolve({ code, out: stdout });
+        else
+          reject(new Error(`git ${args[0]} failed (exit ${code}): ${stderr.toString('utf8').trim().slice(0, 1500)}`));
+      },
+    );
   });
 }
 
@@ -44,12 +50,17 @@ export type TreeMerge = { clean: true; tree: string } | { clean: false; tree: st
 
 /** A real 3-way merge of two commits; on conflict the tree holds the conflicted files with markers. */
 export async function mergeTrees(dir: string, ours: string, theirs: string): Promise<TreeMerge> {
-  const r = await git(dir, ['merge-tree', '--write-tree', '--name-only', '--no-messages', '-z', ours, theirs], { ok: [0, 1] });
+  const r = await git(dir, ['merge-tree', '--write-tree', '--name-only', '--no-messages', '-z', ours, theirs], {
+    ok: [0, 1],
+  });
   const [tree, ...files] = nulList(r.stdout);
   return r.code === 0 ? { clean: true, tree } : { clean: false, tree, files: [...new Set(files)] };
 }
 
-export async function commitTree(dir: string, c: { tree: string; parents: string[]; message: string; at: number }): Promise<string> {
+export async function commitTree(
+  dir: string,
+  c: { tree: string; parents: string[]; message: string; at: number },
+): Promise<string> {
   const date = `@${c.at} +0000`;
   const env = {
     GIT_AUTHOR_NAME: IDENTITY.name,
@@ -111,8 +122,22 @@ export async function readBlob(dir: string, oid: string): Promise<Buffer> {
 /** The workers (by their merge commits' trailer) whose merges since `base` changed any of `files`. */
 export async function workersTouching(dir: string, base: string, head: string, files: string[]): Promise<string[]> {
   if (base === head) return [];
-  const r = await git(dir, ['log', '--first-parent', `--format=%(trailers:key=${WORKER_TRAILER},valueonly)`, `${base}..${head}`, '--', ...files]);
-  return [...new Set(r.stdout.split('\n').map((l) => l.trim()).filter(Boolean))];
+  const r = await git(dir, [
+    'log',
+    '--first-parent',
+    `--format=%(trailers:key=${WORKER_TRAILER},valueonly)`,
+    `${base}..${head}`,
+    '--',
+    ...files,
+  ]);
+  return [
+    ...new Set(
+      r.stdout
+        .split('\n')
+        .map((l) => l.trim())
+        .filter(Boolean),
+    ),
+  ];
 }
 
 /** `git diff --stat` of from..to, at most 40 lines; the summary line survives a cut. */
@@ -143,7 +168,10 @@ export type MergeRun =
  * the first conflict with the head reached so far, the files and the earlier workers that
  * changed them.
  */
-export async function mergeWorkers(dir: string, m: { runKey: string; baseSha: string; into: string; workers: SubTaskHead[]; at: number }): Promise<MergeRun> {
+export async function mergeWorkers(
+  dir: string,
+  m: { runKey: string; baseSha: string; into: string; workers: SubTaskHead[]; at: number },
+): Promise<MergeRun> {
   let head = m.into;
   for (const w of m.workers) {
     if (await isAncestor(dir, w.headSha, head)) continue;
@@ -152,7 +180,12 @@ export async function mergeWorkers(dir: string, m: { runKey: string; baseSha: st
       const conflictsWith = await workersTouching(dir, m.baseSha, head, merged.files);
       return { status: 'conflict', sha: head, workerId: w.workerId, files: merged.files, conflictsWith };
     }
-    head = await commitTree(dir, { tree: merged.tree, parents: [head, w.headSha], message: mergeMessage(w.title, w.workerId, m.runKey), at: m.at });
+    head = await commitTree(dir, {
+      tree: merged.tree,
+      parents: [head, w.headSha],
+      message: mergeMessage(w.title, w.workerId, m.runKey),
+      at: m.at,
+    });
   }
   return { status: 'merged', sha: head };
 }

@@ -23,12 +23,18 @@ export interface OracleFile {
 export async function oracleFiles(dir: string, sha: string): Promise<{ files: OracleFile[] } | { problem: string }> {
   const entries = await listTree(dir, sha);
   if (entries.length === 0) return { problem: 'the hidden tests commit holds no files' };
-  if (entries.length > MAX_FILES) return { problem: `the hidden tests commit holds ${entries.length} files; at most ${MAX_FILES}` };
+  if (entries.length > MAX_FILES)
+    return { problem: `the hidden tests commit holds ${entries.length} files; at most ${MAX_FILES}` };
   const odd = entries.filter((e) => e.mode !== '100644' && e.mode !== '100755');
-  if (odd.length) return { problem: `${odd.length} hidden test entr(ies) are symbolic links or submodules; only regular files can be placed` };
+  if (odd.length)
+    return {
+      problem: `${odd.length} hidden test entr(ies) are symbolic links or submodules; only regular files can be placed`,
+    };
   const badPaths = entries.filter((e) => repoPathProblem(e.path) !== undefined);
   if (badPaths.length) return { problem: `${badPaths.length} hidden test path(s) cannot be placed in a repository` };
-  const files = await Promise.all(entries.map(async (e) => ({ path: e.path, executable: e.mode === '100755', content: await readBlob(dir, e.oid) })));
+  const files = await Promise.all(
+    entries.map(async (e) => ({ path: e.path, executable: e.mode === '100755', content: await readBlob(dir, e.oid) })),
+  );
   const bytes = files.reduce((sum, f) => sum + f.content.length, 0);
   if (bytes > MAX_BYTES) return { problem: `the hidden tests are ${bytes} bytes; at most ${MAX_BYTES}` };
   return { files };

@@ -50,9 +50,20 @@ export function mountedObjects(dataDir: string, sandboxKey: string): string | un
 /** Runs git (host-side, no user configuration) with `input` on stdin; resolves to its stdout. */
 function git(args: string[], input = ''): Promise<string> {
   return new Promise((resolve, reject) => {
-    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0' };
+    const env = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_TERMINAL_PROMPT: '0',
+    };
     const child = execFile('git', args, { env, maxBuffer: 1024 * 1024 }, (err, out, stderr) =>
-      err ? reject(new Error(`making the run's object store failed: git ${args.slice(2, 3).join(' ')}: ${stderr.trim() || err.message}`)) : resolve(out),
+      err
+        ? reject(
+            new Error(
+              `making the run's object store failed: git ${args.slice(2, 3).join(' ')}: ${stderr.trim() || err.message}`,
+            ),
+          )
+        : resolve(out),
     );
     // git may exit before reading its input; its exit code says why.
     child.stdin?.on('error', () => undefined);
@@ -78,7 +89,12 @@ const userFile = (dataDir: string, runKey: string, sandboxKey: string) =>
  * staging repository at `stagingDir`, and its history only. It is built aside and renamed into
  * place, so a store that exists is complete; workers of the run seeding at once wait for it.
  */
-export function acquireRunObjects(dataDir: string, sandboxKey: string, stagingDir: string, baseRef: string): Promise<string> {
+export function acquireRunObjects(
+  dataDir: string,
+  sandboxKey: string,
+  stagingDir: string,
+  baseRef: string,
+): Promise<string> {
   const runKey = runKeyOfSandbox(sandboxKey);
   const dir = storeDir(dataDir, runKey);
   return serialized(runKey, async () => {
@@ -93,7 +109,9 @@ export function acquireRunObjects(dataDir: string, sandboxKey: string, stagingDi
         // One pack of the base's history, written by the staging repository straight into the
         // store: it reuses the staging pack's compressed objects and deltas, so unlike a fetch
         // nothing is re-hashed (about 4x faster on a 150 MB repository).
-        const sha = (await git(['-C', stagingDir, 'rev-parse', '--verify', '--end-of-options', `${baseRef}^{commit}`])).trim();
+        const sha = (
+          await git(['-C', stagingDir, 'rev-parse', '--verify', '--end-of-options', `${baseRef}^{commit}`])
+        ).trim();
         const pack = path.join(tmp, 'objects', 'pack');
         await git(['-C', stagingDir, 'pack-objects', '--revs', '-q', path.join(pack, 'pack')], `${sha}\n`);
         // Written with the staging repository's private modes: readable by all, as the store's own.
@@ -112,7 +130,8 @@ export function acquireRunObjects(dataDir: string, sandboxKey: string, stagingDi
 async function removeLeftovers(dataDir: string, runKey: string): Promise<void> {
   const parent = path.join(dataDir, 'run-objects');
   for (const name of await readdir(parent).catch(() => [] as string[])) {
-    if (name.startsWith(`${runKey}.git.new-`) || name.startsWith(`${runKey}.git.old-`)) await rm(path.join(parent, name), { recursive: true, force: true });
+    if (name.startsWith(`${runKey}.git.new-`) || name.startsWith(`${runKey}.git.old-`))
+      await rm(path.join(parent, name), { recursive: true, force: true });
   }
 }
 

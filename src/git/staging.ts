@@ -98,8 +98,7 @@ export class SharedStoreError extends Error {
 }
 
 export type PushOutcome =
-  | { outcome: 'pushed'; remoteSha: string }
-  | { outcome: 'raced'; remoteSha: string | null; message: string };
+  { outcome: 'pushed'; remoteSha: string } | { outcome: 'raced'; remoteSha: string | null; message: string };
 
 export class StagingRepo {
   /** For commands that stay on the host (no remote, so no credential). */
@@ -152,7 +151,15 @@ export class StagingRepo {
     if (!this.shared) return;
     if (!/^[A-Za-z0-9_-]+$/.test(runKey)) throw permanent('InvalidRequest', `not a run key: ${runKey.slice(0, 100)}`);
     const refs = `refs/flotilla/${runKey}/*`;
-    await this.onShared('fetch', ['fetch', '--no-tags', '--quiet', '--no-write-fetch-head', '--', this.shared, `+${refs}:${refs}`]);
+    await this.onShared('fetch', [
+      'fetch',
+      '--no-tags',
+      '--quiet',
+      '--no-write-fetch-head',
+      '--',
+      this.shared,
+      `+${refs}:${refs}`,
+    ]);
   }
 
   /**
@@ -172,11 +179,21 @@ export class StagingRepo {
   /** Removes `refs` here (in one transaction) and from the shared store (a push per thousand, to stay under the argument limit). */
   async deleteRefs(refs: string[]): Promise<void> {
     if (refs.length === 0) return;
-    const r = await runGit(this.dir, ['update-ref', '--stdin'], Buffer.from(refs.map((ref) => `delete ${ref}\n`).join('')));
+    const r = await runGit(
+      this.dir,
+      ['update-ref', '--stdin'],
+      Buffer.from(refs.map((ref) => `delete ${ref}\n`).join('')),
+    );
     if (r.code !== 0) throw new Error(`git update-ref failed in ${this.dir}: ${r.stderr.trim()}`);
     // Deleting a ref the shared store does not have is a warning, not an error.
     for (let i = 0; this.shared && i < refs.length; i += 1000) {
-      await this.onShared('push', ['push', '--quiet', '--', this.shared, ...refs.slice(i, i + 1000).map((ref) => `:${ref}`)]);
+      await this.onShared('push', [
+        'push',
+        '--quiet',
+        '--',
+        this.shared,
+        ...refs.slice(i, i + 1000).map((ref) => `:${ref}`),
+      ]);
     }
   }
 
@@ -184,7 +201,10 @@ export class StagingRepo {
   async sharedRefs(prefix: string): Promise<string[]> {
     if (!this.shared) return [];
     const out = await this.onShared('list', ['ls-remote', '--refs', '--', this.shared, `${prefix}*`]);
-    return out.split('\n').filter(Boolean).map((line) => line.split('\t')[1]);
+    return out
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.split('\t')[1]);
   }
 
   /** Publishes `file` as the blob `ref` names in the shared store; git reads the file, this process never does. */
@@ -203,13 +223,25 @@ export class StagingRepo {
     if (!this.shared) return false;
     const temp = `refs/flotilla-fetch/${process.pid}-${Math.random().toString(36).slice(2)}`;
     try {
-      await this.onShared('fetch', ['fetch', '--no-tags', '--quiet', '--no-write-fetch-head', '--', this.shared, `+${ref}:${temp}`]);
+      await this.onShared('fetch', [
+        'fetch',
+        '--no-tags',
+        '--quiet',
+        '--no-write-fetch-head',
+        '--',
+        this.shared,
+        `+${ref}:${temp}`,
+      ]);
     } catch (err) {
       if (/couldn't find remote ref/.test(String(err))) return false;
       throw err;
     }
     try {
-      const child = spawn('git', ['cat-file', 'blob', temp], { cwd: this.dir, env: remoteEnv(''), stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('git', ['cat-file', 'blob', temp], {
+        cwd: this.dir,
+        env: remoteEnv(''),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let stderr = '';
       child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-1000)));
       const exited = new Promise<number | null>((resolve, reject) => child.on('error', reject).on('close', resolve));
@@ -241,8 +273,14 @@ export class StagingRepo {
     try {
       return await this.sharedGit!.raw(args);
     } catch (err) {
-      const why = scrubSecrets(err instanceof Error ? err.message : String(err)).trim().split('\n').slice(-3).join('; ');
-      throw new SharedStoreError(`cannot ${what} ${what === 'push' ? 'to' : 'from'} the shared store (FLOTILLA_STAGING_URL ${scrubSecrets(this.shared!)}): ${why.slice(0, 500)}`);
+      const why = scrubSecrets(err instanceof Error ? err.message : String(err))
+        .trim()
+        .split('\n')
+        .slice(-3)
+        .join('; ');
+      throw new SharedStoreError(
+        `cannot ${what} ${what === 'push' ? 'to' : 'from'} the shared store (FLOTILLA_STAGING_URL ${scrubSecrets(this.shared!)}): ${why.slice(0, 500)}`,
+      );
     }
   }
 
@@ -364,9 +402,16 @@ export class StagingRepo {
    */
   async importBundle(file: string, ref: string): Promise<string> {
     const { head, packOffset } = await readBundleHeader(file);
-    const r = await runGit(this.dir, ['index-pack', '--stdin', '--fix-thin', '--strict'], createReadStream(file, { start: packOffset }));
+    const r = await runGit(
+      this.dir,
+      ['index-pack', '--stdin', '--fix-thin', '--strict'],
+      createReadStream(file, { start: packOffset }),
+    );
     if (r.code !== 0) {
-      throw permanent('CorruptObjects', `the worker's commits failed git's integrity check: ${r.stderr.trim().split('\n').slice(-3).join('; ').slice(0, 500)}`);
+      throw permanent(
+        'CorruptObjects',
+        `the worker's commits failed git's integrity check: ${r.stderr.trim().split('\n').slice(-3).join('; ').slice(0, 500)}`,
+      );
     }
     await this.git.raw(['update-ref', ref, head]);
     const sha = await this.revParse(ref);
@@ -397,15 +442,23 @@ export class StagingRepo {
     }
     try {
       await this.remote(url).raw([
-        'push', '--quiet', '--porcelain',
+        'push',
+        '--quiet',
+        '--porcelain',
         `--force-with-lease=refs/heads/${branch}:${expected ?? ''}`,
-        '--', url, `${sha}:refs/heads/${branch}`,
+        '--',
+        url,
+        `${sha}:refs/heads/${branch}`,
       ]);
     } catch (err) {
       const after = await this.remoteBranchSha(url, branch);
       if (after === sha) return { outcome: 'pushed', remoteSha: sha };
       if (after !== expected) {
-        return { outcome: 'raced', remoteSha: after, message: `${branch} moved on the remote during the push (now ${after ?? 'absent'})` };
+        return {
+          outcome: 'raced',
+          remoteSha: after,
+          message: `${branch} moved on the remote during the push (now ${after ?? 'absent'})`,
+        };
       }
       throw new Error(scrubSecrets(err instanceof Error ? err.message : String(err)));
     }
@@ -428,7 +481,8 @@ async function readBundleHeader(file: string): Promise<{ head: string; packOffse
   }
   const end = text.indexOf('\n\n');
   const header = end > 0 ? text.subarray(0, end).toString('utf8').split('\n') : [];
-  if (!/^# v[23] git bundle$/.test(header[0] ?? '')) throw permanent('CorruptObjects', 'the worker\'s bundle is not a git bundle');
+  if (!/^# v[23] git bundle$/.test(header[0] ?? ''))
+    throw permanent('CorruptObjects', "the worker's bundle is not a git bundle");
   const line = header.find((l) => /^[0-9a-f]{40} /.test(l) && l.slice(41) === BUNDLE_REF);
   if (!line) throw permanent('CorruptObjects', `the worker's bundle does not carry ${BUNDLE_REF}`);
   return { head: line.slice(0, 40), packOffset: end + 2 };

@@ -54,38 +54,55 @@ export async function verifyWork(
   const gitlinks: Change[] = [];
   const added = new Map<string, string>();
   let meta: string | undefined;
-  await staging.stream(['diff-tree', '-r', '-z', '--no-renames', '--no-commit-id', baseSha, headSha], '\0', (record) => {
-    if (meta === undefined) {
-      meta = record;
+  await staging.stream(
+    ['diff-tree', '-r', '-z', '--no-renames', '--no-commit-id', baseSha, headSha],
+    '\0',
+    (record) => {
+      if (meta === undefined) {
+        meta = record;
+        return true;
+      }
+      // ":<old mode> <new mode> <old sha> <new sha> <status>" then the path.
+      const [, mode, , sha] = meta.slice(1).split(' ');
+      meta = undefined;
+      const change = { mode, sha, path: record };
+      filesChanged++;
+      if (filesChanged > policy.maxChangedFiles) return false;
+      if (!allowed.some((a) => pathIsUnder(change.path, a))) {
+        outOfScopeCount++;
+        if (outOfScope.length < MAX_LISTED_PATHS) outOfScope.push(redact(change.path));
+      }
+      if (mode === '120000') linked.push(change);
+      else if (mode === '160000') gitlinks.push(change);
+      else if (mode !== '000000') added.set(sha, change.path);
       return true;
-    }
-    // ":<old mode> <new mode> <old sha> <new sha> <status>" then the path.
-    const [, mode, , sha] = meta.slice(1).split(' ');
-    meta = undefined;
-    const change = { mode, sha, path: record };
-    filesChanged++;
-    if (filesChanged > policy.maxChangedFiles) return false;
-    if (!allowed.some((a) => pathIsUnder(change.path, a))) {
-      outOfScopeCount++;
-      if (outOfScope.length < MAX_LISTED_PATHS) outOfScope.push(redact(change.path));
-    }
-    if (mode === '120000') linked.push(change);
-    else if (mode === '160000') gitlinks.push(change);
-    else if (mode !== '000000') added.set(sha, change.path);
-    return true;
-  });
+    },
+  );
   if (filesChanged > policy.maxChangedFiles) {
-    throw permanent('TooLarge', `the worker's commits change more than ${policy.maxChangedFiles} files (policy.maxChangedFiles); split the sub-task or raise the limit`);
+    throw permanent(
+      'TooLarge',
+      `the worker's commits change more than ${policy.maxChangedFiles} files (policy.maxChangedFiles); split the sub-task or raise the limit`,
+    );
   }
   if (gitlinks.length > 0 && !policy.allowSubmodules) {
     const g = gitlinks[0];
-    throw permanent('PolicyViolation', redact(`"${g.path}" is a submodule (a gitlink to commit ${g.sha.slice(0, 12)} of another repository); submodules are refused unless policy.allowSubmodules is true`));
+    throw permanent(
+      'PolicyViolation',
+      redact(
+        `"${g.path}" is a submodule (a gitlink to commit ${g.sha.slice(0, 12)} of another repository); submodules are refused unless policy.allowSubmodules is true`,
+      ),
+    );
   }
   if (!policy.allowExternalSymlinks) {
     for (const link of linked) {
       const target = await staging.blob(link.sha);
       if (leavesRepository(link.path, target)) {
-        throw permanent('PolicyViolation', redact(`"${link.path}" is a symbolic link to "${target.slice(0, 200)}", outside the repository; such links are refused unless policy.allowExternalSymlinks is true`));
+        throw permanent(
+          'PolicyViolation',
+          redact(
+            `"${link.path}" is a symbolic link to "${target.slice(0, 200)}", outside the repository; such links are refused unless policy.allowExternalSymlinks is true`,
+          ),
+        );
       }
     }
   }
@@ -99,7 +116,11 @@ async function checkLineage(staging: StagingRepo, baseSha: string, headSha: stri
     () => true,
     () => false,
   );
-  if (!isAncestor) throw permanent('LineageBroken', `the worker's commits do not descend from the base commit ${baseSha.slice(0, 12)}`);
+  if (!isAncestor)
+    throw permanent(
+      'LineageBroken',
+      `the worker's commits do not descend from the base commit ${baseSha.slice(0, 12)}`,
+    );
   // A root commit not reachable from the base is history from elsewhere (a merge of an
   // unrelated branch, even one with `-s ours` that leaves the tree alone).
   const roots: string[] = [];
@@ -117,17 +138,29 @@ async function checkLineage(staging: StagingRepo, baseSha: string, headSha: stri
 }
 
 /** Every blob the new commits add, in any of them, is within the size limit. */
-async function checkFileSizes(staging: StagingRepo, baseSha: string, headSha: string, maxBytes: number, paths: Map<string, string>): Promise<void> {
+async function checkFileSizes(
+  staging: StagingRepo,
+  baseSha: string,
+  headSha: string,
+  maxBytes: number,
+  paths: Map<string, string>,
+): Promise<void> {
   let big: string | undefined;
   // blob:limit=n omits blobs of n bytes or more and --filter-print-omitted lists them as "~<sha>".
-  await staging.stream(['rev-list', '--objects', `--filter=blob:limit=${maxBytes + 1}`, '--filter-print-omitted', headSha, `^${baseSha}`], '\n', (line) => {
-    if (!line.startsWith('~')) return true;
-    big = line.slice(1);
-    return false;
-  });
+  await staging.stream(
+    ['rev-list', '--objects', `--filter=blob:limit=${maxBytes + 1}`, '--filter-print-omitted', headSha, `^${baseSha}`],
+    '\n',
+    (line) => {
+      if (!line.startsWith('~')) return true;
+      big = line.slice(1);
+      return false;
+    },
+  );
   if (!big) return;
   const size = Number((await staging.raw(['cat-file', '-s', big])).trim());
-  const where = paths.has(big) ? `"${redact(paths.get(big)!)}"` : `a file in the worker's history (blob ${big.slice(0, 12)})`;
+  const where = paths.has(big)
+    ? `"${redact(paths.get(big)!)}"`
+    : `a file in the worker's history (blob ${big.slice(0, 12)})`;
   throw permanent('TooLarge', `${where} is ${size} bytes, over the limit of ${maxBytes} bytes (policy.maxFileBytes)`);
 }
 

@@ -22,12 +22,17 @@ export interface LogOptions {
 export function logOptions(args: string[], env: NodeJS.ProcessEnv = process.env): LogOptions {
   const { values } = parseArgs({ args, options: { verbose: { type: 'boolean' }, 'log-format': { type: 'string' } } });
   const level = values.verbose ? 'debug' : oneOf('FLOTILLA_LOG_LEVEL', env.FLOTILLA_LOG_LEVEL ?? 'info', LOG_LEVELS);
-  const format = oneOf(values['log-format'] ? '--log-format' : 'FLOTILLA_LOG_FORMAT', values['log-format'] ?? env.FLOTILLA_LOG_FORMAT ?? 'text', LOG_FORMATS);
+  const format = oneOf(
+    values['log-format'] ? '--log-format' : 'FLOTILLA_LOG_FORMAT',
+    values['log-format'] ?? env.FLOTILLA_LOG_FORMAT ?? 'text',
+    LOG_FORMATS,
+  );
   return { level, format };
 }
 
 function oneOf<T extends string>(field: string, value: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(value)) throw new Error(`${field}: must be one of ${allowed.join(', ')}, not "${value}"`);
+  if (!(allowed as readonly string[]).includes(value))
+    throw new Error(`${field}: must be one of ${allowed.join(', ')}, not "${value}"`);
   return value as T;
 }
 

@@ -44,7 +44,15 @@ export interface GcOptions {
 export interface GcReport {
   dryRun: boolean;
   /** Runs closed longer than the threshold: their refs and sandboxes are (or would be) removed. */
-  removedRuns: { workflowId: string; runId: string; runKey: string; closedAt: string; refs: number; sandboxes: string[]; artifacts?: number }[];
+  removedRuns: {
+    workflowId: string;
+    runId: string;
+    runKey: string;
+    closedAt: string;
+    refs: number;
+    sandboxes: string[];
+    artifacts?: number;
+  }[];
   /** Runs whose state is kept, and why. */
   keptRuns: { runKey: string; workflowId?: string; reason: string }[];
   artifacts: { removed: number; kept: number; reason?: string };
@@ -58,7 +66,10 @@ const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86
 /** "7d", "12h", "30m", "45s" or "0": milliseconds, or an error naming the option (or variable). */
 export function parseAge(text: string, field = '--older-than'): number {
   const m = /^(\d+)([smhd])?$/.exec(text.trim());
-  if (!m || (!m[2] && m[1] !== '0')) throw new Error(`${field} must be a whole number with a unit (s, m, h or d), such as 7d or 12h, or 0; not "${text}"`);
+  if (!m || (!m[2] && m[1] !== '0'))
+    throw new Error(
+      `${field} must be a whole number with a unit (s, m, h or d), such as 7d or 12h, or 0; not "${text}"`,
+    );
   return Number(m[1]) * UNITS[m[2] ?? 's'];
 }
 
@@ -79,7 +90,10 @@ async function leaderRuns(client: Client): Promise<Map<string, KnownRun>> {
 
 /** Confirms with the authoritative describe() that a run is closed, and since when. */
 async function closedSince(client: Client, run: KnownRun): Promise<Date | undefined> {
-  const d = await client.workflow.getHandle(run.workflowId, run.runId).describe().catch(() => undefined);
+  const d = await client.workflow
+    .getHandle(run.workflowId, run.runId)
+    .describe()
+    .catch(() => undefined);
   return d && d.status.name !== 'RUNNING' ? d.closeTime : undefined;
 }
 
@@ -89,7 +103,9 @@ const ARTIFACT_REFS = 'refs/flotilla/artifacts/';
 /** The runKey of every refs/flotilla/<runKey>/<name> ref here (and in the shared store), with its refs. */
 async function stagingRefs(stagingDir: string, shared?: StagingRepo): Promise<Map<string, string[]>> {
   const local = existsSync(path.join(stagingDir, 'HEAD'))
-    ? (await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/'])).split('\n')
+    ? (await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/'])).split(
+        '\n',
+      )
     : [];
   return byRun([...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]);
 }
@@ -133,9 +149,21 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const sandboxes = await list(sandboxDir);
   const artifacts = new ArtifactStore(artifactDir);
   const claims = await artifacts.claims();
-  const report: GcReport = { dryRun: o.dryRun, removedRuns: [], keptRuns: [], artifacts: { removed: 0, kept: 0 }, freedBytes: 0 };
+  const report: GcReport = {
+    dryRun: o.dryRun,
+    removedRuns: [],
+    keptRuns: [],
+    artifacts: { removed: 0, kept: 0 },
+    freedBytes: 0,
+  };
 
-  const keys = [...new Set([...refs.keys(), ...claims.keys(), ...sandboxes.map((s) => ownerOf(s, [...runs.keys(), ...refs.keys()]) ?? s)])];
+  const keys = [
+    ...new Set([
+      ...refs.keys(),
+      ...claims.keys(),
+      ...sandboxes.map((s) => ownerOf(s, [...runs.keys(), ...refs.keys()]) ?? s),
+    ]),
+  ];
   const removable = new Set<string>();
   for (const key of keys) {
     const run = runs.get(key);
@@ -145,11 +173,24 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
     }
     const closedAt = run.closedAt && (await closedSince(client, run));
     if (!closedAt) report.keptRuns.push({ runKey: key, workflowId: run.workflowId, reason: 'open' });
-    else if (now - closedAt.getTime() < o.olderThanMs) report.keptRuns.push({ runKey: key, workflowId: run.workflowId, reason: `closed ${closedAt.toISOString()}, within the threshold` });
+    else if (now - closedAt.getTime() < o.olderThanMs)
+      report.keptRuns.push({
+        runKey: key,
+        workflowId: run.workflowId,
+        reason: `closed ${closedAt.toISOString()}, within the threshold`,
+      });
     else {
       removable.add(key);
       const own = sandboxes.filter((s) => ownerOf(s, keys) === key);
-      report.removedRuns.push({ workflowId: run.workflowId, runId: run.runId, runKey: key, closedAt: closedAt.toISOString(), refs: refs.get(key)?.length ?? 0, sandboxes: own, artifacts: claims.get(key)?.size ?? 0 });
+      report.removedRuns.push({
+        workflowId: run.workflowId,
+        runId: run.runId,
+        runKey: key,
+        closedAt: closedAt.toISOString(),
+        refs: refs.get(key)?.length ?? 0,
+        sandboxes: own,
+        artifacts: claims.get(key)?.size ?? 0,
+      });
     }
   }
 
@@ -157,9 +198,16 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   const doomedRefs = [...removable].flatMap((k) => refs.get(k) ?? []);
   const doomedSandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(sandboxDir, s)));
   // A run's object store (src/git/run-mirror.ts) normally went with its last sandbox; not when that sandbox went here.
-  const doomedStores = [...removable].flatMap((k) => [`${k}.git`, `${k}.users`].map((n) => path.join(o.dataDir, 'run-objects', n)));
+  const doomedStores = [...removable].flatMap((k) =>
+    [`${k}.git`, `${k}.users`].map((n) => path.join(o.dataDir, 'run-objects', n)),
+  );
   const doomedArtifacts = await unclaimedArtifacts(artifacts, claims, removable, now - o.olderThanMs, report);
-  for (const file of [...doomedSandboxes, ...doomedStores, ...doomedArtifacts.map((hex) => artifacts.pathOf(`sha256:${hex}`))]) report.freedBytes += await sizeOf(file);
+  for (const file of [
+    ...doomedSandboxes,
+    ...doomedStores,
+    ...doomedArtifacts.map((hex) => artifacts.pathOf(`sha256:${hex}`)),
+  ])
+    report.freedBytes += await sizeOf(file);
   const doomedShared = shared && report.keptRuns.length === 0 ? await shared.sharedRefs(ARTIFACT_REFS) : [];
   if (shared) report.sharedStore = { refs: doomedRefs.length, artifacts: doomedShared.length };
   if (o.dryRun) return report;
@@ -176,7 +224,11 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
   for (const file of [...doomedSandboxes, ...doomedStores]) await rm(file, { recursive: true, force: true });
   // The store re-reads the claims before it removes: a run may have claimed one since.
   const pruned = await artifacts.prune(doomedArtifacts, removable);
-  report.artifacts = { ...report.artifacts, removed: pruned.removed, kept: report.artifacts.kept + doomedArtifacts.length - pruned.removed };
+  report.artifacts = {
+    ...report.artifacts,
+    removed: pruned.removed,
+    kept: report.artifacts.kept + doomedArtifacts.length - pruned.removed,
+  };
   return report;
 }
 
@@ -185,14 +237,21 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
  * gc listed it: every run has its base ref before it writes a log, so a new one may have named any
  * of them, and they all stay.
  */
-async function stillUnclaimed(shared: StagingRepo, listed: Map<string, string[]>, artifacts: string[]): Promise<string[]> {
+async function stillUnclaimed(
+  shared: StagingRepo,
+  listed: Map<string, string[]>,
+  artifacts: string[],
+): Promise<string[]> {
   if (artifacts.length === 0) return [];
   const now = byRun(await shared.sharedRefs('refs/flotilla/'));
   return [...now.keys()].every((key) => listed.has(key)) ? artifacts : [];
 }
 
 function deleteRefs(stagingDir: string, doomed: string[]): void {
-  const r = spawnSync('git', ['update-ref', '--stdin'], { cwd: stagingDir, input: doomed.map((ref) => `delete ${ref}\n`).join('') });
+  const r = spawnSync('git', ['update-ref', '--stdin'], {
+    cwd: stagingDir,
+    input: doomed.map((ref) => `delete ${ref}\n`).join(''),
+  });
   if (r.status !== 0) throw new Error(`git update-ref failed in ${stagingDir}: ${r.stderr.toString().trim()}`);
 }
 
@@ -200,7 +259,13 @@ function deleteRefs(stagingDir: string, doomed: string[]): void {
  * The artifacts that can go: those claimed only by removed runs, and, if nothing is kept, those
  * no run claimed that are older than `cutoff` (see the module comment).
  */
-async function unclaimedArtifacts(store: ArtifactStore, claims: Map<string, Set<string>>, removed: Set<string>, cutoff: number, report: GcReport): Promise<string[]> {
+async function unclaimedArtifacts(
+  store: ArtifactStore,
+  claims: Map<string, Set<string>>,
+  removed: Set<string>,
+  cutoff: number,
+  report: GcReport,
+): Promise<string[]> {
   const stored = await store.stored();
   const keptClaims = new Set([...claims].filter(([k]) => !removed.has(k)).flatMap(([, hexes]) => [...hexes]));
   const removedClaims = new Set([...claims].filter(([k]) => removed.has(k)).flatMap(([, hexes]) => [...hexes]));
@@ -222,10 +287,16 @@ async function unclaimedArtifacts(store: ArtifactStore, claims: Map<string, Set<
 /** The lines `flotilla gc` prints. */
 export function formatGc(r: GcReport): string {
   const verb = r.dryRun ? 'would remove' : 'removed';
-  const lines = r.removedRuns.map((x) => `${verb} ${x.workflowId} (closed ${x.closedAt}): ${x.refs} staging ref(s), ${x.sandboxes.length} sandbox(es), ${x.artifacts ?? 0} artifact claim(s)`);
+  const lines = r.removedRuns.map(
+    (x) =>
+      `${verb} ${x.workflowId} (closed ${x.closedAt}): ${x.refs} staging ref(s), ${x.sandboxes.length} sandbox(es), ${x.artifacts ?? 0} artifact claim(s)`,
+  );
   for (const k of r.keptRuns) lines.push(`kept ${k.workflowId ?? k.runKey}: ${k.reason}`);
-  lines.push(`artifacts: ${verb} ${r.artifacts.removed}, kept ${r.artifacts.kept}${r.artifacts.reason ? ` (${r.artifacts.reason})` : ''}`);
-  if (r.sharedStore) lines.push(`shared store: ${verb} ${r.sharedStore.refs} staging ref(s) and ${r.sharedStore.artifacts} artifact(s)`);
+  lines.push(
+    `artifacts: ${verb} ${r.artifacts.removed}, kept ${r.artifacts.kept}${r.artifacts.reason ? ` (${r.artifacts.reason})` : ''}`,
+  );
+  if (r.sharedStore)
+    lines.push(`shared store: ${verb} ${r.sharedStore.refs} staging ref(s) and ${r.sharedStore.artifacts} artifact(s)`);
   lines.push(`${r.dryRun ? 'would free' : 'freed'} ${(r.freedBytes / 1024).toFixed(1)} KiB`);
   return lines.join('\n');
 }
@@ -249,7 +320,10 @@ function age(env: NodeJS.ProcessEnv, name: string): number | undefined {
   } catch (err) {
     throw new ConfigError((err as Error).message);
   }
-  if (ms === 0) throw new ConfigError(`${name} must be longer than 0, such as 7d or 12h; unset FLOTILLA_RETENTION to turn retention off`);
+  if (ms === 0)
+    throw new ConfigError(
+      `${name} must be longer than 0, such as 7d or 12h; unset FLOTILLA_RETENTION to turn retention off`,
+    );
   return ms;
 }
 
@@ -257,7 +331,11 @@ function age(env: NodeJS.ProcessEnv, name: string): number | undefined {
 export function retentionPolicy(env: NodeJS.ProcessEnv = process.env): RetentionPolicy | undefined {
   const olderThanMs = age(env, 'FLOTILLA_RETENTION');
   if (olderThanMs === undefined) return undefined;
-  return { setting: env.FLOTILLA_RETENTION!.trim(), olderThanMs, everyMs: age(env, 'FLOTILLA_RETENTION_INTERVAL') ?? 3_600_000 };
+  return {
+    setting: env.FLOTILLA_RETENTION!.trim(),
+    olderThanMs,
+    everyMs: age(env, 'FLOTILLA_RETENTION_INTERVAL') ?? 3_600_000,
+  };
 }
 
 /**
@@ -288,7 +366,12 @@ interface RetentionLog {
  * on this host's data directory: each host prunes its own sandboxes. One line says what went; a
  * failure is logged and the next pass tries again, the worker goes on.
  */
-export function startRetention(client: Client, dataDir: string, policy: RetentionPolicy, log: RetentionLog): { stop(): Promise<void> } {
+export function startRetention(
+  client: Client,
+  dataDir: string,
+  policy: RetentionPolicy,
+  log: RetentionLog,
+): { stop(): Promise<void> } {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let pass = Promise.resolve();
@@ -298,7 +381,9 @@ export function startRetention(client: Client, dataDir: string, policy: Retentio
       if (r.removedRuns.length || r.artifacts.removed) log.info(retentionLine(r, policy.setting));
       else log.debug(`retention: nothing to remove (${r.keptRuns.length} run(s) kept)`);
     } catch (err) {
-      log.warn(`retention: gc failed, tried again in ${Math.round(policy.everyMs / 1000)}s: ${err instanceof Error ? err.message : String(err)}`);
+      log.warn(
+        `retention: gc failed, tried again in ${Math.round(policy.everyMs / 1000)}s: ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
     if (!stopped) timer = setTimeout(() => (pass = collect()), policy.everyMs);
   };

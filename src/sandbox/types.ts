@@ -49,7 +49,11 @@ export interface Sandbox {
    * change its contents (local: owned by root, mode 0444). It can still remove it from the
    * directory, which stays the sandbox's.
    */
-  writeFile(path: string, data: Uint8Array | string, options?: { readOnly?: boolean; executable?: boolean }): Promise<void>;
+  writeFile(
+    path: string,
+    data: Uint8Array | string,
+    options?: { readOnly?: boolean; executable?: boolean },
+  ): Promise<void>;
   readFile(path: string): Promise<Uint8Array>;
   /** Copies the host file `hostPath` to `path` in the sandbox (as writeFile would), streamed: bundles can be large. */
   copyIn(hostPath: string, path: string): Promise<void>;

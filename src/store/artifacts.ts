@@ -57,7 +57,12 @@ export class ArtifactStore {
     await this.ensureDir();
     const tmp = path.join(this.dir, `stream.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
     const publish = this.shared && ((hex: string, file: string) => this.shared!.publish(hex, file));
-    return new LogWriter(tmp, (hex) => this.fileFor(hex), publish, runKey ? (hex) => this.claim(runKey, hex) : undefined);
+    return new LogWriter(
+      tmp,
+      (hex) => this.fileFor(hex),
+      publish,
+      runKey ? (hex) => this.claim(runKey, hex) : undefined,
+    );
   }
 
   async get(ref: string): Promise<Buffer> {
@@ -72,10 +77,12 @@ export class ArtifactStore {
     const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
     try {
       // Published before its reference was returned to anyone: a retry would not find it either.
-      if (!(await this.shared!.fetch(ref.slice('sha256:'.length), tmp))) throw permanent('ArtifactMissing', `artifact ${ref} is neither on this host nor in the shared store`);
+      if (!(await this.shared!.fetch(ref.slice('sha256:'.length), tmp)))
+        throw permanent('ArtifactMissing', `artifact ${ref} is neither on this host nor in the shared store`);
       const hash = createHash('sha256');
       for await (const chunk of createReadStream(tmp)) hash.update(chunk as Buffer);
-      if (`sha256:${hash.digest('hex')}` !== ref) throw new Error(`the shared store's copy of artifact ${ref} does not match its hash`);
+      if (`sha256:${hash.digest('hex')}` !== ref)
+        throw new Error(`the shared store's copy of artifact ${ref} does not match its hash`);
       await rename(tmp, file);
     } finally {
       await rm(tmp, { force: true });
@@ -129,7 +136,9 @@ export class ArtifactStore {
   async prune(hexes: string[], gone: Set<string>): Promise<{ removed: number; bytes: number }> {
     const hidden = (hex: string) => `${this.fileFor(hex)}.pruning`;
     for (const hex of hexes) await rename(this.fileFor(hex), hidden(hex)).catch(() => undefined);
-    const keep = new Set([...(await this.claims())].filter(([runKey]) => !gone.has(runKey)).flatMap(([, claimed]) => [...claimed]));
+    const keep = new Set(
+      [...(await this.claims())].filter(([runKey]) => !gone.has(runKey)).flatMap(([, claimed]) => [...claimed]),
+    );
     let removed = 0;
     let bytes = 0;
     for (const hex of hexes) {
@@ -182,7 +191,8 @@ export class LogWriter {
   }
 
   write(chunk: string): void {
-    this.end = chunk.length >= TAIL_BYTES * 2 ? chunk.slice(-TAIL_BYTES * 2) : (this.end + chunk).slice(-TAIL_BYTES * 2);
+    this.end =
+      chunk.length >= TAIL_BYTES * 2 ? chunk.slice(-TAIL_BYTES * 2) : (this.end + chunk).slice(-TAIL_BYTES * 2);
     const room = LOG_KEEP - this.headChars;
     if (room > 0) {
       const head = chunk.slice(0, room);
@@ -203,7 +213,11 @@ export class LogWriter {
       const dropped = Math.max(0, this.ringBytes - LOG_KEEP);
       if (dropped > 0) this.emit(`\n… [flotilla: ${dropped} bytes of output omitted] …\n`);
       const at = this.ringBytes % LOG_KEEP;
-      this.emit(dropped > 0 ? Buffer.concat([this.ring.subarray(at), this.ring.subarray(0, at)]) : this.ring.subarray(0, this.ringBytes));
+      this.emit(
+        dropped > 0
+          ? Buffer.concat([this.ring.subarray(at), this.ring.subarray(0, at)])
+          : this.ring.subarray(0, this.ringBytes),
+      );
       this.ring = undefined;
     }
     await new Promise<void>((resolve, reject) => this.out.end((err?: Error | null) => (err ? reject(err) : resolve())));

@@ -16,8 +16,11 @@ const EVERY_KIND = [{ kind: 'shell', command: 'true' }, { kind: 'claude-code' },
 /** The credential values present in this process's environment, longest first. */
 export function secretValues(env: NodeJS.ProcessEnv = process.env): string[] {
   const names = new Set(['FLOTILLA_GIT_TOKEN']);
-  for (const spec of EVERY_KIND) for (const name of harnessFor(spec).passEnv) if (SECRET_NAME.test(name)) names.add(name);
-  const values = [...names].map((n) => env[n]).filter((v): v is string => v !== undefined && v.length >= MIN_SECRET_LENGTH);
+  for (const spec of EVERY_KIND)
+    for (const name of harnessFor(spec).passEnv) if (SECRET_NAME.test(name)) names.add(name);
+  const values = [...names]
+    .map((n) => env[n])
+    .filter((v): v is string => v !== undefined && v.length >= MIN_SECRET_LENGTH);
   return [...new Set(values)].sort((a, b) => b.length - a.length);
 }
 

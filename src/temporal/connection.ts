@@ -28,12 +28,18 @@ export interface WorkerSession extends Target {
 /** The CLI's connection: never starts a server, only reaches the configured or running one. */
 export async function connectClient(opts: { dataDir: string }): Promise<ClientSession> {
   const temporal = await ensureTemporal({ dataDir: opts.dataDir, connectOnly: true });
-  const connection = await reach(temporal, () => Connection.connect({ address: temporal.address, ...temporal.connection }));
+  const connection = await reach(temporal, () =>
+    Connection.connect({ address: temporal.address, ...temporal.connection }),
+  );
   // With an OTLP endpoint configured, a run's trace opens here, at `flotilla start`.
   const tracing = startTracing('flotilla-cli', (line) => console.error(line));
   return {
     ...summary(temporal),
-    client: new Client({ connection, namespace: temporal.namespace, interceptors: { workflow: tracing?.clientInterceptors } }),
+    client: new Client({
+      connection,
+      namespace: temporal.namespace,
+      interceptors: { workflow: tracing?.clientInterceptors },
+    }),
     close: async () => {
       await tracing?.flush();
       await connection.close();
@@ -45,7 +51,9 @@ export async function connectClient(opts: { dataDir: string }): Promise<ClientSe
 export async function connectWorker(opts: { dataDir: string }): Promise<WorkerSession> {
   const temporal = await ensureTemporal({ dataDir: opts.dataDir });
   try {
-    const connection = await reach(temporal, () => NativeConnection.connect({ address: temporal.address, ...temporal.connection }));
+    const connection = await reach(temporal, () =>
+      NativeConnection.connect({ address: temporal.address, ...temporal.connection }),
+    );
     return {
       ...summary(temporal),
       connection,
@@ -70,7 +78,9 @@ async function reach<T>(temporal: TemporalTarget, open: () => Promise<T>): Promi
   } catch (err) {
     const from = temporal.source ? ` (${temporal.source})` : '';
     const raw = (err instanceof Error ? err.message : String(err)).replace(/\s+/g, ' ').trim();
-    const tlsFailure = temporal.connection.tls ? await handshakeFailure(temporal.address, temporal.connection.tls) : undefined;
+    const tlsFailure = temporal.connection.tls
+      ? await handshakeFailure(temporal.address, temporal.connection.tls)
+      : undefined;
     const reason = tlsFailure
       ? `TLS handshake failed (${tlsFailure}); check the server CA (TEMPORAL_TLS_SERVER_CA_CERT_PATH or tls.server_ca_cert_path), ` +
         'the server name, and that the server speaks TLS'

@@ -4,7 +4,10 @@ import { encodeSearchAttributeIndexedValueType as indexedValueType } from '@temp
 import type { temporal } from '@temporalio/proto';
 import { SEARCH_ATTRIBUTES } from '../contracts/search-attributes';
 
-type OperatorService = Pick<temporal.api.operatorservice.v1.OperatorService, 'listSearchAttributes' | 'addSearchAttributes'>;
+type OperatorService = Pick<
+  temporal.api.operatorservice.v1.OperatorService,
+  'listSearchAttributes' | 'addSearchAttributes'
+>;
 
 /** The command that registers them, for messages. */
 export const SETUP_COMMAND = 'flotilla setup-cluster';
@@ -16,7 +19,13 @@ export function devServerFlags(): string[] {
 
 /** The type as the Temporal CLI spells it: Keyword, Double. */
 export function typeName(type: SearchAttributeType): string {
-  return type.charAt(0) + type.slice(1).toLowerCase().replace(/_(\w)/g, (_m, c: string) => c.toUpperCase());
+  return (
+    type.charAt(0) +
+    type
+      .slice(1)
+      .toLowerCase()
+      .replace(/_(\w)/g, (_m, c: string) => c.toUpperCase())
+  );
 }
 export interface AttributeCheck {
   missing: string[];
@@ -42,7 +51,9 @@ export async function registerSearchAttributes(operator: OperatorService, namesp
   const { missing, mistyped } = await checkSearchAttributes(operator, namespace);
   if (mistyped.length) throw new Error(mistypedMessage(namespace, mistyped));
   if (!missing.length) return [];
-  const searchAttributes = Object.fromEntries(SEARCH_ATTRIBUTES.filter((k) => missing.includes(k.name)).map((k) => [k.name, indexedValueType(k.type)!]));
+  const searchAttributes = Object.fromEntries(
+    SEARCH_ATTRIBUTES.filter((k) => missing.includes(k.name)).map((k) => [k.name, indexedValueType(k.type)!]),
+  );
   try {
     await operator.addSearchAttributes({ namespace, searchAttributes });
   } catch (err) {

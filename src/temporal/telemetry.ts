@@ -16,7 +16,9 @@ import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { ConfigError } from '../config/settings';
 
 /** Where the workflow interceptors live: bundled into the workflow code of a traced worker. */
-export const TRACED_WORKFLOW_MODULES = [require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors')];
+export const TRACED_WORKFLOW_MODULES = [
+  require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+];
 
 export interface Tracing {
   /** The OTLP endpoint spans go to, for the worker's start line (without any credentials in the URL). */
@@ -42,22 +44,34 @@ let started: Tracing | undefined;
  * Tracing for this process, if an endpoint is configured; undefined (and nothing loaded) if not.
  * Once per process: the context manager and propagator it installs are global.
  */
-export function startTracing(defaultServiceName: string, warn: (line: string) => void, env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
+export function startTracing(
+  defaultServiceName: string,
+  warn: (line: string) => void,
+  env: NodeJS.ProcessEnv = process.env,
+): Tracing | undefined {
   const endpoint = tracesEndpoint(env);
   if (!endpoint) return undefined;
   if (started) return started;
   const url = URL.parse(endpoint);
   if (!url || !/^https?:$/.test(url.protocol)) {
-    const name = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
-    throw new ConfigError(`${name} must be an http:// or https:// URL (OTLP over HTTP), such as http://localhost:4318; not "${env[name]}"`);
+    const name = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+      ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
+      : 'OTEL_EXPORTER_OTLP_ENDPOINT';
+    throw new ConfigError(
+      `${name} must be an http:// or https:// URL (OTLP over HTTP), such as http://localhost:4318; not "${env[name]}"`,
+    );
   }
   const shown = `${url.protocol}//${url.host}${url.pathname}`;
-  const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
+  const { AsyncLocalStorageContextManager } =
+    require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
   const { setGlobalErrorHandler } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
-  const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http');
+  const { OTLPTraceExporter } =
+    require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http');
   const { Resource } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
-  const { BasicTracerProvider, BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base') as typeof import('@opentelemetry/sdk-trace-base');
-  const otel = require('@temporalio/interceptors-opentelemetry') as typeof import('@temporalio/interceptors-opentelemetry');
+  const { BasicTracerProvider, BatchSpanProcessor } =
+    require('@opentelemetry/sdk-trace-base') as typeof import('@opentelemetry/sdk-trace-base');
+  const otel =
+    require('@temporalio/interceptors-opentelemetry') as typeof import('@temporalio/interceptors-opentelemetry');
 
   // An unreachable collector loses spans, never a run; said once per distinct reason, not every batch.
   const said = new Set<string>();
@@ -77,10 +91,14 @@ export function startTracing(defaultServiceName: string, warn: (line: string) =>
     endpoint: shown,
     clientInterceptors: [new otel.OpenTelemetryWorkflowClientInterceptor({ tracer })],
     activityInterceptors: [
-      (ctx) => ({ inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx, { tracer }), outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx) }),
+      (ctx) => ({
+        inbound: new otel.OpenTelemetryActivityInboundInterceptor(ctx, { tracer }),
+        outbound: new otel.OpenTelemetryActivityOutboundInterceptor(ctx),
+      }),
     ],
     sinks: { exporter: otel.makeWorkflowExporter(withoutPayloads(processor), resource) },
-    flush: () => provider.forceFlush().catch((err: Error) => warn(`tracing: spans not exported to ${shown}: ${err.message}`)),
+    flush: () =>
+      provider.forceFlush().catch((err: Error) => warn(`tracing: spans not exported to ${shown}: ${err.message}`)),
   };
   return started;
 }
@@ -90,13 +108,26 @@ export function startTracing(defaultServiceName: string, warn: (line: string) =>
  * each span, memo, search attributes and a previous run's result included: only identifiers
  * leave the worker.
  */
-const SPAN_ATTRIBUTES = new Set(['temporalWorkflowId', 'run_id', 'temporalActivityId', 'temporalUpdateId', 'workflowId', 'runId', 'workflowType', 'taskQueue', 'namespace', 'attempt']);
+const SPAN_ATTRIBUTES = new Set([
+  'temporalWorkflowId',
+  'run_id',
+  'temporalActivityId',
+  'temporalUpdateId',
+  'workflowId',
+  'runId',
+  'workflowType',
+  'taskQueue',
+  'namespace',
+  'attempt',
+]);
 
 function withoutPayloads(next: SpanProcessor): SpanProcessor {
   return {
     onStart: (span, context) => next.onStart(span, context),
     onEnd: (span: ReadableSpan) => {
-      const attributes = Object.fromEntries(Object.entries(span.attributes).filter(([k, v]) => SPAN_ATTRIBUTES.has(k) && typeof v !== 'object'));
+      const attributes = Object.fromEntries(
+        Object.entries(span.attributes).filter(([k, v]) => SPAN_ATTRIBUTES.has(k) && typeof v !== 'object'),
+      );
       next.onEnd({ ...span, spanContext: () => span.spanContext(), attributes });
     },
     forceFlush: () => next.forceFlush(),

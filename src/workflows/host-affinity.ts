@@ -7,7 +7,13 @@
  * workflow moves the sandbox: it claims another host and rebuilds the sandbox there from the
  * last checkpoint, a bounded number of times.
  */
-import { type ActivityOptions, ActivityFailure, ApplicationFailure, TimeoutFailure, proxyActivities } from '@temporalio/workflow';
+import {
+  type ActivityOptions,
+  ActivityFailure,
+  ApplicationFailure,
+  TimeoutFailure,
+  proxyActivities,
+} from '@temporalio/workflow';
 import type { Activities, HostPlacement } from '../activities';
 import { permanent } from '../contracts/failures';
 import type { Reprovision } from '../contracts/reports';
@@ -28,7 +34,8 @@ export function hostLost(err: unknown): string | undefined {
   if (cause instanceof TimeoutFailure && cause.timeoutType === 'SCHEDULE_TO_START') {
     return `its host did not pick up ${err.activityType} in time`;
   }
-  if (cause instanceof ApplicationFailure && cause.type === 'SandboxMissing') return `its host no longer has the sandbox (${err.activityType})`;
+  if (cause instanceof ApplicationFailure && cause.type === 'SandboxMissing')
+    return `its host no longer has the sandbox (${err.activityType})`;
   return undefined;
 }
 
@@ -55,7 +62,11 @@ export class SandboxHome {
 
   /** Activities with `options`, sent to the sandbox's host. */
   on(options: ActivityOptions) {
-    return proxyActivities<Activities>({ ...options, taskQueue: this.placement.taskQueue, scheduleToStartTimeout: this.hostTimeoutMs });
+    return proxyActivities<Activities>({
+      ...options,
+      taskQueue: this.placement.taskQueue,
+      scheduleToStartTimeout: this.hostTimeoutMs,
+    });
   }
 
   /** Runs `step`; when the host is lost, moves the sandbox with `rebuild` and runs it again. */
@@ -75,7 +86,10 @@ export class SandboxHome {
   async move(why: string, rebuild: (move: Reprovision) => Promise<void>): Promise<void> {
     for (;;) {
       if (this.moves.length >= MAX_REPROVISIONS) {
-        throw permanent('HostLost', `${this.what}: lost its sandbox's host ${this.moves.length + 1} times (last: ${why}); not moving it again`);
+        throw permanent(
+          'HostLost',
+          `${this.what}: lost its sandbox's host ${this.moves.length + 1} times (last: ${why}); not moving it again`,
+        );
       }
       const from = this.placement.host;
       await this.claim();

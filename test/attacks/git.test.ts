@@ -26,7 +26,8 @@ const request = (url: string, subTasks: ReturnType<typeof task>[], extra: object
 });
 
 /** Commits `id/work.txt`, the sub-task's legitimate change. */
-const honest = (id: string) => `mkdir -p ${id} && echo 'work of ${id}' > ${id}/work.txt && git add -A && git commit -qm 'work of ${id}'`;
+const honest = (id: string) =>
+  `mkdir -p ${id} && echo 'work of ${id}' > ${id}/work.txt && git add -A && git commit -qm 'work of ${id}'`;
 
 /** The attempts Temporal recorded for `activity` in a worker's history (1 = never retried). */
 async function attempts(leaderId: string, workerId: string, activity: string): Promise<number[]> {
@@ -74,11 +75,20 @@ echo pwned > evil.txt && git add evil.txt && git commit -qm swapped --no-verify 
       'echo "$HOME/evil" > .git/commondir',
       `echo '* filter=evil' > commondir/.gitattributes && echo 'work of commondir' > commondir/work.txt`,
     ].join(' && ');
-    const end = await env.run(request(remote.url, [task('reftx', refTx), task('postcommit', postCommit), task('commondir', commonDir)]));
+    const end = await env.run(
+      request(remote.url, [task('reftx', refTx), task('postcommit', postCommit), task('commondir', commonDir)]),
+    );
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     const files = await remote.files('main');
-    expect(files.sort()).toEqual(['README.md', 'commondir/.gitattributes', 'commondir/work.txt', 'postcommit/.gitattributes', 'postcommit/work.txt', 'reftx/work.txt']);
+    expect(files.sort()).toEqual([
+      'README.md',
+      'commondir/.gitattributes',
+      'commondir/work.txt',
+      'postcommit/.gitattributes',
+      'postcommit/work.txt',
+      'reftx/work.txt',
+    ]);
     expect(await remote.show('main', 'commondir/work.txt')).toBe('work of commondir\n');
     expect(await remote.show('main', 'postcommit/work.txt')).toBe('work of postcommit\n');
     expect(await remote.show('main', 'reftx/work.txt')).toBe('work of reftx\n');
@@ -108,13 +118,20 @@ describe('the staging repository refuses what the policy does not allow', () => 
       'git update-ref HEAD $(git commit-tree $bad -p HEAD -m corrupt)',
     ].join(' && ');
     const end = await env.run(
-      request(remote.url, [task('unrelated', unrelated), task('symlink', symlink), task('gitlink', gitlink), task('corrupt', corrupt)]),
+      request(remote.url, [
+        task('unrelated', unrelated),
+        task('symlink', symlink),
+        task('gitlink', gitlink),
+        task('corrupt', corrupt),
+      ]),
     );
     expect(end.result?.outcome).not.toBe('pushed');
     const reason = (id: string) => end.result?.workers.find((w) => w.workerId === id);
     expect(reason('unrelated')?.status).toBe('failed');
     expect(reason('unrelated')?.reason).toMatch(/unrelated history: root commit [0-9a-f]{12} \("unrelated root"\)/);
-    expect(reason('symlink')?.reason).toContain('"symlink/shadow" is a symbolic link to "/etc/shadow", outside the repository');
+    expect(reason('symlink')?.reason).toContain(
+      '"symlink/shadow" is a symbolic link to "/etc/shadow", outside the repository',
+    );
     expect(reason('gitlink')?.reason).toContain('"gitlink/sub" is a submodule');
     expect(reason('corrupt')?.reason).toContain("the worker's commits failed git's integrity check");
     expect(reason('corrupt')?.reason).toContain('duplicateEntries');
@@ -130,12 +147,18 @@ describe('the staging repository refuses what the policy does not allow', () => 
     const hidden = `mkdir hidden && head -c 5000 /dev/zero > hidden/blob.bin && touch -d 2001-01-01 hidden/blob.bin && git add -A && git commit -qm big`;
     const many = `mkdir many && for i in $(seq 1 60); do echo $i > many/f$i; done`;
     const end = await env.run(
-      request(remote.url, [task('big', big), task('hidden', hidden), task('many', many)], { policy: { maxFileBytes: 1000, maxChangedFiles: 50 } }),
+      request(remote.url, [task('big', big), task('hidden', hidden), task('many', many)], {
+        policy: { maxFileBytes: 1000, maxChangedFiles: 50 },
+      }),
     );
     expect(end.result?.outcome).not.toBe('pushed');
     const worker = (id: string) => end.result?.workers.find((w) => w.workerId === id);
-    expect(worker('big')?.reason).toContain('"big/blob.bin" is 5000 bytes, over the limit of 1000 bytes (policy.maxFileBytes)');
-    expect(worker('hidden')?.reason).toContain('"hidden/blob.bin" is 5000 bytes, over the limit of 1000 bytes (policy.maxFileBytes)');
+    expect(worker('big')?.reason).toContain(
+      '"big/blob.bin" is 5000 bytes, over the limit of 1000 bytes (policy.maxFileBytes)',
+    );
+    expect(worker('hidden')?.reason).toContain(
+      '"hidden/blob.bin" is 5000 bytes, over the limit of 1000 bytes (policy.maxFileBytes)',
+    );
     expect(worker('many')?.reason).toContain('change more than 50 files (policy.maxChangedFiles)');
     for (const id of ['big', 'hidden', 'many']) expect(await attempts(end.workflowId, id, 'collectWork')).toEqual([1]);
     expect(await remote.head()).toBe(base);

@@ -55,11 +55,20 @@ function alpha(runTests: string, greeting = 'hello') {
 }
 
 async function remotes(oracles: Record<string, string> = { [`${ORACLE_DIR}/${ORACLE_NAME}`]: ORACLE }) {
-  return { repo: await makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK }), hidden: await makeRemote(oracles) };
+  return {
+    repo: await makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK }),
+    hidden: await makeRemote(oracles),
+  };
 }
 
 function request(url: string, runTests: string, extra: object = {}) {
-  return { objective: 'greetings', repo: { url, baseRef: 'main' }, testCmd: TEST_CMD, subTasks: [alpha(runTests)], ...extra };
+  return {
+    objective: 'greetings',
+    repo: { url, baseRef: 'main' },
+    testCmd: TEST_CMD,
+    subTasks: [alpha(runTests)],
+    ...extra,
+  };
 }
 
 function agentLog(attempt: IntegrationAttempt): string {
@@ -69,7 +78,11 @@ function agentLog(attempt: IntegrationAttempt): string {
 /** Which kinds of history event carry `needle` in a payload. */
 function historyHits(history: { events?: unknown[] | null }, needle: string): string[] {
   const text = (v: unknown): string =>
-    v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v && typeof v === 'object' ? Object.values(v).map(text).join('\n') : '';
+    v instanceof Uint8Array
+      ? Buffer.from(v).toString('utf8')
+      : v && typeof v === 'object'
+        ? Object.values(v).map(text).join('\n')
+        : '';
   return (history.events ?? []).flatMap((event) =>
     Object.entries(event as Record<string, unknown>)
       .filter(([key, attrs]) => key.endsWith('EventAttributes') && text(attrs).includes(needle))
@@ -96,14 +109,25 @@ echo tampered >> README.md`,
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.pushedSha).toBe(end.result?.integratedSha);
     // Pushed: the worker's files and the untouched README; neither the commit nor the edit.
-    expect(await repo.files()).toEqual(['README.md', 'alpha/.gitignore', 'alpha/greeting.txt', 'alpha/run-tests.sh', 'check.sh']);
+    expect(await repo.files()).toEqual([
+      'README.md',
+      'alpha/.gitignore',
+      'alpha/greeting.txt',
+      'alpha/run-tests.sh',
+      'check.sh',
+    ]);
     expect(await repo.show('main', 'README.md')).toBe('# sample\n');
     const log = await simpleGit(repo.url).raw(['log', '--format=%an|%s', `${base}..main`]);
-    expect(log.trim().split('\n')).toEqual(['Flotilla integration|Integrate alpha: write alpha/greeting.txt and its test', 'Flotilla worker alpha|alpha and its test']);
+    expect(log.trim().split('\n')).toEqual([
+      'Flotilla integration|Integrate alpha: write alpha/greeting.txt and its test',
+      'Flotilla worker alpha|alpha and its test',
+    ]);
     // Reported, with what was thrown away.
     const [said, ...more] = end.result!.integration!.discarded!;
     expect(more).toEqual([]);
-    expect(said).toMatch(/^the test run moved HEAD to [0-9a-f]{12}: its commits were discarded; the test run changed 1 file\(s\), discarded: README\.md$/);
+    expect(said).toMatch(
+      /^the test run moved HEAD to [0-9a-f]{12}: its commits were discarded; the test run changed 1 file\(s\), discarded: README\.md$/,
+    );
     repo.cleanup();
   });
 
@@ -118,7 +142,9 @@ echo "visible tests ok"`;
       `cat "$FLOTILLA_PROMPT_FILE"; { ls -a alpha alpha/loot .git/loot /tmp/loot; grep -rl ${secret} . /tmp; echo "hits: $?"; } > alpha/probe.txt 2>&1; ` +
         `echo 'hello, world' > alpha/greeting.txt`,
     );
-    const end = await env.run(request(repo.url, loot, { oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }));
+    const end = await env.run(
+      request(repo.url, loot, { oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }),
+    );
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     // The repair agent's checkout held none of the copies, and its prompt named nothing hidden.
@@ -135,7 +161,14 @@ echo "visible tests ok"`;
       expect(prompt).not.toContain(needle);
     }
     // Pushed without a copy; the copy the test run left beside its files was reported, unnamed.
-    expect(await repo.files()).toEqual(['README.md', 'alpha/.gitignore', 'alpha/greeting.txt', 'alpha/probe.txt', 'alpha/run-tests.sh', 'check.sh']);
+    expect(await repo.files()).toEqual([
+      'README.md',
+      'alpha/.gitignore',
+      'alpha/greeting.txt',
+      'alpha/probe.txt',
+      'alpha/run-tests.sh',
+      'check.sh',
+    ]);
     expect(end.result!.integration!.discarded).toEqual([
       'the test run changed 1 file(s), discarded: alpha/[hidden test]',
       'the test run changed 1 file(s), discarded: alpha/[hidden test]',
@@ -143,7 +176,9 @@ echo "visible tests ok"`;
     // No name or text of the hidden tests in the result, any history or any artifact.
     const leader = await env.client.workflow.getHandle(end.workflowId).fetchHistory();
     const worker = await env.client.workflow.getHandle(`${end.workflowId}/alpha`).fetchHistory();
-    const artifacts = readdirSync(path.join(env.dataDir, 'artifacts')).map((f) => readFileSync(path.join(env.dataDir, 'artifacts', f), 'utf8'));
+    const artifacts = readdirSync(path.join(env.dataDir, 'artifacts')).map((f) =>
+      readFileSync(path.join(env.dataDir, 'artifacts', f), 'utf8'),
+    );
     for (const needle of NEEDLES) {
       expect(JSON.stringify(end.result)).not.toContain(needle);
       expect(historyHits(leader, needle)).toEqual([]);
@@ -156,7 +191,10 @@ echo "visible tests ok"`;
   });
 
   it('a hidden test it overwrites with a passing stub, and one it removes, fail the run; nothing is pushed', async () => {
-    const { repo, hidden } = await remotes({ [`${ORACLE_DIR}/${ORACLE_NAME}`]: ORACLE, [`${ORACLE_DIR}/more-51c7.check.sh`]: ORACLE });
+    const { repo, hidden } = await remotes({
+      [`${ORACLE_DIR}/${ORACLE_NAME}`]: ORACLE,
+      [`${ORACLE_DIR}/more-51c7.check.sh`]: ORACLE,
+    });
     const base = await repo.head();
     const swap = `for t in $(find . -name '*.check.sh' -not -path './.git/*' -not -path './alpha/*'); do
   chmod u+w "$t" "$(dirname "$t")"
@@ -166,7 +204,9 @@ done
 echo "visible tests ok"`;
     const end = await env.run(request(repo.url, swap, { oracle: { repo: hidden.url, ref: 'main' } }));
     expect(end.failureType).toBe('failed');
-    expect(end.failureMessage).toBe('the test run changed or removed 2 hidden test file(s); its result does not count; nothing is pushed');
+    expect(end.failureMessage).toBe(
+      'the test run changed or removed 2 hidden test file(s); its result does not count; nothing is pushed',
+    );
     // The stub did pass: the tests alone would have let it through.
     expect(end.result?.test?.exitCode).toBe(0);
     expect(await repo.head()).toBe(base);
@@ -189,7 +229,9 @@ git config --global core.hooksPath "$HOME/hooks"
 echo "visible tests ok"`;
     // The repair agent never fixes the greeting: only the planted hook could make the tests pass.
     const repair = shell(`echo "round" >> alpha/notes.txt`);
-    const end = await env.run(request(repo.url, plant, { oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }));
+    const end = await env.run(
+      request(repo.url, plant, { oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }),
+    );
     expect(end.failureType).toBe('tests-failed');
     expect(end.result!.integration!.attempts.map((a) => [a.round, a.state, a.reason])).toEqual([
       [1, 'failed', 'the test command still exited with code 1'],
@@ -212,7 +254,12 @@ describe('a repair agent', () => {
 if grep -q 'This is round 1 of' "$FLOTILLA_PROMPT_FILE"; then mkdir -p ${ORACLE_DIR.slice(0, 2)}$(echo ${ORACLE_DIR.slice(2)}) && printf 'exit 0\n' > "${at}"
 else git add -A && git -c user.name=Mallory -c user.email=mallory@evil.example commit -qm 'my own history'; fi`,
     );
-    const end = await env.run(request(repo.url, 'echo "visible tests ok"', { oracle: { repo: hidden.url, ref: 'main' }, repair: { agent: repair, maxRounds: 2 } }));
+    const end = await env.run(
+      request(repo.url, 'echo "visible tests ok"', {
+        oracle: { repo: hidden.url, ref: 'main' },
+        repair: { agent: repair, maxRounds: 2 },
+      }),
+    );
     expect(end.failureMessage).toBeUndefined();
     expect(end.result!.integration!.attempts.map((a) => [a.round, a.state, a.reason])).toEqual([
       [1, 'failed', 'changed 1 path(s) reserved for the hidden tests'],

@@ -32,7 +32,10 @@ const countingServer = (host: string, port: number) =>
 /** A listener on the host's loopback that counts who reached it. */
 class Listener {
   connections = 0;
-  private constructor(private readonly server: net.Server, readonly port: number) {}
+  private constructor(
+    private readonly server: net.Server,
+    readonly port: number,
+  ) {}
   static async start(options: { http?: boolean } = {}): Promise<Listener> {
     let listener: Listener | undefined;
     const onConnection = () => listener && listener.connections++;
@@ -51,7 +54,13 @@ const httpServer = () => http.createServer((_req, res) => res.end('allowed-host-
 /** A host at an address of its own, in a network namespace wired to ours with a veth pair. */
 class NamespacedHost {
   lines = '';
-  private constructor(readonly ns: string, private readonly veth: string, readonly address: string, readonly port: number, private readonly child: ChildProcess) {
+  private constructor(
+    readonly ns: string,
+    private readonly veth: string,
+    readonly address: string,
+    readonly port: number,
+    private readonly child: ChildProcess,
+  ) {
     child.stdout!.on('data', (b: Buffer) => (this.lines += b.toString()));
   }
   get connections() {
@@ -71,7 +80,9 @@ class NamespacedHost {
     ip('-n', ns, 'link', 'set', peer, 'up');
     ip('-n', ns, 'link', 'set', 'lo', 'up');
     const port = 8080;
-    const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', countingServer(`${subnet}.2`, port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', countingServer(`${subnet}.2`, port)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const host = new NamespacedHost(ns, veth, `${subnet}.2`, port, child);
     await waitFor('the namespaced host to listen', async () => (host.lines.includes('listening') ? true : undefined));
     return host;
@@ -93,7 +104,10 @@ function reachableFromHost(host: string, port: number): Promise<boolean> {
 }
 
 const temporal = inject('temporalAddress');
-const [temporalHost, temporalPort] = [temporal.slice(0, temporal.lastIndexOf(':')), Number(temporal.slice(temporal.lastIndexOf(':') + 1))];
+const [temporalHost, temporalPort] = [
+  temporal.slice(0, temporal.lastIndexOf(':')),
+  Number(temporal.slice(temporal.lastIndexOf(':') + 1)),
+];
 
 let env: TestEnv;
 let loopback: Listener;
@@ -110,7 +124,11 @@ async function startNeighbour() {
   let output = '';
   const stop = new AbortController();
   const code = countingServer('127.0.0.1', port).replace(/'/g, `'\\''`);
-  const done = sb.exec(`exec ${process.execPath} -e '${code}'`, { timeoutMs: 600_000, signal: stop.signal, onOutput: (c) => (output += c) });
+  const done = sb.exec(`exec ${process.execPath} -e '${code}'`, {
+    timeoutMs: 600_000,
+    signal: stop.signal,
+    onOutput: (c) => (output += c),
+  });
   await waitFor('the neighbour sandbox to listen', async () => (output.includes('listening') ? true : undefined));
   return {
     port,
@@ -183,7 +201,9 @@ const step = async (label, fn) => {
     ['allowed-connect', `curl -sS -m 10 -f -p http://127.0.0.1:${allowed.port}/`],
     ['registry', `curl -sS -m 20 -f -o /dev/null https://registry.npmjs.org/-/ping`],
   ];
-  const lines = attempts.map(([label, cmd]) => `attempt ${label} ${JSON.stringify(`timeout 20 bash -c ${JSON.stringify(cmd)}`)}`);
+  const lines = attempts.map(
+    ([label, cmd]) => `attempt ${label} ${JSON.stringify(`timeout 20 bash -c ${JSON.stringify(cmd)}`)}`,
+  );
   return [
     `attempt() { if out=$(eval "$2" 2>&1); then echo "REACHED $1: $out"; else echo "BLOCKED $1: $(printf '%s' "$out" | tail -n 1)"; fi; }`,
     ...lines,
@@ -195,11 +215,17 @@ const step = async (label, fn) => {
 describe('a sandbox with network on', () => {
   it('reaches neither Temporal, the host, a namespaced host nor another sandbox; allowed hosts work through the proxy', async () => {
     // Every target is there: from the host, each one answers.
-    for (const [host, port] of [[temporalHost, temporalPort], ['127.0.0.1', loopback.port], [nsHost.address, nsHost.port]] as const) {
+    for (const [host, port] of [
+      [temporalHost, temporalPort],
+      ['127.0.0.1', loopback.port],
+      [nsHost.address, nsHost.port],
+    ] as const) {
       expect(await reachableFromHost(host, port), `${host}:${port} from the host`).toBe(true);
     }
     // The targets saw those probes (the namespaced host reports through a pipe), and nothing else.
-    await waitFor('the targets to see the probes', async () => (loopback.connections === 1 && nsHost.connections === 1 ? true : undefined));
+    await waitFor('the targets to see the probes', async () =>
+      loopback.connections === 1 && nsHost.connections === 1 ? true : undefined,
+    );
 
     const victimRemote = await makeRemote({ 'README.md': 'x\n' });
     const victim = await env.start({
@@ -209,7 +235,9 @@ describe('a sandbox with network on', () => {
       gates: { plan: { mode: 'manual' } },
       subTasks: [{ id: 'one', prompt: 'p', ownedPaths: ['one'], agent: { kind: 'shell', command: 'true' } }],
     });
-    await waitFor('the victim at its plan gate', async () => ((await victim.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined));
+    await waitFor('the victim at its plan gate', async () =>
+      (await victim.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
+    );
 
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const ownRun = `run-${randomUUID()}`;
@@ -221,7 +249,14 @@ describe('a sandbox with network on', () => {
         gates: { push: { mode: 'manual' } },
         // A request can add hosts, but no name it adds leads to a local address.
         sandbox: { network: true, allowHosts: [`localhost:${loopback.port}`, `${nsHost.address}:${nsHost.port}`] },
-        subTasks: [{ id: 'attacker', prompt: 'p', ownedPaths: ['attack'], agent: { kind: 'shell', command: attackScript(victim.workflowId, ownRun) } }],
+        subTasks: [
+          {
+            id: 'attacker',
+            prompt: 'p',
+            ownedPaths: ['attack'],
+            agent: { kind: 'shell', command: attackScript(victim.workflowId, ownRun) },
+          },
+        ],
       },
       ownRun,
     );
@@ -229,11 +264,25 @@ describe('a sandbox with network on', () => {
     const worker = end.result?.workers.find((w) => w.workerId === 'attacker');
     expect(worker).toMatchObject({ status: 'failed', reason: 'the agent exited with code 3', isolation: 'bubblewrap' });
     const log = (await new ArtifactStore(path.join(env.dataDir, 'artifacts')).get(worker!.logRef!)).toString();
-    const outcome = (label: string) => log.split('\n').find((l) => l.startsWith(`REACHED ${label}`) || l.startsWith(`BLOCKED ${label}`));
+    const outcome = (label: string) =>
+      log.split('\n').find((l) => l.startsWith(`REACHED ${label}`) || l.startsWith(`BLOCKED ${label}`));
 
     // Nothing local was reached, directly or through the proxy, and the host's side saw nobody.
-    for (const label of ['temporal-direct', 'temporal-proxy', 'temporal-ui-proxy', 'loopback-direct', 'loopback-proxy', 'loopback-by-name-proxy',
-      'loopback-mapped-proxy', 'nshost-direct', 'nshost-proxy', 'neighbour-direct', 'neighbour-proxy', 'metadata-proxy', 'temporal-client-connect']) {
+    for (const label of [
+      'temporal-direct',
+      'temporal-proxy',
+      'temporal-ui-proxy',
+      'loopback-direct',
+      'loopback-proxy',
+      'loopback-by-name-proxy',
+      'loopback-mapped-proxy',
+      'nshost-direct',
+      'nshost-proxy',
+      'neighbour-direct',
+      'neighbour-proxy',
+      'metadata-proxy',
+      'temporal-client-connect',
+    ]) {
       expect(outcome(label), label).toMatch(new RegExp(`^BLOCKED ${label}`));
     }
     expect(outcome('temporal-direct')).toMatch(/Connection refused/);
@@ -246,8 +295,12 @@ describe('a sandbox with network on', () => {
     // The report says what the proxy refused, and why: the address, not the name, decides.
     expect(worker!.tail).toContain("the sandbox's network refused");
     expect(log).toContain(`CONNECT ${temporal}: ${temporal} is not on the sandbox's allowlist`);
-    expect(log).toContain(`CONNECT localhost:${loopback.port}: localhost resolves to 127.0.0.1, a loopback, private, link-local or local address`);
-    expect(log).toContain(`CONNECT ${nsHost.address}:${nsHost.port}: ${nsHost.address} resolves to ${nsHost.address}, a loopback, private, link-local or local address`);
+    expect(log).toContain(
+      `CONNECT localhost:${loopback.port}: localhost resolves to 127.0.0.1, a loopback, private, link-local or local address`,
+    );
+    expect(log).toContain(
+      `CONNECT ${nsHost.address}:${nsHost.port}: ${nsHost.address} resolves to ${nsHost.address}, a loopback, private, link-local or local address`,
+    );
 
     // No message from inside reached Temporal: the victim still waits at its gate, unsignalled.
     expect((await victim.describe()).status.name).toBe('RUNNING');
@@ -255,10 +308,21 @@ describe('a sandbox with network on', () => {
     for (const handle of [victim, env.client.workflow.getHandle(ownRun)]) {
       const events = (await handle.fetchHistory()).events ?? [];
       // The run's own worker children report progress (its host, checkpoints) by signal: those come from a workflow, not a client.
-      const fromChild = (e: (typeof events)[number]) => e.workflowExecutionSignaledEventAttributes?.externalWorkflowExecution?.workflowId?.startsWith(`${handle.workflowId}/`);
-      expect(events.filter((e) => (e.workflowExecutionSignaledEventAttributes && !fromChild(e)) || e.workflowExecutionUpdateAcceptedEventAttributes)).toEqual([]);
+      const fromChild = (e: (typeof events)[number]) =>
+        e.workflowExecutionSignaledEventAttributes?.externalWorkflowExecution?.workflowId?.startsWith(
+          `${handle.workflowId}/`,
+        );
+      expect(
+        events.filter(
+          (e) =>
+            (e.workflowExecutionSignaledEventAttributes && !fromChild(e)) ||
+            e.workflowExecutionUpdateAcceptedEventAttributes,
+        ),
+      ).toEqual([]);
     }
-    await expect(env.client.workflow.getHandle(`${victim.workflowId}-attacker`).describe()).rejects.toThrow(/not found/i);
+    await expect(env.client.workflow.getHandle(`${victim.workflowId}-attacker`).describe()).rejects.toThrow(
+      /not found/i,
+    );
 
     // What the worker's configuration allows works, plain and tunnelled, and so does a registry.
     expect(outcome('allowed-http')).toBe('REACHED allowed-http: allowed-host-says-hi');
@@ -281,7 +345,17 @@ describe('Claude Code with network on', () => {
       const remote = await makeRemote({ 'README.md': 'x\n' });
       const before = loopback.connections;
       server.script('NET-claude', [
-        { tools: [{ name: 'Bash', input: { command: `curl -fsS -m 5 -p http://127.0.0.1:${loopback.port}/ > probe/out.txt 2>&1; cat 2>> probe/out.txt < /dev/tcp/127.0.0.1/${loopback.port}; true`, description: 'probe' } }] },
+        {
+          tools: [
+            {
+              name: 'Bash',
+              input: {
+                command: `curl -fsS -m 5 -p http://127.0.0.1:${loopback.port}/ > probe/out.txt 2>&1; cat 2>> probe/out.txt < /dev/tcp/127.0.0.1/${loopback.port}; true`,
+                description: 'probe',
+              },
+            },
+          ],
+        },
         { text: 'Probed.' },
       ]);
       const end = await env.run({
@@ -290,7 +364,9 @@ describe('Claude Code with network on', () => {
         testCmd: 'cat probe/out.txt',
         setupCmd: 'mkdir -p probe',
         sandbox: { network: true },
-        subTasks: [{ id: 'probe', prompt: 'Task NET-claude: probe', ownedPaths: ['probe'], agent: { kind: 'claude-code' } }],
+        subTasks: [
+          { id: 'probe', prompt: 'Task NET-claude: probe', ownedPaths: ['probe'], agent: { kind: 'claude-code' } },
+        ],
       });
       expect(end.failureMessage).toBeUndefined();
       expect(end.result?.outcome).toBe('pushed');

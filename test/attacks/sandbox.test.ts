@@ -21,7 +21,13 @@ afterAll(async () => {
   await env?.stop();
 });
 
-type Limits = { tmpMiB?: number; workspaceMiB?: number; workspaceFiles?: number; processes?: number; memoryMiB?: number };
+type Limits = {
+  tmpMiB?: number;
+  workspaceMiB?: number;
+  workspaceFiles?: number;
+  processes?: number;
+  memoryMiB?: number;
+};
 
 /** One sub-task whose shell agent runs `command` in a fresh repository, with these sandbox limits. */
 async function attack(on: TestEnv, command: string, limits?: Limits) {
@@ -41,14 +47,19 @@ async function attack(on: TestEnv, command: string, limits?: Limits) {
 /** The attempt number of every activity a workflow started: 1 each when nothing was retried. */
 async function activityAttempts(on: TestEnv, workflowId: string): Promise<number[]> {
   const history = await on.client.workflow.getHandle(workflowId).fetchHistory();
-  return (history.events ?? []).flatMap((e) => (e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes.attempt ?? 0] : []));
+  return (history.events ?? []).flatMap((e) =>
+    e.activityTaskStartedEventAttributes ? [e.activityTaskStartedEventAttributes.attempt ?? 0] : [],
+  );
 }
 
 /** The agent's commands, run and recorded one per line in out/report.txt, which it commits. */
 const recording = (probes: Record<string, string>) =>
   [
     'mkdir -p out',
-    ...Object.entries(probes).map(([name, cmd]) => `if (${cmd}) >/dev/null 2>&1; then echo "${name}: succeeded"; else echo "${name}: refused"; fi >> out/report.txt`),
+    ...Object.entries(probes).map(
+      ([name, cmd]) =>
+        `if (${cmd}) >/dev/null 2>&1; then echo "${name}: succeeded"; else echo "${name}: refused"; fi >> out/report.txt`,
+    ),
     'id -u > out/uid.txt',
     'git add -A && git commit -qm attack',
   ].join('\n');
@@ -60,14 +71,16 @@ describe('attacks on the local sandbox', () => {
     const { end, remote } = await attack(
       env,
       recording({
-        'core_pattern': 'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern',
-        'sys': 'v=$(cat /sys/kernel/mm/ksm/run) && echo "$v" > /sys/kernel/mm/ksm/run',
-        'su': 'su root -c "id -u" </dev/null | grep -qx 0',
-        'mount': 'mkdir -p /scratch/m && mount -t tmpfs none /scratch/m',
+        core_pattern: 'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern',
+        sys: 'v=$(cat /sys/kernel/mm/ksm/run) && echo "$v" > /sys/kernel/mm/ksm/run',
+        su: 'su root -c "id -u" </dev/null | grep -qx 0',
+        mount: 'mkdir -p /scratch/m && mount -t tmpfs none /scratch/m',
       }),
     );
     expect(end.result?.outcome).toBe('pushed');
-    expect(await remote.show('main', 'out/report.txt')).toBe('core_pattern: refused\nsys: refused\nsu: refused\nmount: refused\n');
+    expect(await remote.show('main', 'out/report.txt')).toBe(
+      'core_pattern: refused\nsys: refused\nsu: refused\nmount: refused\n',
+    );
     // Not root, and not an id that could be root's: one from the sandbox range.
     expect(Number((await remote.show('main', 'out/uid.txt'))?.trim())).toBeGreaterThanOrEqual(200_000);
     expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(corePattern);
@@ -113,19 +126,25 @@ describe('attacks on the local sandbox', () => {
       limits: { memoryMiB: 64 },
       reason: /^the sandbox ran out of memory \(limit 64 MiB\) and the kernel killed its process$/,
     },
-  ])('$what: the worker fails at once, saying which limit, and nothing is pushed', async ({ command, limits, reason }) => {
-    const { end, remote, base, worker } = await attack(env, command, limits);
-    expect(worker?.status).toBe('failed');
-    expect(worker?.reason).toMatch(reason);
-    expect(end.failureMessage).toContain(worker!.reason!);
-    expect(await remote.head()).toBe(base);
-    // Deterministic, so not retried: every activity ran once.
-    const attempts = await activityAttempts(env, subTaskWorkflowId(end.workflowId, 'attacker'));
-    expect(attempts.length).toBeGreaterThan(0);
-    expect(attempts.every((n) => n === 1), `attempts ${attempts}`).toBe(true);
-    expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
-  });
+  ])(
+    '$what: the worker fails at once, saying which limit, and nothing is pushed',
+    async ({ command, limits, reason }) => {
+      const { end, remote, base, worker } = await attack(env, command, limits);
+      expect(worker?.status).toBe('failed');
+      expect(worker?.reason).toMatch(reason);
+      expect(end.failureMessage).toContain(worker!.reason!);
+      expect(await remote.head()).toBe(base);
+      // Deterministic, so not retried: every activity ran once.
+      const attempts = await activityAttempts(env, subTaskWorkflowId(end.workflowId, 'attacker'));
+      expect(attempts.length).toBeGreaterThan(0);
+      expect(
+        attempts.every((n) => n === 1),
+        `attempts ${attempts}`,
+      ).toBe(true);
+      expect(env.sandboxesLeft()).toEqual([]);
+      remote.cleanup();
+    },
+  );
 });
 
 describe('a worker without working isolation', () => {

@@ -86,18 +86,39 @@ describe('credentials in a repository URL', () => {
 describe('the git token', () => {
   it('goes only to an allowed host, and not along a redirect to another one', async () => {
     const dir = tempDir('tls');
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'),
-    ], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        '-keyout',
+        path.join(dir, 'key.pem'),
+        '-out',
+        path.join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
     const seen: { host: string; url: string; authorization?: string }[] = [];
-    const server = https.createServer({ key: readFileSync(path.join(dir, 'key.pem')), cert: readFileSync(path.join(dir, 'cert.pem')) }, (req, res) => {
-      seen.push({ host: req.headers.host ?? '', url: req.url ?? '', authorization: req.headers.authorization });
-      if (req.headers.host?.startsWith('localhost') && req.url?.startsWith('/redirect')) {
-        res.writeHead(302, { location: `https://127.0.0.1:${port}/elsewhere${req.url.slice('/redirect'.length)}` }).end();
-      } else res.writeHead(404).end();
-    });
+    const server = https.createServer(
+      { key: readFileSync(path.join(dir, 'key.pem')), cert: readFileSync(path.join(dir, 'cert.pem')) },
+      (req, res) => {
+        seen.push({ host: req.headers.host ?? '', url: req.url ?? '', authorization: req.headers.authorization });
+        if (req.headers.host?.startsWith('localhost') && req.url?.startsWith('/redirect')) {
+          res
+            .writeHead(302, { location: `https://127.0.0.1:${port}/elsewhere${req.url.slice('/redirect'.length)}` })
+            .end();
+        } else res.writeHead(404).end();
+      },
+    );
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
     process.env.FLOTILLA_GIT_TOKEN = GIT_TOKEN;
@@ -158,7 +179,9 @@ describe("agents' API keys", () => {
     const worker = result.workers[0];
     expect(worker?.tail).toContain('leaking [redacted]');
     expect(JSON.stringify(result)).not.toContain(KEY_TAIL);
-    const log = (readFileSync(path.join(env.dataDir, 'artifacts', `${worker!.logRef!.slice('sha256:'.length)}.log`))).toString();
+    const log = readFileSync(
+      path.join(env.dataDir, 'artifacts', `${worker!.logRef!.slice('sha256:'.length)}.log`),
+    ).toString();
     expect(log).toContain('inherited: unset');
     expect(log).toContain('leaking [redacted]');
     for (const file of filesUnder(env.dataDir)) expect(readFileSync(file).includes(KEY_TAIL), file).toBe(false);

@@ -33,7 +33,15 @@ import {
   SandboxNotFoundError,
   TimeoutError,
 } from 'e2b';
-import type { E2BApi, E2BCommand, E2BCreateOpts, E2BHandle, E2BPaginator, E2BRunOpts, E2BSandboxInfo } from '../../src/sandbox/e2b/provider';
+import type {
+  E2BApi,
+  E2BCommand,
+  E2BCreateOpts,
+  E2BHandle,
+  E2BPaginator,
+  E2BRunOpts,
+  E2BSandboxInfo,
+} from '../../src/sandbox/e2b/provider';
 
 const HOME = '/home/user';
 const ROOTLESS = process.getuid?.() !== 0;
@@ -61,7 +69,8 @@ interface DoubleSandbox {
 }
 
 export interface DoubleCall {
-  method: 'create' | 'connect' | 'list' | 'kill' | 'pause' | 'commands.run' | 'files.read' | 'files.write' | 'files.makeDir';
+  method:
+    'create' | 'connect' | 'list' | 'kill' | 'pause' | 'commands.run' | 'files.read' | 'files.write' | 'files.makeDir';
   sandboxId?: string;
   /** The call's arguments; callbacks are left out. */
   args: unknown[];
@@ -191,7 +200,14 @@ export class E2BDouble implements E2BApi {
   live(): (E2BSandboxInfo & { template: string; endAt: number })[] {
     return [...this.sandboxes.values()]
       .filter((sb) => sb.state !== 'killed')
-      .map(({ id, metadata, startedAt, state, template, endAt }) => ({ sandboxId: id, metadata, startedAt, state: state as 'running' | 'paused', template, endAt }));
+      .map(({ id, metadata, startedAt, state, template, endAt }) => ({
+        sandboxId: id,
+        metadata,
+        startedAt,
+        state: state as 'running' | 'paused',
+        template,
+        endAt,
+      }));
   }
 
   async cleanup(): Promise<void> {
@@ -244,8 +260,16 @@ export class E2BDouble implements E2BApi {
     const init = spawn(
       'unshare',
       [
-        '--mount', '--propagation', 'private', ...(ROOTLESS ? ['--map-root-user'] : []), '--',
-        '/bin/sh', '-c', 'mount --bind "$1/home" /home && mount --bind "$1/tmp" /tmp && echo ready && exec cat >/dev/null', 'sh', root,
+        '--mount',
+        '--propagation',
+        'private',
+        ...(ROOTLESS ? ['--map-root-user'] : []),
+        '--',
+        '/bin/sh',
+        '-c',
+        'mount --bind "$1/home" /home && mount --bind "$1/tmp" /tmp && echo ready && exec cat >/dev/null',
+        'sh',
+        root,
       ],
       { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, stdio: ['pipe', 'pipe', 'pipe'] },
     );
@@ -256,7 +280,8 @@ export class E2BDouble implements E2BApi {
     });
     const nsPin = ready ? await open(`/proc/${init.pid}/ns/mnt`, 'r').catch(() => undefined) : undefined;
     const mountNs = nsPin && (await readlink(`/proc/${init.pid}/ns/mnt`));
-    if (!nsPin || !mountNs) throw new Error('the E2B double needs mount namespaces (unshare --mount) to give each sandbox its own /home');
+    if (!nsPin || !mountNs)
+      throw new Error('the E2B double needs mount namespaces (unshare --mount) to give each sandbox its own /home');
     this.lastStart = Math.max(Date.now(), this.lastStart + 1);
     const sb: DoubleSandbox = {
       id,
@@ -327,7 +352,12 @@ export class E2BDouble implements E2BApi {
   }
 
   /** Runs a helper shell script in the sandbox's namespace, for the files API. */
-  private helper(sb: DoubleSandbox, script: string, args: string[], input?: Uint8Array): Promise<{ code: number; stdout: Buffer; stderr: string }> {
+  private helper(
+    sb: DoubleSandbox,
+    script: string,
+    args: string[],
+    input?: Uint8Array,
+  ): Promise<{ code: number; stdout: Buffer; stderr: string }> {
     return new Promise((resolve, reject) => {
       const child = spawn('nsenter', [...nsenterArgs(sb), '/bin/sh', '-c', `cd ${HOME} && ${script}`, 'sh', ...args], {
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
@@ -352,9 +382,11 @@ export class E2BDouble implements E2BApi {
         : new TimeoutError('502: sandbox is not running: This error is likely due to sandbox timeout.');
     };
     const fileError = (p: string, r: { code: number; stderr: string }) =>
-      r.code === 44 ? new FileNotFoundError(`path '${p}' does not exist`)
-      : r.code === 45 ? new InvalidArgumentError(`path '${p}' is a directory`)
-      : new SandboxError(`500: ${r.stderr.trim()}`);
+      r.code === 44
+        ? new FileNotFoundError(`path '${p}' does not exist`)
+        : r.code === 45
+          ? new InvalidArgumentError(`path '${p}' is a directory`)
+          : new SandboxError(`500: ${r.stderr.trim()}`);
     return {
       sandboxId: sb.id,
       commands: {
@@ -365,19 +397,23 @@ export class E2BDouble implements E2BApi {
           const cwd = opts.cwd ?? HOME;
           const hostCwd = cwd.startsWith('/home/') || cwd.startsWith('/tmp/') ? path.join(sb.root, cwd) : cwd;
           if (!existsSync(hostCwd)) throw new InvalidArgumentError(`cwd '${cwd}' does not exist`);
-          const child = spawn('nsenter', [...nsenterArgs(sb), '/bin/sh', '-c', 'cd "$1" && exec /bin/bash -l -c "$2"', 'sh', cwd, cmd], {
-            env: {
-              PATH: process.env.PATH ?? '/usr/bin:/bin',
-              HOME,
-              USER: 'user',
-              LOGNAME: 'user',
-              E2B_SANDBOX: 'true',
-              E2B_SANDBOX_ID: sb.id,
-              E2B_TEMPLATE_ID: sb.template,
-              ...opts.envs,
+          const child = spawn(
+            'nsenter',
+            [...nsenterArgs(sb), '/bin/sh', '-c', 'cd "$1" && exec /bin/bash -l -c "$2"', 'sh', cwd, cmd],
+            {
+              env: {
+                PATH: process.env.PATH ?? '/usr/bin:/bin',
+                HOME,
+                USER: 'user',
+                LOGNAME: 'user',
+                E2B_SANDBOX: 'true',
+                E2B_SANDBOX_ID: sb.id,
+                E2B_TEMPLATE_ID: sb.template,
+                ...opts.envs,
+              },
+              stdio: ['ignore', 'pipe', 'pipe'],
             },
-            stdio: ['ignore', 'pipe', 'pipe'],
-          });
+          );
           await new Promise<void>((resolve, reject) => {
             child.once('spawn', resolve);
             child.once('error', reject);
@@ -395,8 +431,13 @@ export class E2BDouble implements E2BApi {
           return opts.format === 'stream' ? new Blob([r.stdout]).stream() : new Uint8Array(r.stdout);
         }) as E2BHandle['files']['read'],
         write: async (p, data) => {
-          const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : new Uint8Array(await new Response(data).arrayBuffer());
-          this.record({ method: 'files.write', sandboxId: sb.id, args: [p, data instanceof ArrayBuffer ? data.byteLength : 'stream'] });
+          const bytes =
+            data instanceof ArrayBuffer ? new Uint8Array(data) : new Uint8Array(await new Response(data).arrayBuffer());
+          this.record({
+            method: 'files.write',
+            sandboxId: sb.id,
+            args: [p, data instanceof ArrayBuffer ? data.byteLength : 'stream'],
+          });
           reachable(false);
           const r = await this.helper(sb, 'mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1"', [p], bytes);
           if (r.code !== 0) throw fileError(p, r);

@@ -36,11 +36,22 @@ export async function serveStore(address = '127.0.0.1'): Promise<ServedStore> {
   const port = await freePort();
   const daemon: ChildProcess = spawn(
     'git',
-    ['daemon', '--reuseaddr', '--export-all', '--enable=receive-pack', `--base-path=${root}`, `--listen=${address}`, `--port=${port}`, root],
+    [
+      'daemon',
+      '--reuseaddr',
+      '--export-all',
+      '--enable=receive-pack',
+      `--base-path=${root}`,
+      `--listen=${address}`,
+      `--port=${port}`,
+      root,
+    ],
     { stdio: 'ignore' },
   );
   const url = `git://${address}:${port}/store.git`;
-  await waitFor('git daemon to answer', async () => ((await run('git', ['ls-remote', url])).code === 0 ? true : undefined));
+  await waitFor('git daemon to answer', async () =>
+    (await run('git', ['ls-remote', url])).code === 0 ? true : undefined,
+  );
   return {
     url,
     dir,

@@ -143,11 +143,14 @@ export class ModelServer {
       const path = (req.url ?? '/').split('?')[0];
       const record: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, body };
       this.requests.push(record);
-      if (process.env.MODEL_SERVER_DEBUG) console.error(`[model-server] ${record.method} ${req.url} ${raw.slice(0, 300)}`);
+      if (process.env.MODEL_SERVER_DEBUG)
+        console.error(`[model-server] ${record.method} ${req.url} ${raw.slice(0, 300)}`);
       try {
         // Codex tries a WebSocket transport first for OpenAI's own provider; refusing sends it to HTTP.
-        if (req.headers.upgrade) return json(res, { error: { type: 'invalid_request_error', message: 'no WebSockets here' } }, 404);
-        if (record.method === 'POST' && path.endsWith('/messages/count_tokens')) return json(res, { input_tokens: INPUT_TOKENS });
+        if (req.headers.upgrade)
+          return json(res, { error: { type: 'invalid_request_error', message: 'no WebSockets here' } }, 404);
+        if (record.method === 'POST' && path.endsWith('/messages/count_tokens'))
+          return json(res, { input_tokens: INPUT_TOKENS });
         if (record.method === 'POST' && path.endsWith('/messages')) return this.anthropic(record, res);
         if (record.method === 'POST' && path.endsWith('/responses')) return this.responses(record, res);
         if (path.endsWith('/models')) return json(res, { object: 'list', data: [], models: [] });
@@ -178,29 +181,69 @@ export class ModelServer {
     const model = typeof body.model === 'string' ? body.model : 'claude-sonnet-4-5';
     const content: any[] = [];
     if (step.text) content.push({ type: 'text', text: step.text });
-    for (const tool of step.tools ?? []) content.push({ type: 'tool_use', id: this.nextId('toolu'), name: tool.name, input: tool.input });
+    for (const tool of step.tools ?? [])
+      content.push({ type: 'tool_use', id: this.nextId('toolu'), name: tool.name, input: tool.input });
     const stopReason = step.tools?.length ? 'tool_use' : 'end_turn';
-    const usage = { input_tokens: INPUT_TOKENS, output_tokens: OUTPUT_TOKENS, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    const usage = {
+      input_tokens: INPUT_TOKENS,
+      output_tokens: OUTPUT_TOKENS,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+    };
     const id = this.nextId('msg');
     if (!body.stream) {
-      return json(res, { id, type: 'message', role: 'assistant', model, content, stop_reason: stopReason, stop_sequence: null, usage });
+      return json(res, {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content,
+        stop_reason: stopReason,
+        stop_sequence: null,
+        usage,
+      });
     }
     const sse = startSse(res);
     sse('message_start', {
       type: 'message_start',
-      message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { ...usage, output_tokens: 1 },
+      },
     });
     content.forEach((block, index) => {
       if (block.type === 'text') {
         sse('content_block_start', { type: 'content_block_start', index, content_block: { type: 'text', text: '' } });
-        sse('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'text_delta', text: block.text } });
+        sse('content_block_delta', {
+          type: 'content_block_delta',
+          index,
+          delta: { type: 'text_delta', text: block.text },
+        });
       } else {
-        sse('content_block_start', { type: 'content_block_start', index, content_block: { type: 'tool_use', id: block.id, name: block.name, input: {} } });
-        sse('content_block_delta', { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } });
+        sse('content_block_start', {
+          type: 'content_block_start',
+          index,
+          content_block: { type: 'tool_use', id: block.id, name: block.name, input: {} },
+        });
+        sse('content_block_delta', {
+          type: 'content_block_delta',
+          index,
+          delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) },
+        });
       }
       sse('content_block_stop', { type: 'content_block_stop', index });
     });
-    sse('message_delta', { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: OUTPUT_TOKENS } });
+    sse('message_delta', {
+      type: 'message_delta',
+      delta: { stop_reason: stopReason, stop_sequence: null },
+      usage: { output_tokens: OUTPUT_TOKENS },
+    });
     sse('message_stop', { type: 'message_stop' });
     res.end();
   }
@@ -211,10 +254,23 @@ export class ModelServer {
     const model = typeof body.model === 'string' ? body.model : 'gpt-5';
     const output: any[] = [];
     if (step.text) {
-      output.push({ type: 'message', id: this.nextId('msg'), role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: step.text, annotations: [] }] });
+      output.push({
+        type: 'message',
+        id: this.nextId('msg'),
+        role: 'assistant',
+        status: 'completed',
+        content: [{ type: 'output_text', text: step.text, annotations: [] }],
+      });
     }
     for (const tool of step.tools ?? []) {
-      output.push({ type: 'function_call', id: this.nextId('fc'), call_id: this.nextId('call'), name: tool.name, arguments: JSON.stringify(tool.input), status: 'completed' });
+      output.push({
+        type: 'function_call',
+        id: this.nextId('fc'),
+        call_id: this.nextId('call'),
+        name: tool.name,
+        arguments: JSON.stringify(tool.input),
+        status: 'completed',
+      });
     }
     const id = this.nextId('resp');
     const usage = {
@@ -224,7 +280,15 @@ export class ModelServer {
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: INPUT_TOKENS + OUTPUT_TOKENS,
     };
-    const response = { id, object: 'response', created_at: Math.floor(Date.now() / 1000), model, status: 'in_progress', output: [] as any[], usage: null as unknown };
+    const response = {
+      id,
+      object: 'response',
+      created_at: Math.floor(Date.now() / 1000),
+      model,
+      status: 'in_progress',
+      output: [] as any[],
+      usage: null as unknown,
+    };
     if (!body.stream) return json(res, { ...response, status: 'completed', output, usage });
     const sse = startSse(res);
     let seq = 0;
@@ -232,10 +296,21 @@ export class ModelServer {
     send('response.created', { response });
     output.forEach((item, outputIndex) => {
       if (item.type === 'message') {
-        send('response.output_item.added', { output_index: outputIndex, item: { ...item, status: 'in_progress', content: [] } });
-        send('response.output_text.delta', { output_index: outputIndex, item_id: item.id, content_index: 0, delta: item.content[0].text });
+        send('response.output_item.added', {
+          output_index: outputIndex,
+          item: { ...item, status: 'in_progress', content: [] },
+        });
+        send('response.output_text.delta', {
+          output_index: outputIndex,
+          item_id: item.id,
+          content_index: 0,
+          delta: item.content[0].text,
+        });
       } else {
-        send('response.output_item.added', { output_index: outputIndex, item: { ...item, status: 'in_progress', arguments: '' } });
+        send('response.output_item.added', {
+          output_index: outputIndex,
+          item: { ...item, status: 'in_progress', arguments: '' },
+        });
       }
       send('response.output_item.done', { output_index: outputIndex, item });
     });

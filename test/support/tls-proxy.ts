@@ -29,17 +29,57 @@ function openssl(dir: string, args: string[]): void {
 }
 
 function makeCa(dir: string, name: string): void {
-  openssl(dir, ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${name}`, '-keyout', `${name}.key`, '-out', `${name}.pem`]);
+  openssl(dir, [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.pem`,
+  ]);
 }
 
 function makeCertificates(dir: string): void {
   makeCa(dir, 'ca');
   makeCa(dir, 'wrong-ca');
-  openssl(dir, ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr']);
+  openssl(dir, [
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-subj',
+    '/CN=localhost',
+    '-keyout',
+    'server.key',
+    '-out',
+    'server.csr',
+  ]);
   writeFileSync(path.join(dir, 'server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n');
-  openssl(dir, ['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '1', '-extfile', 'server.ext', '-out', 'server.pem']);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-extfile',
+    'server.ext',
+    '-out',
+    'server.pem',
+  ]);
 }
-
 
 function listening(port: number): Promise<true | undefined> {
   return new Promise((resolve) => {
@@ -93,14 +133,18 @@ http {
 }
 `,
   );
-  const nginx = spawn('nginx', ['-p', dir, '-e', `${dir}/error.log`, '-c', `${dir}/nginx.conf`, '-g', 'daemon off;'], { stdio: 'ignore' });
+  const nginx = spawn('nginx', ['-p', dir, '-e', `${dir}/error.log`, '-c', `${dir}/nginx.conf`, '-g', 'daemon off;'], {
+    stdio: 'ignore',
+  });
   let exited = false;
   nginx.once('exit', () => (exited = true));
-  await waitFor(`nginx listening on ${port} and ${keyedPort}`, async () => (await listening(port)) && (await listening(keyedPort)), 15_000).catch(
-    (err) => {
-      throw new Error(`${err.message}: ${readFileSync(path.join(dir, 'error.log'), 'utf8')}`);
-    },
-  );
+  await waitFor(
+    `nginx listening on ${port} and ${keyedPort}`,
+    async () => (await listening(port)) && (await listening(keyedPort)),
+    15_000,
+  ).catch((err) => {
+    throw new Error(`${err.message}: ${readFileSync(path.join(dir, 'error.log'), 'utf8')}`);
+  });
   return {
     address: `localhost:${port}`,
     keyedAddress: `localhost:${keyedPort}`,

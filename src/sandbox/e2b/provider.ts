@@ -53,7 +53,8 @@ export interface E2BApi {
   pause(sandboxId: string): Promise<boolean>;
 }
 
-export type E2BCreateOpts = Required<Pick<SandboxOpts, 'metadata' | 'timeoutMs' | 'allowInternetAccess'>> & Pick<SandboxOpts, 'network'>;
+export type E2BCreateOpts = Required<Pick<SandboxOpts, 'metadata' | 'timeoutMs' | 'allowInternetAccess'>> &
+  Pick<SandboxOpts, 'network'>;
 
 /**
  * The same allowlist as a local sandbox's, as E2B's firewall takes it: all traffic denied but
@@ -62,7 +63,10 @@ export type E2BCreateOpts = Required<Pick<SandboxOpts, 'metadata' | 'timeoutMs' 
  */
 function e2bNetwork(options: SandboxOptions): NonNullable<SandboxOpts['network']> {
   const models = MODEL_APIS.map((api) => modelApiRules(api));
-  const rules = sandboxRules(options.allowHosts, { hosts: models.flatMap((m) => m.hosts), trusted: models.flatMap((m) => m.trusted) });
+  const rules = sandboxRules(options.allowHosts, {
+    hosts: models.flatMap((m) => m.hosts),
+    trusted: models.flatMap((m) => m.trusted),
+  });
   return { allowOut: cloudAllowList(rules), denyOut: [ALL_TRAFFIC] };
 }
 
@@ -160,7 +164,8 @@ exit "$s"`;
  * timeouts, 5xx, 409 conflicts such as a sandbox still pausing, network failures) is worth a retry.
  */
 export function classifyE2BError(err: unknown): 'retryable' | 'fatal' {
-  if (err instanceof RateLimitError || err instanceof ServiceBusyError || err instanceof TimeoutError) return 'retryable';
+  if (err instanceof RateLimitError || err instanceof ServiceBusyError || err instanceof TimeoutError)
+    return 'retryable';
   if (
     err instanceof AuthenticationError ||
     err instanceof TemplateError ||
@@ -171,7 +176,9 @@ export function classifyE2BError(err: unknown): 'retryable' | 'fatal' {
     return 'fatal';
   }
   if (err instanceof SandboxError && err.statusCode !== undefined) {
-    return err.statusCode >= 400 && err.statusCode < 500 && err.statusCode !== 408 && err.statusCode !== 409 ? 'fatal' : 'retryable';
+    return err.statusCode >= 400 && err.statusCode < 500 && err.statusCode !== 408 && err.statusCode !== 409
+      ? 'fatal'
+      : 'retryable';
   }
   return 'retryable';
 }
@@ -203,7 +210,10 @@ function commandEnv(command: string, env: Record<string, string>): Record<string
   for (const [name, value] of Object.entries(env)) {
     // The wrapper finds the variables through bash, which only sees names that are identifiers.
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
-      throw ApplicationFailure.nonRetryable(`environment variable ${JSON.stringify(name)} cannot be passed into an E2B sandbox`, 'InvalidEnvName');
+      throw ApplicationFailure.nonRetryable(
+        `environment variable ${JSON.stringify(name)} cannot be passed into an E2B sandbox`,
+        'InvalidEnvName',
+      );
     }
     envs[ENV_PREFIX + name] = value;
   }
@@ -338,11 +348,16 @@ class E2BSandbox implements Sandbox {
    */
   private inside(p: string): string {
     const normalized = path.posix.normalize(p);
-    if ([this.workspace, this.scratch].some((d) => normalized === d || normalized.startsWith(`${d}/`))) return normalized;
+    if ([this.workspace, this.scratch].some((d) => normalized === d || normalized.startsWith(`${d}/`)))
+      return normalized;
     throw new Error(`path ${p} is outside the sandbox's workspace and scratch directories`);
   }
 
-  async writeFile(p: string, data: Uint8Array | string, options: { readOnly?: boolean; executable?: boolean } = {}): Promise<void> {
+  async writeFile(
+    p: string,
+    data: Uint8Array | string,
+    options: { readOnly?: boolean; executable?: boolean } = {},
+  ): Promise<void> {
     const file = this.inside(p);
     const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
     const sandbox = await this.use();
@@ -352,7 +367,8 @@ class E2BSandbox implements Sandbox {
     if (options.readOnly || options.executable) {
       const mode = (options.readOnly ? 0o444 : 0o644) | (options.executable ? 0o111 : 0);
       const r = await this.exec(`chmod ${mode.toString(8)} '${file.replace(/'/g, `'\\''`)}'`, { timeoutMs: 30_000 });
-      if (r.exitCode !== 0) throw new Error(`making ${file} read-only in E2B sandbox ${this.id} failed: ${r.output.trim()}`);
+      if (r.exitCode !== 0)
+        throw new Error(`making ${file} read-only in E2B sandbox ${this.id} failed: ${r.output.trim()}`);
     }
   }
 
@@ -365,7 +381,9 @@ class E2BSandbox implements Sandbox {
   async copyIn(hostPath: string, p: string): Promise<void> {
     const file = this.inside(p);
     const sandbox = await this.use();
-    await call(`uploading ${file} to E2B sandbox ${this.id}`, () => sandbox.files.write(file, Readable.toWeb(createReadStream(hostPath)) as ReadableStream<Uint8Array>));
+    await call(`uploading ${file} to E2B sandbox ${this.id}`, () =>
+      sandbox.files.write(file, Readable.toWeb(createReadStream(hostPath)) as ReadableStream<Uint8Array>),
+    );
   }
 
   async copyOut(p: string, hostPath: string): Promise<void> {
@@ -376,7 +394,10 @@ class E2BSandbox implements Sandbox {
     if (r.exitCode !== 0) throw new Error(`path ${file} in E2B sandbox ${this.id} is not a regular file`);
     await call(`downloading ${file} from E2B sandbox ${this.id}`, async () => {
       const stream = await sandbox.files.read(file, { format: 'stream' });
-      await pipeline(Readable.fromWeb(stream as import('node:stream/web').ReadableStream<Uint8Array>), createWriteStream(hostPath, { mode: 0o600 }));
+      await pipeline(
+        Readable.fromWeb(stream as import('node:stream/web').ReadableStream<Uint8Array>),
+        createWriteStream(hostPath, { mode: 0o600 }),
+      );
     });
   }
 }
@@ -415,7 +436,8 @@ export class E2BSandboxProvider implements SandboxProvider {
 
   private async existing(key: string): Promise<E2BSandboxInfo> {
     const [found] = await this.lookup(key);
-    if (!found) throw ApplicationFailure.nonRetryable(`sandbox ${key} does not exist (was it destroyed?)`, 'SandboxMissing');
+    if (!found)
+      throw ApplicationFailure.nonRetryable(`sandbox ${key} does not exist (was it destroyed?)`, 'SandboxMissing');
     return found;
   }
 
@@ -474,6 +496,8 @@ export class E2BSandboxProvider implements SandboxProvider {
   /** Resumes a paused sandbox ahead of its use; using it would resume it too. */
   async resume(key: string): Promise<void> {
     const { sandboxId } = await this.existing(key);
-    await call(`resuming E2B sandbox ${sandboxId}`, () => this.api.connect(sandboxId, { timeoutMs: this.idleTimeoutMs }));
+    await call(`resuming E2B sandbox ${sandboxId}`, () =>
+      this.api.connect(sandboxId, { timeoutMs: this.idleTimeoutMs }),
+    );
   }
 }

@@ -76,13 +76,20 @@ export function operatorRules(env: NodeJS.ProcessEnv = process.env): EgressRules
 }
 
 /** An agent's model API: its default hosts, and the exact endpoint the worker's environment points it at. */
-export function modelApiRules(api: { hosts: readonly string[]; baseUrlEnv: string } | undefined, env: NodeJS.ProcessEnv = process.env): EgressRules {
+export function modelApiRules(
+  api: { hosts: readonly string[]; baseUrlEnv: string } | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): EgressRules {
   const endpoint = api && urlEndpoint(env[api.baseUrlEnv]);
   return { hosts: [...(api?.hosts ?? [])], trusted: endpoint ? [endpoint] : [] };
 }
 
 /** What a sandbox may reach: registries, the request's hosts, the operator's, and a command's own grant. */
-export function sandboxRules(requestHosts: readonly string[] = [], grant?: EgressRules, env: NodeJS.ProcessEnv = process.env): EgressRules {
+export function sandboxRules(
+  requestHosts: readonly string[] = [],
+  grant?: EgressRules,
+  env: NodeJS.ProcessEnv = process.env,
+): EgressRules {
   const operator = operatorRules(env);
   return {
     hosts: [...REGISTRY_HOSTS, ...requestHosts, ...operator.hosts, ...(grant?.hosts ?? [])].map(normalizeEntry),
@@ -108,13 +115,27 @@ function splitEntry(entry: string): { name: string; port?: number } {
   const colon = entry.lastIndexOf(':');
   return { name: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) };
 }
-const normalizeEntry = (entry: string) => entry.trim().toLowerCase().replace(/\.(?=:|$)/, '');
+const normalizeEntry = (entry: string) =>
+  entry
+    .trim()
+    .toLowerCase()
+    .replace(/\.(?=:|$)/, '');
 
 /** Addresses a sandbox never reaches unless trusted: this host's own, loopback, private, link-local, multicast. */
 function blockedAddresses(): net.BlockList {
   const list = new net.BlockList();
-  const v4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24',
-    '192.168.0.0/16', '224.0.0.0/4', '240.0.0.0/4'];
+  const v4 = [
+    '0.0.0.0/8',
+    '10.0.0.0/8',
+    '100.64.0.0/10',
+    '127.0.0.0/8',
+    '169.254.0.0/16',
+    '172.16.0.0/12',
+    '192.0.0.0/24',
+    '192.168.0.0/16',
+    '224.0.0.0/4',
+    '240.0.0.0/4',
+  ];
   // BlockList checks an IPv4-mapped address against the IPv4 rules; NAT64 and 6to4 addresses
   // embed an IPv4 address too, and are refused as a whole.
   const v6 = ['::/127', '64:ff9b::/96', '2002::/16', 'fc00::/7', 'fe80::/10', 'ff00::/8'];
@@ -159,7 +180,8 @@ export class EgressPolicy {
     if (addresses.length === 0) return { refused: `${host} does not resolve` };
     if (!trusted) {
       const bad = addresses.find((a) => this.blocked.check(a.address, a.family === 6 ? 'ipv6' : 'ipv4'));
-      if (bad) return { refused: `${host} resolves to ${bad.address}, a loopback, private, link-local or local address` };
+      if (bad)
+        return { refused: `${host} resolves to ${bad.address}, a loopback, private, link-local or local address` };
     }
     return { address: addresses[0].address };
   }
@@ -173,7 +195,16 @@ function parseAuthority(target: string): { host: string; port: number } | undefi
 }
 
 /** Hop-by-hop headers a forwarding proxy drops. */
-const HOP_HEADERS = new Set(['proxy-connection', 'proxy-authorization', 'connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_HEADERS = new Set([
+  'proxy-connection',
+  'proxy-authorization',
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 
 /** The allowlisting forward proxy of one command, on a unix socket. */
 class EgressProxy {
@@ -184,7 +215,10 @@ class EgressProxy {
   private readonly server = http.createServer({ requestTimeout: 0 }, (req, res) => void this.forward(req, res));
 
   constructor(private readonly policy: EgressPolicy) {
-    this.server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.tunnel(req, socket, head));
+    this.server.on(
+      'connect',
+      (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.tunnel(req, socket, head),
+    );
     this.server.on('connection', (socket: net.Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
@@ -212,7 +246,9 @@ class EgressProxy {
     const decision = target ? await this.policy.decide(target.host, target.port) : { refused: 'not a host:port' };
     if ('refused' in decision) {
       const body = this.refuse(`CONNECT ${truncateTarget(req.url)}`, decision.refused);
-      client.end(`HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      client.end(
+        `HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
       return;
     }
     const upstream = net.connect({ host: decision.address, port: target!.port });
@@ -241,13 +277,25 @@ class EgressProxy {
       url = undefined;
     }
     const port = url ? Number(url.port || 80) : 0;
-    const decision = url?.protocol === 'http:' ? await this.policy.decide(url.hostname, port) : { refused: 'only absolute http:// URLs are proxied (use CONNECT for https)' };
+    const decision =
+      url?.protocol === 'http:'
+        ? await this.policy.decide(url.hostname, port)
+        : { refused: 'only absolute http:// URLs are proxied (use CONNECT for https)' };
     if ('refused' in decision) {
-      res.writeHead(403, { 'Content-Type': 'text/plain', Connection: 'close' }).end(this.refuse(`${req.method} ${truncateTarget(req.url)}`, decision.refused));
+      res
+        .writeHead(403, { 'Content-Type': 'text/plain', Connection: 'close' })
+        .end(this.refuse(`${req.method} ${truncateTarget(req.url)}`, decision.refused));
       return;
     }
     const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => !HOP_HEADERS.has(name)));
-    const upstream = http.request({ host: decision.address, port, method: req.method, path: `${url!.pathname}${url!.search}`, headers, setHost: false });
+    const upstream = http.request({
+      host: decision.address,
+      port,
+      method: req.method,
+      path: `${url!.pathname}${url!.search}`,
+      headers,
+      setHost: false,
+    });
     upstream.on('socket', (s) => this.track(s));
     upstream.on('response', (r) => {
       r.on('error', () => res.destroy());
@@ -267,7 +315,8 @@ class EgressProxy {
   /** What the command's output should say about refused connections, if any were. */
   report(): string {
     if (this.refusedCount === 0) return '';
-    const more = this.refusedCount > this.refusals.length ? `\n  ... and ${this.refusedCount - this.refusals.length} more` : '';
+    const more =
+      this.refusedCount > this.refusals.length ? `\n  ... and ${this.refusedCount - this.refusals.length} more` : '';
     return `\n[flotilla] the sandbox's network refused ${this.refusedCount} connection(s):\n  ${this.refusals.join('\n  ')}${more}\n`;
   }
 

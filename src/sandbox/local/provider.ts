@@ -13,7 +13,19 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { type FileHandle, chmod, chown, lstat, mkdir, open, readFile, readdir, rm, rmdir, writeFile } from 'node:fs/promises';
+import {
+  type FileHandle,
+  chmod,
+  chown,
+  lstat,
+  mkdir,
+  open,
+  readFile,
+  readdir,
+  rm,
+  rmdir,
+  writeFile,
+} from 'node:fs/promises';
 import { constants as fsConstants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
@@ -43,9 +55,21 @@ const EXIT_FILE_TOO_LARGE = 128 + osConstants.signals.SIGXFSZ;
 export type SandboxLimits = Required<SandboxLimitsRequest>;
 
 /** What a sandbox gets when the request does not say. */
-export const DEFAULT_LIMITS: SandboxLimits = { tmpMiB: 256, workspaceMiB: 4096, workspaceFiles: 100_000, processes: 1024, memoryMiB: 4096 };
+export const DEFAULT_LIMITS: SandboxLimits = {
+  tmpMiB: 256,
+  workspaceMiB: 4096,
+  workspaceFiles: 100_000,
+  processes: 1024,
+  memoryMiB: 4096,
+};
 /** The most a request may ask for, unless the worker is configured otherwise. */
-export const MAX_LIMITS: SandboxLimits = { tmpMiB: 4096, workspaceMiB: 65_536, workspaceFiles: 2_000_000, processes: 8192, memoryMiB: 32_768 };
+export const MAX_LIMITS: SandboxLimits = {
+  tmpMiB: 4096,
+  workspaceMiB: 65_536,
+  workspaceFiles: 2_000_000,
+  processes: 8192,
+  memoryMiB: 32_768,
+};
 
 export interface LocalProviderOptions {
   /** The bubblewrap binary. Default: $FLOTILLA_BWRAP, else "bwrap" on the PATH. */
@@ -87,8 +111,12 @@ export function parseMaxLimits(text: string | undefined): Partial<SandboxLimits>
   const caps: Partial<SandboxLimits> = {};
   for (const item of (text ?? '').split(',').filter((x) => x.trim())) {
     const [name, value] = item.split('=').map((x) => x.trim());
-    if (!(name in MAX_LIMITS)) throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "${name}" (known: ${Object.keys(MAX_LIMITS).join(', ')})`);
-    if (!/^[1-9]\d*$/.test(value ?? '')) throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: ${name} must be a positive whole number (got "${value ?? ''}")`);
+    if (!(name in MAX_LIMITS))
+      throw new Error(
+        `FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "${name}" (known: ${Object.keys(MAX_LIMITS).join(', ')})`,
+      );
+    if (!/^[1-9]\d*$/.test(value ?? ''))
+      throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: ${name} must be a positive whole number (got "${value ?? ''}")`);
     caps[name as keyof SandboxLimits] = Number(value);
   }
   return caps;
@@ -105,16 +133,45 @@ export function probeBubblewrap(bwrap = defaultBwrap()): BubblewrapProbe {
   const known = probes.get(bwrap);
   if (known) return known;
   const uid = String(parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS).first);
-  const inner = [bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--die-with-parent', '--ro-bind', '/', '/', '--proc', '/proc', 'true'];
+  const inner = [
+    bwrap,
+    '--unshare-user',
+    '--disable-userns',
+    '--unshare-pid',
+    '--die-with-parent',
+    '--ro-bind',
+    '/',
+    '/',
+    '--proc',
+    '/proc',
+    'true',
+  ];
   // As root, also what the prelude does: a bind mount in a mount namespace of its own (a
   // container without CAP_SYS_ADMIN cannot), then handing bwrap down to a sandbox uid.
   const asSandboxUid = ['setpriv', '--reuid', uid, '--regid', uid, '--clear-groups', '--no-new-privs', ...inner];
   const prelude = 'PATH=/usr/sbin:/usr/bin:/sbin:/bin mount --bind /usr /usr && exec "$@"';
-  const argv = asRoot() ? ['unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', prelude, 'flotilla-probe', ...asSandboxUid] : inner;
+  const argv = asRoot()
+    ? [
+        'unshare',
+        '--mount',
+        '--propagation',
+        'private',
+        '--',
+        '/bin/sh',
+        '-c',
+        prelude,
+        'flotilla-probe',
+        ...asSandboxUid,
+      ]
+    : inner;
   const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', timeout: 10_000 });
   let probe: BubblewrapProbe;
   if (r.error) probe = { isolation: 'none', reason: `cannot start ${argv[0]}: ${r.error.message}` };
-  else if (r.status !== 0) probe = { isolation: 'none', reason: `bubblewrap (${bwrap}) failed to start a sandbox: ${(r.stderr || `exit ${r.status}`).trim()}` };
+  else if (r.status !== 0)
+    probe = {
+      isolation: 'none',
+      reason: `bubblewrap (${bwrap}) failed to start a sandbox: ${(r.stderr || `exit ${r.status}`).trim()}`,
+    };
   else probe = { isolation: 'bubblewrap' };
   probes.set(bwrap, probe);
   return probe;
@@ -253,7 +310,8 @@ class CommandCgroups {
     for (const controller of ['memory', 'pids']) {
       const parent = path.join(CGROUP_ROOT, controller, 'flotilla');
       const names = await readdir(parent).catch(() => []);
-      for (const name of names.filter((n) => n.startsWith(`${sandboxId}-`))) await rmdir(path.join(parent, name)).catch(() => undefined);
+      for (const name of names.filter((n) => n.startsWith(`${sandboxId}-`)))
+        await rmdir(path.join(parent, name)).catch(() => undefined);
     }
   }
 
@@ -266,9 +324,11 @@ class CommandCgroups {
   async hit(limits: SandboxLimits): Promise<string | undefined> {
     const read = (f: string) => readFile(f, 'utf8').catch(() => '');
     const oomKills = /^oom_kill (\d+)$/m.exec(await read(path.join(this.dirs.memory!, 'memory.oom_control')));
-    if (oomKills && Number(oomKills[1]) > 0) return `the sandbox ran out of memory (limit ${limits.memoryMiB} MiB) and the kernel killed its process`;
+    if (oomKills && Number(oomKills[1]) > 0)
+      return `the sandbox ran out of memory (limit ${limits.memoryMiB} MiB) and the kernel killed its process`;
     const refusedForks = /^max (\d+)$/m.exec(await read(path.join(this.dirs.pids!, 'pids.events')));
-    if (refusedForks && Number(refusedForks[1]) > 0) return `the sandbox reached its process limit (${limits.processes} processes at once)`;
+    if (refusedForks && Number(refusedForks[1]) > 0)
+      return `the sandbox reached its process limit (${limits.processes} processes at once)`;
     return undefined;
   }
 
@@ -277,7 +337,10 @@ class CommandCgroups {
     for (const dir of [this.dirs.memory, this.dirs.pids]) {
       if (!dir) continue;
       for (let attempt = 0; attempt < 40; attempt++) {
-        const err = await rmdir(dir).then(() => undefined, (e: NodeJS.ErrnoException) => e);
+        const err = await rmdir(dir).then(
+          () => undefined,
+          (e: NodeJS.ErrnoException) => e,
+        );
         if (!err || err.code === 'ENOENT') break;
         if (err.code !== 'EBUSY') break;
         await new Promise((r) => setTimeout(r, 50));
@@ -440,11 +503,21 @@ class LocalSandbox implements Sandbox {
       // Its own network namespace always; with network on, the allowlisting proxy is its one way out.
       const rules = this.network ? sandboxRules(this.allowHosts, options.egress) : undefined;
       const result = await withSandboxNet(rules, options.onOutput, (net) =>
-        runProcessGroup(this.sandboxArgv(command, cwd, options, cgroups, net), '/', { ...options, env: { ...env, ...net.env }, signal: stop.signal }, (text) => (tmpReport += text)),
+        runProcessGroup(
+          this.sandboxArgv(command, cwd, options, cgroups, net),
+          '/',
+          { ...options, env: { ...env, ...net.env }, signal: stop.signal },
+          (text) => (tmpReport += text),
+        ),
       );
       unwatch();
-      const reason = diskFull ?? (await cgroups?.hit(this.limits)) ?? this.tmpFull(tmpReport) ?? (await this.fileOrDiskOverLimit(result));
-      if (reason) throw permanent('ResourceLimit', reason, { exitCode: result.exitCode, tail: result.output.slice(-2000) });
+      const reason =
+        diskFull ??
+        (await cgroups?.hit(this.limits)) ??
+        this.tmpFull(tmpReport) ??
+        (await this.fileOrDiskOverLimit(result));
+      if (reason)
+        throw permanent('ResourceLimit', reason, { exitCode: result.exitCode, tail: result.output.slice(-2000) });
       return result;
     } finally {
       unwatch();
@@ -458,7 +531,13 @@ class LocalSandbox implements Sandbox {
    * setpriv (the sandbox's uid, no new privileges) → bwrap (user namespace and the sandbox's
    * view) → wrapper (rlimits: file size; processes and memory without cgroups) → the command.
    */
-  private sandboxArgv(command: string, cwd: string, options: ExecOptions, cgroups: CommandCgroups | undefined, net: SandboxNet): string[] {
+  private sandboxArgv(
+    command: string,
+    cwd: string,
+    options: ExecOptions,
+    cgroups: CommandCgroups | undefined,
+    net: SandboxNet,
+  ): string[] {
     const l = this.limits;
     // Without cgroups, rlimits stand in: processes per uid (each sandbox has its own) and
     // address space per process. With them, the cgroups decide, and say so afterwards.
@@ -466,29 +545,80 @@ class LocalSandbox implements Sandbox {
     const rlimits = [`-f ${l.workspaceMiB * 1024}`];
     if (!cgroups) rlimits.push(`-u ${l.processes}`, `-v ${l.memoryMiB * 1024}`);
     const host = (name: string) => path.join(this.root, name);
-    const source = (name: 'workspace' | 'scratch' | 'objects') => (this.uid === undefined ? host(name) : path.join(STAGE, name));
+    const source = (name: 'workspace' | 'scratch' | 'objects') =>
+      this.uid === undefined ? host(name) : path.join(STAGE, name);
     const objects = this.objects();
 
     const argv: string[] = [];
     if (this.uid !== undefined) {
       argv.push('unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', PRELUDE, 'flotilla-prelude');
-      argv.push(cgroups?.procsFiles().join(' ') ?? '', host('workspace'), host('scratch'), host('passwd'), STAGE, objects ?? '');
+      argv.push(
+        cgroups?.procsFiles().join(' ') ?? '',
+        host('workspace'),
+        host('scratch'),
+        host('passwd'),
+        STAGE,
+        objects ?? '',
+      );
     }
-    if (this.uid !== undefined) argv.push('setpriv', '--reuid', String(this.uid), '--regid', String(this.uid), '--clear-groups', '--no-new-privs', '--');
-    argv.push(this.bwrap, '--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL');
+    if (this.uid !== undefined)
+      argv.push(
+        'setpriv',
+        '--reuid',
+        String(this.uid),
+        '--regid',
+        String(this.uid),
+        '--clear-groups',
+        '--no-new-privs',
+        '--',
+      );
+    argv.push(
+      this.bwrap,
+      '--unshare-user',
+      '--disable-userns',
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--die-with-parent',
+      '--cap-drop',
+      'ALL',
+    );
     // Mounts apply in order: the private /tmp first, so a tool directory that lives under the
     // host's /tmp (a checkout there) is mounted on top of it rather than hidden by it. No /sys at
     // all, and /proc/sys read-only on top of the uid that already cannot write it.
-    argv.push('--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys', '--dev', '/dev', '--size', String(l.tmpMiB * MIB), '--tmpfs', '/tmp');
+    argv.push(
+      '--proc',
+      '/proc',
+      '--ro-bind',
+      '/proc/sys',
+      '/proc/sys',
+      '--dev',
+      '/dev',
+      '--size',
+      String(l.tmpMiB * MIB),
+      '--tmpfs',
+      '/tmp',
+    );
     for (const dir of readOnlyDirs()) argv.push('--ro-bind', dir, dir);
     if (this.uid !== undefined) argv.push('--ro-bind', path.join(STAGE, 'passwd'), '/etc/passwd');
     argv.push(
-      options.readOnlyWorkspace ? '--ro-bind' : '--bind', source('workspace'), INSIDE_WORKSPACE,
-      '--bind', source('scratch'), INSIDE_SCRATCH,
+      options.readOnlyWorkspace ? '--ro-bind' : '--bind',
+      source('workspace'),
+      INSIDE_WORKSPACE,
+      '--bind',
+      source('scratch'),
+      INSIDE_SCRATCH,
       ...(objects ? ['--ro-bind', this.uid === undefined ? objects : source('objects'), SANDBOX_OBJECTS] : []),
       ...net.bwrapArgs,
-      '--chdir', cwd,
-      '--', 'bash', '-c', WRAPPER, 'flotilla-sandbox', rlimits.join(' '), ...net.command(['bash', '-c', command]),
+      '--chdir',
+      cwd,
+      '--',
+      'bash',
+      '-c',
+      WRAPPER,
+      'flotilla-sandbox',
+      rlimits.join(' '),
+      ...net.command(['bash', '-c', command]),
     );
     return argv;
   }
@@ -498,7 +628,9 @@ class LocalSandbox implements Sandbox {
     const m = /\n\S+\s+(\d+)\s+(\d+)\s+(\d+)/.exec(report);
     if (!m) return undefined;
     const [size, available] = [Number(m[1]), Number(m[3])];
-    return available < Math.max(64, size / 100) ? `the sandbox's /tmp is full (limit ${this.limits.tmpMiB} MiB)` : undefined;
+    return available < Math.max(64, size / 100)
+      ? `the sandbox's /tmp is full (limit ${this.limits.tmpMiB} MiB)`
+      : undefined;
   }
 
   /** Counts the disk every few seconds while a command runs; calls `over` once it is past a limit. */
@@ -509,14 +641,18 @@ class LocalSandbox implements Sandbox {
       counting = true;
       // A count that fails here is retried by the one after the command, which does not swallow it.
       void this.diskOverLimit()
-        .then((reason) => reason && over(reason), () => undefined)
+        .then(
+          (reason) => reason && over(reason),
+          () => undefined,
+        )
         .finally(() => (counting = false));
     }, DISK_CHECK_MS);
     return () => clearInterval(timer);
   }
 
   private async fileOrDiskOverLimit(result: ExecResult): Promise<string | undefined> {
-    if (result.exitCode === EXIT_FILE_TOO_LARGE) return `a command in the sandbox wrote a file past the size limit (${this.limits.workspaceMiB} MiB)`;
+    if (result.exitCode === EXIT_FILE_TOO_LARGE)
+      return `a command in the sandbox wrote a file past the size limit (${this.limits.workspaceMiB} MiB)`;
     return this.diskOverLimit();
   }
 
@@ -528,7 +664,8 @@ class LocalSandbox implements Sandbox {
     if (used.files > l.workspaceFiles) {
       return `workspace holds ${used.files >= stopAt ? 'at least ' : ''}${count(used.files)} files; the limit is ${count(l.workspaceFiles)}`;
     }
-    if (used.bytes > l.workspaceMiB * MIB) return `workspace holds ${count(Math.ceil(used.bytes / MIB))} MiB; the limit is ${count(l.workspaceMiB)} MiB`;
+    if (used.bytes > l.workspaceMiB * MIB)
+      return `workspace holds ${count(Math.ceil(used.bytes / MIB))} MiB; the limit is ${count(l.workspaceMiB)} MiB`;
     return undefined;
   }
 
@@ -547,7 +684,11 @@ class LocalSandbox implements Sandbox {
     }
   }
 
-  async writeFile(inside: string, data: Uint8Array | string, options: { readOnly?: boolean; executable?: boolean } = {}): Promise<void> {
+  async writeFile(
+    inside: string,
+    data: Uint8Array | string,
+    options: { readOnly?: boolean; executable?: boolean } = {},
+  ): Promise<void> {
     await this.create(inside, options, (file) => file.writeFile(data));
   }
 
@@ -558,7 +699,11 @@ class LocalSandbox implements Sandbox {
   }
 
   /** Creates (or truncates) a file for the sandbox, fills it with `fill`, then sets its owner and mode. */
-  private async create(inside: string, options: { readOnly?: boolean; executable?: boolean }, fill: (file: FileHandle) => Promise<void>): Promise<void> {
+  private async create(
+    inside: string,
+    options: { readOnly?: boolean; executable?: boolean },
+    fill: (file: FileHandle) => Promise<void>,
+  ): Promise<void> {
     const host = this.hostPath(inside);
     await this.checkNoSymlinks(host);
     // Who owns what we create: the sandbox's uid, or root for a file it must not change.
@@ -567,10 +712,15 @@ class LocalSandbox implements Sandbox {
     // Directories are the sandbox's even for a read-only file: it may remove the file (and the
     // next checkout must be able to), it just cannot change what the file says.
     if (created !== undefined && this.uid !== undefined) {
-      for (let dir = path.dirname(host); dir.length >= created.length; dir = path.dirname(dir)) await chown(dir, this.uid, this.uid);
+      for (let dir = path.dirname(host); dir.length >= created.length; dir = path.dirname(dir))
+        await chown(dir, this.uid, this.uid);
     }
     // O_NOFOLLOW: a symlink planted since the check above is refused rather than followed.
-    const file = await open(host, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW, 0o644);
+    const file = await open(
+      host,
+      fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW,
+      0o644,
+    );
     try {
       await fill(file);
       if (owner !== undefined) await file.chown(owner, owner);
@@ -596,7 +746,7 @@ class LocalSandbox implements Sandbox {
       const out = await open(hostPath, 'w', 0o600);
       try {
         const buffer = Buffer.alloc(1024 * 1024);
-        for (let n; (n = (await file.read(buffer, 0, buffer.length)).bytesRead) > 0; ) await out.write(buffer, 0, n);
+        for (let n; (n = (await file.read(buffer, 0, buffer.length)).bytesRead) > 0;) await out.write(buffer, 0, n);
       } finally {
         await out.close();
       }
@@ -620,7 +770,10 @@ export class LocalSandboxProvider implements SandboxProvider {
   ) {
     this.bwrap = options.bwrap ?? defaultBwrap();
     this.noIsolation = options.noIsolation ?? process.env.FLOTILLA_ISOLATION === 'none';
-    this.maxLimits = { ...MAX_LIMITS, ...(options.maxLimits ?? parseMaxLimits(process.env.FLOTILLA_SANDBOX_MAX_LIMITS)) };
+    this.maxLimits = {
+      ...MAX_LIMITS,
+      ...(options.maxLimits ?? parseMaxLimits(process.env.FLOTILLA_SANDBOX_MAX_LIMITS)),
+    };
     this.uids = options.uids ?? parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS);
     this.objectsFor = options.objectsFor ?? (() => undefined);
   }
@@ -663,7 +816,17 @@ export class LocalSandboxProvider implements SandboxProvider {
     const isolation = this.checkIsolation();
     const uid = isolation === 'bubblewrap' ? this.uidFor(key) : undefined;
     const objects = () => this.objectsFor(key);
-    return new LocalSandbox(path.basename(root), root, isolation, options.network, options.allowHosts, this.limitsFor(options.limits), this.bwrap, uid, objects);
+    return new LocalSandbox(
+      path.basename(root),
+      root,
+      isolation,
+      options.network,
+      options.allowHosts,
+      this.limitsFor(options.limits),
+      this.bwrap,
+      uid,
+      objects,
+    );
   }
 
   async provision(key: string, options: SandboxOptions): Promise<Sandbox> {

@@ -14,7 +14,14 @@ import { type ActivityOptions, CancellationScope, patched, proxyActivities, work
 import type { Activities, SandboxRef } from '../../activities';
 import type { TestRun } from '../../activities/integration';
 import { redoNote } from '../../contracts/prompts';
-import { type ConflictReport, type IntegrationAttempt, type IntegrationReport, type RunOutcome, type RunResult, type SubTaskReport } from '../../contracts/reports';
+import {
+  type ConflictReport,
+  type IntegrationAttempt,
+  type IntegrationReport,
+  type RunOutcome,
+  type RunResult,
+  type SubTaskReport,
+} from '../../contracts/reports';
 import { type FixerSpec, type PlannedRequest, type SubTask } from '../../contracts/request';
 import { normalizeRepoPath } from '../../contracts/names';
 import { DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome, hostLost } from '../host-affinity';
@@ -115,7 +122,8 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
   status.integration = result.integration = report;
   const spent = { resolver: 0, repair: 0 };
   /** What a fixer's next round may spend; undefined when it has no budget. */
-  const budgetLeft = (spec: FixerSpec, used: number) => (spec.budgetUsd === undefined ? undefined : spec.budgetUsd - used);
+  const budgetLeft = (spec: FixerSpec, used: number) =>
+    spec.budgetUsd === undefined ? undefined : spec.budgetUsd - used;
   /** Records an attempt as running; `end` settles it. The same object is in the status and the result. */
   const track = (fields: Omit<IntegrationAttempt, 'state' | 'costUsd'>) => {
     const attempt: IntegrationAttempt = { ...fields, state: 'running', costUsd: 0 };
@@ -132,10 +140,24 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
   };
   /** The integration head, as the last merge, resolution or repair left it: a host commit. */
   let head = baseSha;
-  const fixer = () => ({ sandbox: fixerSandbox, runKey, baseSha, objective: req.objective, verifyCmd, timeoutMs: agentTimeoutMs, oracleSha, at });
+  const fixer = () => ({
+    sandbox: fixerSandbox,
+    runKey,
+    baseSha,
+    objective: req.objective,
+    verifyCmd,
+    timeoutMs: agentTimeoutMs,
+    oracleSha,
+    at,
+  });
 
   /** Resolver rounds, then one redo of the sub-task on the integrated tree; the run's end when neither works. */
-  const overcomeConflict = async (conflict: ConflictReport, task: SubTask, headSha: string, title: string): Promise<Failure | undefined> => {
+  const overcomeConflict = async (
+    conflict: ConflictReport,
+    task: SubTask,
+    headSha: string,
+    title: string,
+  ): Promise<Failure | undefined> => {
     const others = conflict.conflictsWith.length ? conflict.conflictsWith.join(', ') : 'earlier workers';
     const what = `worker ${conflict.workerId} conflicts with ${others} in ${conflict.files.join(', ')}`;
     const resolver = req.resolver;
@@ -155,23 +177,27 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       rounds++;
       if (!home) await prepare(fixerSandbox);
       const { end } = track({ kind: 'resolve', workerId: conflict.workerId, round: rounds, files: conflict.files });
-      const resolved = await inSandbox(fixerSandbox, (a) => a.resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${rounds}` }, [{
-        ...fixer(),
-        agent: resolver.agent,
-        round: rounds,
-        maxRounds: resolver.maxRounds,
-        budgetUsd,
-        workerId: conflict.workerId,
-        headSha,
-        intoSha: head,
-        title,
-        incoming: { workerId: task.id, prompt: task.prompt },
-        integrated: conflict.conflictsWith.flatMap((id) => {
-          const other = tasks.get(id);
-          return other ? [{ workerId: id, prompt: other.prompt }] : [];
-        }),
-        previousFailure,
-      }]));
+      const resolved = await inSandbox(fixerSandbox, (a) =>
+        a.resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${rounds}` }, [
+          {
+            ...fixer(),
+            agent: resolver.agent,
+            round: rounds,
+            maxRounds: resolver.maxRounds,
+            budgetUsd,
+            workerId: conflict.workerId,
+            headSha,
+            intoSha: head,
+            title,
+            incoming: { workerId: task.id, prompt: task.prompt },
+            integrated: conflict.conflictsWith.flatMap((id) => {
+              const other = tasks.get(id);
+              return other ? [{ workerId: id, prompt: other.prompt }] : [];
+            }),
+            previousFailure,
+          },
+        ]),
+      );
       spent.resolver += resolved.costUsd;
       end(resolved.ok ? 'succeeded' : 'failed', {
         reason: resolved.reason,
@@ -188,7 +214,12 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     if (rounds > 0) tried.unshift(`${rounds} resolver round(s) (last: ${previousFailure})`);
 
     // ---- The sub-task redone by a fresh worker on top of the integrated tree ----
-    const { attempt, end } = track({ kind: 'redispatch', workerId: conflict.workerId, round: 1, files: conflict.files });
+    const { attempt, end } = track({
+      kind: 'redispatch',
+      workerId: conflict.workerId,
+      round: 1,
+      files: conflict.files,
+    });
     const seed = await recordIntegrated({ runKey, baseSha, sha: head, name: `seeds/${task.id}`, oracleSha });
     const redoId = `${task.id}.redo`;
     attempt.workflowId = subTaskWorkflowId(workflowInfo().workflowId, redoId);
@@ -201,13 +232,15 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     });
     if (redo.status !== 'done') reason = redo.reason ?? `the worker ended ${redo.status}`;
     else if (redo.headSha) {
-      const merged = await mergeWorkers.executeWithOptions({ summary: `merge ${task.id} (redone)` }, [{
-        runKey,
-        baseSha,
-        into: head,
-        workers: [{ workerId: task.id, headSha: redo.headSha, title: `${title} (redone on the integrated tree)` }],
-        at,
-      }]);
+      const merged = await mergeWorkers.executeWithOptions({ summary: `merge ${task.id} (redone)` }, [
+        {
+          runKey,
+          baseSha,
+          into: head,
+          workers: [{ workerId: task.id, headSha: redo.headSha, title: `${title} (redone on the integrated tree)` }],
+          at,
+        },
+      ]);
       if (merged.status === 'merged') head = merged.sha;
       else reason = `its redone commits conflict in ${merged.files.join(', ')}`;
     }
@@ -223,13 +256,22 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     const titleOf = (task: SubTask) => `Integrate ${task.id}: ${firstLine(task.prompt)}`;
     let pending = result.workers.filter((w) => w.ref && w.headSha);
     while (pending.length) {
-      const merged = await mergeWorkers.executeWithOptions({ summary: `merge ${pending.map((w) => w.workerId).join(', ')}` }, [{
-        runKey,
-        baseSha,
-        into: head,
-        workers: pending.map((w) => ({ workerId: w.workerId, headSha: w.headSha!, title: titleOf(tasks.get(w.workerId)!) })),
-        at,
-      }]);
+      const merged = await mergeWorkers.executeWithOptions(
+        { summary: `merge ${pending.map((w) => w.workerId).join(', ')}` },
+        [
+          {
+            runKey,
+            baseSha,
+            into: head,
+            workers: pending.map((w) => ({
+              workerId: w.workerId,
+              headSha: w.headSha!,
+              title: titleOf(tasks.get(w.workerId)!),
+            })),
+            at,
+          },
+        ],
+      );
       head = merged.sha;
       if (merged.status === 'merged') break;
       const index = pending.findIndex((w) => w.workerId === merged.workerId);
@@ -246,23 +288,37 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     /** `round` names the run in the Web UI: 0 is the first, n the one after repair round n. */
     const runGate = async (round: number): Promise<TestRun | Failure> => {
       const summary = round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`;
-      const run = await inSandbox(testSandbox, (a) => a.runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
-        { sandbox: testSandbox, runKey, baseSha, sha: head, setupCmd: req.setupCmd, testCmd: req.testCmd, timeoutMs: commandTimeoutMs, oracleSha },
-      ]));
+      const run = await inSandbox(testSandbox, (a) =>
+        a.runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
+          {
+            sandbox: testSandbox,
+            runKey,
+            baseSha,
+            sha: head,
+            setupCmd: req.setupCmd,
+            testCmd: req.testCmd,
+            timeoutMs: commandTimeoutMs,
+            oracleSha,
+          },
+        ]),
+      );
       if (run.discarded) (report.discarded ??= []).push(run.discarded);
       if (run.logRef) result.test = { exitCode: run.exitCode, tail: run.tail, logRef: run.logRef };
       if (run.problem) return { ok: false, outcome: 'failed', message: `${run.problem}; nothing is pushed` };
       return run;
     };
 
-    const allowedPaths = [...new Set([...req.subTasks.flatMap((t) => t.ownedPaths), ...req.sharedPaths].map(normalizeRepoPath))];
+    const allowedPaths = [
+      ...new Set([...req.subTasks.flatMap((t) => t.ownedPaths), ...req.sharedPaths].map(normalizeRepoPath)),
+    ];
     let gate = await runGate(0);
     let rounds = 0;
     while (!('ok' in gate) && !gate.passed) {
       const message = `${gate.what} ${how(gate)} on the integrated tree`;
       const repair = req.repair;
       if (!repair) return { ok: false, outcome: 'tests-failed', message };
-      if (rounds >= repair.maxRounds) return { ok: false, outcome: 'tests-failed', message: `${message}; ${rounds} repair round(s) did not fix it` };
+      if (rounds >= repair.maxRounds)
+        return { ok: false, outcome: 'tests-failed', message: `${message}; ${rounds} repair round(s) did not fix it` };
       const budgetUsd = budgetLeft(repair, spent.repair);
       if (budgetUsd !== undefined && budgetUsd <= 0) {
         return {
@@ -275,21 +331,25 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       if (!home) await prepare(fixerSandbox);
       const { end } = track({ kind: 'repair', round: rounds, failed: lastLines(gate.tail, FAILED_TAIL_LINES) });
       const failing = gate;
-      const repaired = await inSandbox(fixerSandbox, (a) => a.repairTests.executeWithOptions({ summary: `repair round ${rounds} by ${repair.agent.kind}` }, [{
-        ...fixer(),
-        agent: repair.agent,
-        round: rounds,
-        maxRounds: repair.maxRounds,
-        budgetUsd,
-        fromSha: head,
-        tasks: req.subTasks.map((t) => ({ workerId: t.id, prompt: firstLine(t.prompt) })),
-        failedCmd: failing.command,
-        exitCode: failing.exitCode,
-        // With hidden tests the gate's output is theirs too: the agent gets a visible run instead.
-        logRef: oracleSha ? undefined : failing.logRef,
-        commandTimeoutMs,
-        allowedPaths,
-      }]));
+      const repaired = await inSandbox(fixerSandbox, (a) =>
+        a.repairTests.executeWithOptions({ summary: `repair round ${rounds} by ${repair.agent.kind}` }, [
+          {
+            ...fixer(),
+            agent: repair.agent,
+            round: rounds,
+            maxRounds: repair.maxRounds,
+            budgetUsd,
+            fromSha: head,
+            tasks: req.subTasks.map((t) => ({ workerId: t.id, prompt: firstLine(t.prompt) })),
+            failedCmd: failing.command,
+            exitCode: failing.exitCode,
+            // With hidden tests the gate's output is theirs too: the agent gets a visible run instead.
+            logRef: oracleSha ? undefined : failing.logRef,
+            commandTimeoutMs,
+            allowedPaths,
+          },
+        ]),
+      );
       spent.repair += repaired.costUsd;
       const spentRound = { costUsd: repaired.costUsd, logRef: repaired.logRef, diffstat: repaired.diffstat };
       if (!repaired.ok) {
@@ -299,7 +359,11 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       head = repaired.sha;
       gate = await runGate(rounds);
       if ('ok' in gate) end('failed', { ...spentRound, reason: gate.message });
-      else end(gate.passed ? 'succeeded' : 'failed', { ...spentRound, reason: gate.passed ? undefined : `${gate.what} still ${how(gate)}` });
+      else
+        end(gate.passed ? 'succeeded' : 'failed', {
+          ...spentRound,
+          reason: gate.passed ? undefined : `${gate.what} still ${how(gate)}`,
+        });
     }
     if ('ok' in gate) return gate;
 

@@ -76,7 +76,9 @@ export function openInbox(crew: Crew): void {
     const by = senderOf(raw);
     const kept = clip(reason, REFUSAL_MAX_CHARS);
     status.refusedCount++;
-    status.refusals = [...status.refusals, { message: clip(message, 100), by, reason: kept, at: Date.now() }].slice(-REFUSALS_KEPT);
+    status.refusals = [...status.refusals, { message: clip(message, 100), by, reason: kept, at: Date.now() }].slice(
+      -REFUSALS_KEPT,
+    );
     if (gate && status.gate) status.gate.refused = [...status.gate.refused, { by, reason: kept }].slice(-REFUSALS_KEPT);
   };
 
@@ -117,8 +119,10 @@ export function openInbox(crew: Crew): void {
   // ---- Gates ----
   const gateProblem = (gate: string): string | undefined => {
     const open = status.gate?.gate;
-    if (open !== gate) return `the ${gate} gate is not open (${open ? `the ${open} gate is` : `phase: ${status.phase}`})`;
-    if (crew.decision) return `the ${gate} gate was already ${crew.decision.approved ? 'approved' : 'rejected'} by ${crew.decision.by}`;
+    if (open !== gate)
+      return `the ${gate} gate is not open (${open ? `the ${open} gate is` : `phase: ${status.phase}`})`;
+    if (crew.decision)
+      return `the ${gate} gate was already ${crew.decision.approved ? 'approved' : 'rejected'} by ${crew.decision.by}`;
     return undefined;
   };
   register<ApproveInput>({
@@ -134,7 +138,13 @@ export function openInbox(crew: Crew): void {
       return a.sha === sha ? undefined : `approval names ${a.sha ?? 'no commit'}, but the commit to push is ${sha}`;
     },
     apply: (a) => {
-      crew.decision = { gate: a.gate, approved: true, by: a.by ?? 'unknown', comment: a.comment, sha: status.gate!.sha };
+      crew.decision = {
+        gate: a.gate,
+        approved: true,
+        by: a.by ?? 'unknown',
+        comment: a.comment,
+        sha: status.gate!.sha,
+      };
       return `approved the ${a.gate} gate`;
     },
   });
@@ -155,9 +165,11 @@ export function openInbox(crew: Crew): void {
   const worker = (id: string) => status.workers.find((w) => w.id === id);
   const workerProblem = (id: string, allowed: SubTaskState[], verb: string): string | undefined => {
     const ws = worker(id);
-    if (!ws && status.workers.length === 0) return `no worker "${clip(id, 100)}" in this run yet: its plan is not settled (phase: ${status.phase})`;
+    if (!ws && status.workers.length === 0)
+      return `no worker "${clip(id, 100)}" in this run yet: its plan is not settled (phase: ${status.phase})`;
     if (!ws) return `no worker "${clip(id, 100)}" in this run (workers: ${status.workers.map((w) => w.id).join(', ')})`;
-    if (!allowed.includes(ws.state)) return `worker ${id} is ${ws.state}; only a ${allowed.join(' or ')} worker can be ${verb}`;
+    if (!allowed.includes(ws.state))
+      return `worker ${id} is ${ws.state}; only a ${allowed.join(' or ')} worker can be ${verb}`;
     return undefined;
   };
   /**
@@ -216,15 +228,23 @@ export function openInbox(crew: Crew): void {
     if (!parsed.ok) return refuse('workerProgress', raw, parsed.reason);
     const p = parsed.value;
     const ws = crew.tokens.get(p.token);
-    if (!ws || ws.id !== p.id) return refuse('workerProgress', raw, `progress for worker "${clip(p.id, 100)}" that does not come from that worker`);
+    if (!ws || ws.id !== p.id)
+      return refuse(
+        'workerProgress',
+        raw,
+        `progress for worker "${clip(p.id, 100)}" that does not come from that worker`,
+      );
     if (ws.state === 'running' || ws.state === 'suspended') {
       Object.assign(ws, { state: p.state, reason: p.reason, question: p.question, costUsd: p.costUsd, turns: p.turns });
       // Where its sandbox is: sent by workers of runs with host affinity only.
-      if (p.host !== undefined) Object.assign(ws, { host: p.host, checkpoint: p.checkpoint, reprovisions: p.reprovisions });
+      if (p.host !== undefined)
+        Object.assign(ws, { host: p.host, checkpoint: p.checkpoint, reprovisions: p.reprovisions });
     }
   });
 
-  setDefaultSignalHandler((name: string, ...args: unknown[]) => refuse(name, args[0], `unknown signal "${clip(name, 100)}" (known: ${KNOWN})`));
+  setDefaultSignalHandler((name: string, ...args: unknown[]) =>
+    refuse(name, args[0], `unknown signal "${clip(name, 100)}" (known: ${KNOWN})`),
+  );
 }
 
 /** Who sent a message, as far as its payload says; a sender's name is bounded like any text. */

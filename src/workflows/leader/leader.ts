@@ -24,7 +24,14 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import { isFailure, permanent, rootMessage } from '../../contracts/failures';
-import { type GateName, type LeaderRequest, type LeaderRequestInput, type SubTask, RequestError, parseLeaderRequest } from '../../contracts/request';
+import {
+  type GateName,
+  type LeaderRequest,
+  type LeaderRequestInput,
+  type SubTask,
+  RequestError,
+  parseLeaderRequest,
+} from '../../contracts/request';
 import { type Isolation, type RunOutcome, type RunResult, type SubTaskReport } from '../../contracts/reports';
 import { runKeyOf } from '../../contracts/names';
 import { type Crew, openInbox } from './inbox';
@@ -55,9 +62,13 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   };
   /** Dollars spent by every agent of the run: planner, workers, resolvers and repairers. */
   const spent = () =>
-    (status.planning?.costUsd ?? 0) + status.workers.reduce((sum, w) => sum + w.costUsd, 0) + (status.integration?.costUsd ?? 0);
+    (status.planning?.costUsd ?? 0) +
+    status.workers.reduce((sum, w) => sum + w.costUsd, 0) +
+    (status.integration?.costUsd ?? 0);
   // Runs started before search attributes existed do not upsert them (their namespace may lack them).
-  const publishSearchAttributes = patched(SEARCH_ATTRIBUTES) ? keepSearchAttributesCurrent(status, spent) : () => undefined;
+  const publishSearchAttributes = patched(SEARCH_ATTRIBUTES)
+    ? keepSearchAttributesCurrent(status, spent)
+    : () => undefined;
   // Pure: a query must not change the state it reports. Durations are the client's to compute.
   setHandler(statusQuery, () => ({
     ...status,
@@ -83,18 +94,32 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   });
   const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
   const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
-  const { checkIsolation, resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
+  const { checkIsolation, resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(
+    activityOptions(heartbeatTimeoutMs),
+  );
 
   /** Waits at a gate; returns normally when it is passed, ends the run when it is not. */
-  const passGate = async (name: GateName, review: Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>) => {
+  const passGate = async (
+    name: GateName,
+    review: Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>,
+  ) => {
     const gate = req.gates[name];
     if (gate.mode === 'auto') return;
     const timeoutMs = minutes(gate.timeoutMinutes);
     status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
-    status.gate = { gate: name, openedAt: Date.now(), expiresAt: Date.now() + timeoutMs, onTimeout: gate.onTimeout, refused: [], ...review };
+    status.gate = {
+      gate: name,
+      openedAt: Date.now(),
+      expiresAt: Date.now() + timeoutMs,
+      onTimeout: gate.onTimeout,
+      refused: [],
+      ...review,
+    };
     crew.decision = undefined;
     setCurrentDetails(gateDetails(info.workflowId, status.gate));
-    const decided = await condition(() => crew.decision !== undefined, timeoutMs, { summary: `${name} gate: waiting for a person` });
+    const decided = await condition(() => crew.decision !== undefined, timeoutMs, {
+      summary: `${name} gate: waiting for a person`,
+    });
     setCurrentDetails('');
     const taken = decided
       ? crew.decision!
@@ -104,7 +129,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     status.gate = undefined;
     crew.decision = undefined;
     if (taken.approved) return;
-    if (taken.expired) finish('failed', `the ${name} gate expired after ${gate.timeoutMinutes} minute(s) without a decision`);
+    if (taken.expired)
+      finish('failed', `the ${name} gate expired after ${gate.timeoutMinutes} minute(s) without a decision`);
     finish('rejected', `${taken.by} rejected the ${name} gate: ${taken.comment ?? 'no reason given'}`);
   };
 
@@ -117,7 +143,18 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     if (runBudget !== undefined && spent() >= runBudget) {
       const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${spent().toFixed(2)})`;
       Object.assign(ws, { state: 'failed', reason });
-      return { workerId: given.task.id, status: 'failed', reason, commits: 0, filesChanged: 0, isolation: 'none', durationMs: 0, costUsd: 0, turns: 0, runs: 0 };
+      return {
+        workerId: given.task.id,
+        status: 'failed',
+        reason,
+        commits: 0,
+        filesChanged: 0,
+        isolation: 'none',
+        durationMs: 0,
+        costUsd: 0,
+        turns: 0,
+        runs: 0,
+      };
     }
     Object.assign(ws, { state: 'running', startedAt: Date.now() });
     crew.tokens.set(given.progressToken, ws);
@@ -157,7 +194,11 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       durationMs: report.durationMs,
       costUsd: report.costUsd,
       turns: report.turns,
-      ...(report.host !== undefined && { host: report.host, checkpoint: report.checkpoint, reprovisions: report.reprovisions?.length ?? 0 }),
+      ...(report.host !== undefined && {
+        host: report.host,
+        checkpoint: report.checkpoint,
+        reprovisions: report.reprovisions?.length ?? 0,
+      }),
     });
     return brief(report);
   };
@@ -167,7 +208,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
    * a hundred reports still fit one 64 KiB payload; the full output stays in its logRef.
    */
   const brief = (r: SubTaskReport): SubTaskReport => {
-    const share = (total: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, Math.floor(total / Math.max(1, status.workers.length))));
+    const share = (total: number, lo: number, hi: number) =>
+      Math.min(hi, Math.max(lo, Math.floor(total / Math.max(1, status.workers.length))));
     const tail = share(12 * 1024, 64, 4096);
     const reason = share(6 * 1024, 64, 1024);
     return {
@@ -178,35 +220,71 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     };
   };
 
-  const result: RunResult = { outcome: 'failed', message: '', baseSha: '', targetRef, workers: [], costUsd: 0, decisions: [], refusals: [], refusedCount: 0 };
+  const result: RunResult = {
+    outcome: 'failed',
+    message: '',
+    baseSha: '',
+    targetRef,
+    workers: [],
+    costUsd: 0,
+    decisions: [],
+    refusals: [],
+    refusedCount: 0,
+  };
   /** Ends the run: returns the result when it pushed (or had nothing to), throws otherwise. */
   const finish = (outcome: RunOutcome, message: string): RunResult => {
     // Sandboxes that ran unisolated (the worker's FLOTILLA_ISOLATION=none) are said in the result itself.
     if (result.isolation === 'none') message += ' (WARNING: the sandboxes were not isolated: isolation none)';
-    Object.assign(result, { outcome, message, costUsd: spent(), refusals: status.refusals, refusedCount: status.refusedCount });
-    Object.assign(status, { outcome, message, endedAt: Date.now(), phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed' });
+    Object.assign(result, {
+      outcome,
+      message,
+      costUsd: spent(),
+      refusals: status.refusals,
+      refusedCount: status.refusedCount,
+    });
+    Object.assign(status, {
+      outcome,
+      message,
+      endedAt: Date.now(),
+      phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed',
+    });
     if (status.phase === 'done') return result;
     throw ApplicationFailure.create({ type: outcome, message, nonRetryable: true, details: [result] });
   };
 
   try {
     // Refuse before anything starts when this worker would run the sandboxes unisolated without being told to.
-    const checked: { isolation: Isolation } | { refused: string } = await checkIsolation({ key: `${runKey}/preflight`, ...req.sandbox }).catch(
-      (err: unknown) => {
-        if (isFailure(err, 'IsolationUnavailable')) return { refused: rootMessage(err) };
-        throw err;
-      },
-    );
+    const checked: { isolation: Isolation } | { refused: string } = await checkIsolation({
+      key: `${runKey}/preflight`,
+      ...req.sandbox,
+    }).catch((err: unknown) => {
+      if (isFailure(err, 'IsolationUnavailable')) return { refused: rootMessage(err) };
+      throw err;
+    });
     if ('refused' in checked) return finish('failed', checked.refused);
     status.isolation = result.isolation = checked.isolation;
-    const { baseSha, targetSha } = await resolveBase({ runKey, url: req.repo.url, baseRef: req.repo.baseRef, targetRef });
+    const { baseSha, targetSha } = await resolveBase({
+      runKey,
+      url: req.repo.url,
+      baseRef: req.repo.baseRef,
+      targetRef,
+    });
     status.baseSha = result.baseSha = baseSha;
     // Before any agent spends anything: hidden tests that cannot be fetched or used end the run here.
-    const oracle = req.oracle && (await fetchOracle({ runKey, url: req.oracle.repo, ref: req.oracle.ref }).catch((err) => err as Error));
-    if (oracle instanceof ActivityFailure && oracle.cause instanceof ApplicationFailure) return finish('failed', oracle.cause.message);
+    const oracle =
+      req.oracle &&
+      (await fetchOracle({ runKey, url: req.oracle.repo, ref: req.oracle.ref }).catch((err) => err as Error));
+    if (oracle instanceof ActivityFailure && oracle.cause instanceof ApplicationFailure)
+      return finish('failed', oracle.cause.message);
     if (oracle instanceof Error) throw oracle;
     const oracleSha = oracle?.sha;
-    const settled = await settlePlan(req, { runKey, baseSha, status, heartbeatTimeoutMs, timeoutMs: minutes(req.limits.workerTimeoutMinutes) });
+    const settled = await settlePlan(req, {
+      runKey,
+      baseSha,
+      status,
+      heartbeatTimeoutMs,
+      timeoutMs: minutes(req.limits.workerTimeoutMinutes),
+    });
     const plan = settled.request;
     result.planning = status.planning = settled.planning;
     status.workers = plan.subTasks.map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 }));
@@ -222,7 +300,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     // ---- Fan out ----
     status.phase = 'running';
     const runBudget = plan.limits.runBudgetUsd;
-    const workerBudget = plan.limits.workerBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / plan.subTasks.length);
+    const workerBudget =
+      plan.limits.workerBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / plan.subTasks.length);
     const workerInput = (task: SubTask): SubTaskInput => ({
       runKey,
       objective: req.objective,
@@ -244,7 +323,9 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       hostTimeoutMs: req.limits.hostTimeoutSeconds && req.limits.hostTimeoutSeconds * 1000,
       checkpointIntervalMs: req.limits.checkpointIntervalSeconds && req.limits.checkpointIntervalSeconds * 1000,
     });
-    result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) => runWorker(workerInput(task), status.workers[i]));
+    result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) =>
+      runWorker(workerInput(task), status.workers[i]),
+    );
     const failed = result.workers.filter((w) => w.status !== 'done');
     if (failed.length > 0) {
       const named = failed.slice(0, 3).map((w) => `${w.workerId}: ${w.reason}`);
@@ -265,7 +346,18 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     };
     let integrated: Awaited<ReturnType<typeof integrate>>;
     try {
-      integrated = await integrate({ req: plan, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs, workerInput, runWorker: redoWorker });
+      integrated = await integrate({
+        req: plan,
+        runKey,
+        baseSha,
+        oracleSha,
+        status,
+        result,
+        commandTimeoutMs,
+        heartbeatTimeoutMs,
+        workerInput,
+        runWorker: redoWorker,
+      });
     } finally {
       result.workers.push(...redone);
     }
@@ -277,14 +369,21 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     await passGate('push', { sha: integrated.sha, diffstat: integrated.diffstat, testSummary: integrated.testSummary });
     // Not cancellable: once started, the push runs to its end, so the result can say whether it landed.
     status.phase = 'pushing';
-    const pushed = await CancellationScope.nonCancellable(() => pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha }));
+    const pushed = await CancellationScope.nonCancellable(() =>
+      pushResult({ url: req.repo.url, targetRef, sha: integrated.sha, expectedSha: targetSha }),
+    );
     if (pushed.outcome === 'raced') return finish('raced', `not pushed: ${pushed.message}`);
     result.pushedSha = pushed.remoteSha;
     return finish('pushed', `${result.workers.length} worker(s) integrated, tests passed, pushed to ${targetRef}`);
   } catch (err) {
     if (status.endedAt !== undefined) throw err; // finish() already ended the run
     if (isCancellation(err)) {
-      Object.assign(status, { phase: 'cancelled', gate: undefined, endedAt: Date.now(), message: 'cancelled; nothing was pushed' });
+      Object.assign(status, {
+        phase: 'cancelled',
+        gate: undefined,
+        endedAt: Date.now(),
+        message: 'cancelled; nothing was pushed',
+      });
       for (const w of status.workers) if (w.state !== 'done' && w.state !== 'failed') w.state = 'cancelled';
       throw err;
     }
@@ -327,18 +426,25 @@ async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
       throw err;
     }
   }
-  const { parseRequest: parse } = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', scheduleToCloseTimeout: '10 minutes' });
+  const { parseRequest: parse } = proxyActivities<Activities>({
+    startToCloseTimeout: '1 minute',
+    scheduleToCloseTimeout: '10 minutes',
+  });
   try {
     return await parse(input);
   } catch (err) {
-    if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'InvalidRequest') throw err.cause;
+    if (
+      err instanceof ActivityFailure &&
+      err.cause instanceof ApplicationFailure &&
+      err.cause.type === 'InvalidRequest'
+    )
+      throw err.cause;
     throw err;
   }
 }
 
 const PARSED_BY_ACTIVITY = 'request-parsed-by-activity';
 const SEARCH_ATTRIBUTES = 'search-attributes';
-
 
 function minutes(n: number): number {
   return Math.round(n * 60_000);

@@ -20,10 +20,18 @@ export async function settlePlan(
   req: LeaderRequest,
   ctx: { runKey: string; baseSha: string; status: RunStatus; heartbeatTimeoutMs: number; timeoutMs: number },
 ): Promise<{ request: PlannedRequest; planning: PlanningReport }> {
-  if (req.subTasks) return { request: { ...req, subTasks: req.subTasks }, planning: { source: 'request', attempts: 0, costUsd: 0, problems: [] } };
+  if (req.subTasks)
+    return {
+      request: { ...req, subTasks: req.subTasks },
+      planning: { source: 'request', attempts: 0, costUsd: 0, problems: [] },
+    };
   // The planner's sandbox stays on the host that claims it (runs started before host affinity: the shared queue).
   const home = patched(HOST_AFFINITY)
-    ? new SandboxHome('the planner', req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS, ctx.heartbeatTimeoutMs)
+    ? new SandboxHome(
+        'the planner',
+        req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS,
+        ctx.heartbeatTimeoutMs,
+      )
     : undefined;
   if (home) await home.claim();
   const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
@@ -37,7 +45,13 @@ export async function settlePlan(
   const sandbox: SandboxRef = { key: `${ctx.runKey}/planner`, ...req.sandbox };
   try {
     await provisionSandbox(sandbox);
-    await seedWorkspace({ sandbox, runKey: ctx.runKey, baseSha: ctx.baseSha, branch: `flotilla/${ctx.runKey}/planner`, author: 'Flotilla planner' });
+    await seedWorkspace({
+      sandbox,
+      runKey: ctx.runKey,
+      baseSha: ctx.baseSha,
+      branch: `flotilla/${ctx.runKey}/planner`,
+      author: 'Flotilla planner',
+    });
     const byActivity = patched(PLAN_VALIDATED_BY_ACTIVITY);
     while (planning.attempts < PLANNER_ATTEMPTS) {
       planning.attempts++;
@@ -58,7 +72,7 @@ export async function settlePlan(
       }
       if (byActivity) {
         if (proposal.plan) return { request: { ...req, subTasks: proposal.plan }, planning };
-        planning.problems = proposal.problems ?? ['the planner\'s proposal was refused'];
+        planning.problems = proposal.problems ?? ["the planner's proposal was refused"];
         continue;
       }
       // Runs started before proposals were validated by the activity validate them here, as then.

@@ -10,7 +10,15 @@
  */
 import { CancellationScope, condition, upsertSearchAttributes } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import { type Awaiting, FlotillaAwaiting, FlotillaCostUsd, FlotillaOutcome, FlotillaPhase, FlotillaRepo, FlotillaTargetRef } from '../../contracts/search-attributes';
+import {
+  type Awaiting,
+  FlotillaAwaiting,
+  FlotillaCostUsd,
+  FlotillaOutcome,
+  FlotillaPhase,
+  FlotillaRepo,
+  FlotillaTargetRef,
+} from '../../contracts/search-attributes';
 import type { RunStatus } from '../../contracts/messages';
 
 /** Temporal refuses a search attribute value over 2 KB: a longer URL or ref is clipped, not fatal. */

@@ -28,8 +28,21 @@ import { rootMessage } from '../../contracts/failures';
 import type { AgentSpec, CommitPolicy } from '../../contracts/request';
 import type { Isolation, SubTaskReport } from '../../contracts/reports';
 import { MAX_CHARS } from '../../contracts/request';
-import { DEFAULT_CHECKPOINT_INTERVAL_MS, DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome, hostLost } from '../host-affinity';
-import { ResumeInput, type SubTaskProgress, parseMessage, pauseSignal, resumeSignal, subTaskProgressSignal } from '../../contracts/messages';
+import {
+  DEFAULT_CHECKPOINT_INTERVAL_MS,
+  DEFAULT_HOST_TIMEOUT_MS,
+  HOST_AFFINITY,
+  SandboxHome,
+  hostLost,
+} from '../host-affinity';
+import {
+  ResumeInput,
+  type SubTaskProgress,
+  parseMessage,
+  pauseSignal,
+  resumeSignal,
+  subTaskProgressSignal,
+} from '../../contracts/messages';
 import { activityOptions, commandOptions } from '../options';
 import { clip } from '../../contracts/text';
 
@@ -60,11 +73,18 @@ export interface SubTaskInput {
 }
 
 /** Why an agent run stopped short of finishing and the worker should wait for a person. */
-function suspension(run: AgentRunReport, spentUsd: number, budgetUsd: number | undefined, maxTurns: number | undefined): string | undefined {
+function suspension(
+  run: AgentRunReport,
+  spentUsd: number,
+  budgetUsd: number | undefined,
+  maxTurns: number | undefined,
+): string | undefined {
   if (run.agent.question) return 'the agent needs an answer';
-  if (run.budgetExceeded) return `the agent used its budget ($${spentUsd.toFixed(2)} of $${(budgetUsd ?? 0).toFixed(2)})`;
+  if (run.budgetExceeded)
+    return `the agent used its budget ($${spentUsd.toFixed(2)} of $${(budgetUsd ?? 0).toFixed(2)})`;
   // Agents that cannot enforce a limit themselves (shell commands) are held to it here.
-  if (run.agent.hitTurnLimit || (maxTurns !== undefined && run.agent.turns > maxTurns)) return `the agent reached its turn limit (${maxTurns ?? 'its own'})`;
+  if (run.agent.hitTurnLimit || (maxTurns !== undefined && run.agent.turns > maxTurns))
+    return `the agent reached its turn limit (${maxTurns ?? 'its own'})`;
   return undefined;
 }
 
@@ -74,14 +94,24 @@ const SALVAGE_FAILED_RUNS = 'salvage-failed-agent-runs';
 export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport> {
   const { task } = input;
   // Runs started before host affinity send every activity to the shared queue, as they did then.
-  const home = patched(HOST_AFFINITY) ? new SandboxHome(`worker ${task.id}`, input.hostTimeoutMs ?? DEFAULT_HOST_TIMEOUT_MS, input.heartbeatTimeoutMs) : undefined;
+  const home = patched(HOST_AFFINITY)
+    ? new SandboxHome(`worker ${task.id}`, input.hostTimeoutMs ?? DEFAULT_HOST_TIMEOUT_MS, input.heartbeatTimeoutMs)
+    : undefined;
   /** The sandbox's activities, on its host's queue (re-bound when it moves). */
   const bind = () => {
     const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
     // A proxy has no keys of its own to spread: each activity is named.
-    const { provisionSandbox, seedWorkspace, checkoutSeed, collectWork, destroySandbox, pauseSandbox, resumeSandbox, checkpointWork, restoreCheckpoint } = proxy(
-      activityOptions(input.heartbeatTimeoutMs),
-    );
+    const {
+      provisionSandbox,
+      seedWorkspace,
+      checkoutSeed,
+      collectWork,
+      destroySandbox,
+      pauseSandbox,
+      resumeSandbox,
+      checkpointWork,
+      restoreCheckpoint,
+    } = proxy(activityOptions(input.heartbeatTimeoutMs));
     return {
       provisionSandbox,
       seedWorkspace,
@@ -94,7 +124,10 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
       restoreCheckpoint,
       runCommand: proxy(commandOptions(input.commandTimeoutMs, input.heartbeatTimeoutMs)).runCommand,
       // Salvage is best effort after a failure already decided: a workspace that cannot be collected holds the worker only briefly.
-      salvageWork: proxy({ ...activityOptions(input.heartbeatTimeoutMs), scheduleToCloseTimeout: Math.max(2 * 60_000, 4 * input.heartbeatTimeoutMs) }).collectWork,
+      salvageWork: proxy({
+        ...activityOptions(input.heartbeatTimeoutMs),
+        scheduleToCloseTimeout: Math.max(2 * 60_000, 4 * input.heartbeatTimeoutMs),
+      }).collectWork,
       runAgent: proxy(commandOptions(input.workerTimeoutMs, input.heartbeatTimeoutMs)).runAgent,
     };
   };
@@ -141,7 +174,11 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
       turns,
       reason: extra.reason && clip(extra.reason, MAX_CHARS.comment - 100),
       question: extra.question && clip(extra.question, MAX_CHARS.message - 100),
-      ...(home && { host: home.placement.host, checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at }, reprovisions: home.moves.length }),
+      ...(home && {
+        host: home.placement.host,
+        checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at },
+        reprovisions: home.moves.length,
+      }),
     };
     // A leader that has closed cannot be told; the worker's own result still says how it ended.
     await getExternalWorkflowHandle(parentId)
@@ -158,7 +195,11 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
     costUsd,
     turns,
     runs,
-    ...(home && { host: home.placement?.host, checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at }, reprovisions: home.moves }),
+    ...(home && {
+      host: home.placement?.host,
+      checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at },
+      reprovisions: home.moves,
+    }),
     ...fields,
   });
   const failedCommand = (what: string, run: CommandReport): SubTaskReport =>
@@ -209,14 +250,16 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
     // A workspace that was there already (the claim landed on the same host, which was only slow)
     // holds newer work than any checkpoint: it is kept as it is.
     if (checkpoint && !seeded.reused) {
-      await on.restoreCheckpoint.executeWithOptions({ summary: `restore ${task.id} from checkpoint ${checkpoint.sha.slice(0, 12)}` }, [
-        { sandbox, runKey: input.runKey, workerId: task.id, baseSha: seededAt, sha: checkpoint.sha, branch },
-      ]);
+      await on.restoreCheckpoint.executeWithOptions(
+        { summary: `restore ${task.id} from checkpoint ${checkpoint.sha.slice(0, 12)}` },
+        [{ sandbox, runKey: input.runKey, workerId: task.id, baseSha: seededAt, sha: checkpoint.sha, branch }],
+      );
     }
     if (input.setupCmd) {
-      const setup = await on.runCommand.executeWithOptions({ summary: `setup ${task.id}: ${input.setupCmd}`.slice(0, 200) }, [
-        { sandbox, command: input.setupCmd, timeoutMs: input.commandTimeoutMs, label: 'setup' },
-      ]);
+      const setup = await on.runCommand.executeWithOptions(
+        { summary: `setup ${task.id}: ${input.setupCmd}`.slice(0, 200) },
+        [{ sandbox, command: input.setupCmd, timeoutMs: input.commandTimeoutMs, label: 'setup' }],
+      );
       if (setup.exitCode !== 0 || setup.timedOut) return failedCommand('the setup command', setup);
     }
     return undefined;
@@ -281,20 +324,27 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
         .catch(() => undefined);
       try {
         return await agentScope.run(() =>
-          on.runAgent.executeWithOptions({ summary: `agent ${input.agent.kind} on ${task.id}, run ${runs}${told ? ' (interrupted: its host was lost)' : ''}` }, [{
-            sandbox,
-            agent: input.agent,
-            workerId: task.id,
-            objective: input.objective,
-            prompt: task.prompt,
-            timeoutMs: input.workerTimeoutMs,
-            sessionId,
-            message,
-            maxTurns: input.maxTurns,
-            budgetUsd: budget === undefined ? undefined : Math.max(0, budget - costUsd),
-            sessionCostUsd,
-            ...(told && { interrupted: true }),
-          }]),
+          on.runAgent.executeWithOptions(
+            {
+              summary: `agent ${input.agent.kind} on ${task.id}, run ${runs}${told ? ' (interrupted: its host was lost)' : ''}`,
+            },
+            [
+              {
+                sandbox,
+                agent: input.agent,
+                workerId: task.id,
+                objective: input.objective,
+                prompt: task.prompt,
+                timeoutMs: input.workerTimeoutMs,
+                sessionId,
+                message,
+                maxTurns: input.maxTurns,
+                budgetUsd: budget === undefined ? undefined : Math.max(0, budget - costUsd),
+                sessionCostUsd,
+                ...(told && { interrupted: true }),
+              },
+            ],
+          ),
         );
       } catch (err) {
         // A pause cancels only the agent's scope; a cancellation of the worker itself goes on up.
@@ -308,44 +358,48 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
     };
     /** The agent runs until one finishes without suspending; a failed run ends the worker with a report. */
     const runToTheEnd = async (): Promise<AgentRunReport | SubTaskReport> => {
-    for (;;) {
-      let run: AgentRunReport | undefined;
-      try {
-        run = pauseRequested ? undefined : await onHost(runAgentOnce);
-      } catch (err) {
-        // Cancelled: nothing is collected. Failed for good (a sandbox limit, its time bound spent): its work is.
-        // Runs from before salvage fail the worker with the error, as they did then.
-        if (isCancellation(err) || !(err instanceof ActivityFailure) || !patched(SALVAGE_FAILED_RUNS)) throw err;
-        return await salvage(report({ status: 'failed', reason: rootMessage(err) }));
-      }
-      if (run) {
-        costUsd += run.agent.costUsd;
-        turns += run.agent.turns;
-        sessionId = run.agent.sessionId ?? sessionId;
-        sessionCostUsd = run.sessionCostUsd;
-      }
-      const why = run ? suspension(run, costUsd, budget, input.maxTurns) : 'paused by an operator';
-      if (run && !why) return run;
+      for (;;) {
+        let run: AgentRunReport | undefined;
+        try {
+          run = pauseRequested ? undefined : await onHost(runAgentOnce);
+        } catch (err) {
+          // Cancelled: nothing is collected. Failed for good (a sandbox limit, its time bound spent): its work is.
+          // Runs from before salvage fail the worker with the error, as they did then.
+          if (isCancellation(err) || !(err instanceof ActivityFailure) || !patched(SALVAGE_FAILED_RUNS)) throw err;
+          return await salvage(report({ status: 'failed', reason: rootMessage(err) }));
+        }
+        if (run) {
+          costUsd += run.agent.costUsd;
+          turns += run.agent.turns;
+          sessionId = run.agent.sessionId ?? sessionId;
+          sessionCostUsd = run.sessionCostUsd;
+        }
+        const why = run ? suspension(run, costUsd, budget, input.maxTurns) : 'paused by an operator';
+        if (run && !why) return run;
 
-      // ---- Suspended: the sandbox stays, the worker waits for resume ----
-      // Cleared before the leader hears of it: a resume sent while the sandbox is pausing is kept.
-      resume = undefined;
-      await saveWork();
-      await tellLeader('suspended', { reason: why, question: run?.agent.question });
-      await onHost(() => on.pauseSandbox(sandbox));
-      setCurrentDetails(`**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${parentId ?? 'RUN'} --worker ${task.id} --message "..."\``);
-      const resumed = await condition(() => resume !== undefined, input.suspendTimeoutMs, { summary: `${task.id} suspended: waiting for resume` });
-      setCurrentDetails('');
-      if (!resumed) {
-        const minutes = Math.round(input.suspendTimeoutMs / 60_000);
-        return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
+        // ---- Suspended: the sandbox stays, the worker waits for resume ----
+        // Cleared before the leader hears of it: a resume sent while the sandbox is pausing is kept.
+        resume = undefined;
+        await saveWork();
+        await tellLeader('suspended', { reason: why, question: run?.agent.question });
+        await onHost(() => on.pauseSandbox(sandbox));
+        setCurrentDetails(
+          `**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${parentId ?? 'RUN'} --worker ${task.id} --message "..."\``,
+        );
+        const resumed = await condition(() => resume !== undefined, input.suspendTimeoutMs, {
+          summary: `${task.id} suspended: waiting for resume`,
+        });
+        setCurrentDetails('');
+        if (!resumed) {
+          const minutes = Math.round(input.suspendTimeoutMs / 60_000);
+          return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
+        }
+        await onHost(() => on.resumeSandbox(sandbox));
+        pauseRequested = false;
+        message = resume!.message;
+        if (resume!.addBudgetUsd) budget = (budget ?? costUsd) + resume!.addBudgetUsd;
+        await tellLeader('running');
       }
-      await onHost(() => on.resumeSandbox(sandbox));
-      pauseRequested = false;
-      message = resume!.message;
-      if (resume!.addBudgetUsd) budget = (budget ?? costUsd) + resume!.addBudgetUsd;
-      await tellLeader('running');
-    }
     };
 
     let run: AgentRunReport;
@@ -366,8 +420,15 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
           continue;
         }
         // Work that cannot be collected (too large, refused by the policy) fails the worker with the reason.
-        if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable)) throw err;
-        return report({ status: 'failed', reason: `its work was not collected: ${err.cause.message}`, exitCode: run.exitCode, tail: run.tail, logRef: run.logRef });
+        if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable))
+          throw err;
+        return report({
+          status: 'failed',
+          reason: `its work was not collected: ${err.cause.message}`,
+          exitCode: run.exitCode,
+          tail: run.tail,
+          logRef: run.logRef,
+        });
       }
     }
     const common = {
@@ -380,7 +441,10 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
       logRef: run.logRef,
     };
     if (work.outOfScopeCount > 0) {
-      const more = work.outOfScopeCount > work.outOfScope.length ? ` and ${work.outOfScopeCount - work.outOfScope.length} more` : '';
+      const more =
+        work.outOfScopeCount > work.outOfScope.length
+          ? ` and ${work.outOfScopeCount - work.outOfScope.length} more`
+          : '';
       return report({
         ...common,
         status: 'failed',
