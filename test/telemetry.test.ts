@@ -208,7 +208,7 @@ describe('with an OTLP endpoint', () => {
 describe('without an OTLP endpoint', () => {
   it('loads none of OpenTelemetry', async () => {
     const probe = [
-      "require('./src/worker'); require('./src/cli'); const { startTracing } = require('./src/telemetry');",
+      "require('./src/worker'); require('./src/cli'); const { startTracing } = require('./src/temporal/telemetry');",
       "if (startTracing('x', console.error, {}) !== undefined) throw new Error('tracing started');",
       "console.log(JSON.stringify(Object.keys(require.cache).filter((k) => k.includes('opentelemetry'))));",
     ].join('\n');
