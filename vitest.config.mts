@@ -1,12 +1,26 @@
 import { defineConfig } from 'vitest/config';
 
+// Two tiers: `unit` needs no server and runs in seconds; `e2e` runs against a real Temporal dev
+// server (started once by the global setup), real git and real sandboxes. `npm test` runs both.
 export default defineConfig({
   test: {
     // The Temporal native bridge is not thread-safe under worker threads.
     pool: 'forks',
-    globalSetup: ['test/global-setup.ts'],
-    testTimeout: 120_000,
-    hookTimeout: 180_000,
-    include: ['test/**/*.test.ts'],
+    projects: [
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts'], testTimeout: 30_000 },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
+        },
+      },
+    ],
   },
 });

@@ -5,4 +5,4 @@
 set -e
 [ -n "$1" ] || { echo "usage: $0 <release, e.g. v3>" >&2; exit 2; }
 cd "$(dirname "$0")/.."
-RECORD_HISTORIES="$1" npx vitest run test/replay.test.ts
+RECORD_HISTORIES="$1" npx vitest run test/e2e/replay.test.ts

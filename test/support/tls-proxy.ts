@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { tempDir } from '../helpers';
-import { waitFor } from '../processes';
+import { tempDir } from './helpers';
+import { waitFor } from './processes';
 import { freePort } from './ports';
 
 export interface TlsProxy {

@@ -1,0 +1,308 @@
+/**
+ * The command line's manners: help on every verb, --version, refusals with suggestions, exit
+ * codes by class, colours only on a terminal, the request's JSON Schema, and the live views.
+ * These need no worker; where Temporal is involved, it is the suite's real server.
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import Ajv from 'ajv';
+import { describe, expect, inject, it } from 'vitest';
+import YAML from 'yaml';
+import { heartbeatLine, usd } from '../../src/client/index';
+import { loadRequestFile } from '../../src/client/request-file';
+import { ChangeLog, InPlaceView } from '../../src/cli/terminal';
+import { makeRemote, tempDir } from '../support/helpers';
+import { CLI, flotilla as runFlotilla, flotillaOnTerminal, waitFor } from '../support/processes';
+
+const queue = `nobody-${randomUUID()}`;
+const flotilla = (args: string[], env: Record<string, string> = {}) => runFlotilla(queue, args, env);
+const root = path.join(__dirname, '../..');
+const example = path.join(root, 'examples/request.yaml');
+
+/** Each verb, and an option only its own help shows. */
+const VERBS: [string, string][] = [
+  ['start', '--wait'],
+  ['validate', '<request>'],
+  ['request', '--json'],
+  ['schema', 'schema/request.schema.json'],
+  ['init', '--agent <kind>'],
+  ['status', '--json'],
+  ['watch', '<id>'],
+  ['result', '--json'],
+  ['list', '--awaiting'],
+  ['approve', '--sha <sha>'],
+  ['reject', '--reason <text>'],
+  ['pause', '--worker <id>'],
+  ['resume', '--add-budget <usd>'],
+  ['cancel', '<id>'],
+  ['gc', '--older-than <age>'],
+  ['setup-cluster', 'TEMPORAL_PROFILE=onprem'],
+  ['worker', 'TEMPORAL_ADDRESS'],
+];
+
+describe('help and version', () => {
+  it('--help, -h and help print the commands, the variables and the exit codes', async () => {
+    for (const args of [['--help'], ['-h'], ['help'], []]) {
+      const r = await flotilla(args);
+      expect(r.code, args.join(' ')).toBe(0);
+      expect(r.out).toContain('Usage: flotilla');
+      for (const [verb] of VERBS) expect(r.out).toMatch(new RegExp(`^  ${verb} `, 'm'));
+      expect(r.out).toContain('FLOTILLA_TEMPORAL_PORT');
+      expect(r.out).toContain('3  cannot reach Temporal, or no worker polls');
+    }
+  });
+
+  it('every verb has its own help, with its options and an example', async () => {
+    const helps = await Promise.all(VERBS.map(([verb]) => flotilla([verb, '--help'])));
+    VERBS.forEach(([verb, own], i) => {
+      const r = helps[i];
+      expect(r.code, verb).toBe(0);
+      expect(r.out, verb).toContain(`Usage: flotilla ${verb}`);
+      expect(r.out, verb).toContain(own);
+      expect(r.out, verb).toMatch(new RegExp(`Example:\\n  \\$ flotilla ${verb}`));
+      expect(r.out, verb).not.toContain('Commands:');
+    });
+    expect((await flotilla(['help', 'resume'])).out).toBe(helps[VERBS.findIndex(([v]) => v === 'resume')].out);
+  });
+
+  it('--version prints the package version', async () => {
+    const { version } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+    for (const flag of ['--version', '-v']) {
+      const r = await flotilla([flag]);
+      expect(r.code).toBe(0);
+      expect(r.out.trim()).toBe(version);
+    }
+  });
+});
+
+describe('refusals and exit codes', () => {
+  it('an unknown option or command is refused with a suggestion (exit 2)', async () => {
+    const option = await flotilla(['start', example, '--wiat']);
+    expect(option.code).toBe(2);
+    expect(option.err).toContain("unknown option '--wiat'");
+    expect(option.err).toContain('Did you mean --wait?');
+    const command = await flotilla(['stauts', 'x']);
+    expect(command.code).toBe(2);
+    expect(command.err).toContain("unknown command 'stauts'");
+    expect(command.err).toContain('Did you mean status?');
+    const choice = await flotilla(['approve', 'x', '--gate', 'merge']);
+    expect(choice.code).toBe(2);
+    expect(choice.err).toContain('Allowed choices are plan, push');
+    const money = await flotilla(['resume', 'x', '--worker', 'a', '--add-budget', 'lots']);
+    expect(money.code).toBe(2);
+    expect(money.err).toContain('--add-budget must be a positive number of dollars');
+  });
+
+  it('a bad request exits 2 naming the field', async () => {
+    const file = path.join(tempDir('cli'), 'bad.yaml');
+    writeFileSync(
+      file,
+      'objective: x\nrepo: { url: /tmp/r }\ntestCmd: true\nsubTasks: [{ id: a, prompt: p, ownedPaths: [a], agent: { kind: shell } }]\n',
+    );
+    const r = await flotilla(['validate', file]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('subTasks[0].agent.command');
+  });
+
+  it('a variable Flotilla cannot use exits 2 naming it', async () => {
+    const r = await flotilla(['list'], { TEMPORAL_ADDRESS: '', FLOTILLA_TEMPORAL_PORT: '70000' });
+    expect(r.code).toBe(2);
+    expect(r.err).toContain(
+      'FLOTILLA_TEMPORAL_PORT must be a port number from 1 to 64535 (the Web UI uses port + 1000), not "70000"',
+    );
+  });
+
+  it('exits 3 when Temporal cannot be reached, configured or embedded', async () => {
+    const configured = await flotilla(['status', 'x'], { TEMPORAL_ADDRESS: '127.0.0.1:1' });
+    expect(configured.code).toBe(3);
+    expect(configured.err).toContain('cannot reach Temporal at 127.0.0.1:1');
+    const embedded = await flotilla(['list'], { TEMPORAL_ADDRESS: '', FLOTILLA_TEMPORAL_PORT: '1' });
+    expect(embedded.code).toBe(3);
+    expect(embedded.err).toContain('no Temporal server at 127.0.0.1:1');
+  });
+
+  it('a run on a task queue nobody polls: start warns, status exits 3 within 5 s naming the queue and the command; so after its worker is killed', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const file = path.join(remote.root, 'req.yaml');
+    writeFileSync(
+      file,
+      YAML.stringify({
+        objective: 'o',
+        repo: { url: remote.url },
+        testCmd: 'true',
+        subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['a'], agent: { kind: 'shell', command: 'true' } }],
+      }),
+    );
+    const id = `unserved-${randomUUID()}`;
+    const started = await flotilla(['start', file, '--id', id, '--json']);
+    expect(started.code).toBe(0);
+    expect(JSON.parse(started.out)).toMatchObject({ workflowId: id, taskQueue: queue });
+    expect(started.err).toContain(
+      `no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
+    );
+    for (const args of [
+      ['status', id],
+      ['status', id, '--json'],
+    ]) {
+      const t0 = Date.now();
+      const status = await flotilla(args);
+      expect(Date.now() - t0).toBeLessThan(5_000);
+      expect(status.code).toBe(3);
+      expect(status.out).toBe('');
+      expect(status.err).toContain(
+        `no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
+      );
+    }
+
+    // A worker that polls, then is killed: it stays listed as a poller for minutes, so the
+    // query itself must be bounded and say what is wrong.
+    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: inject('temporalAddress'),
+        FLOTILLA_TASK_QUEUE: queue,
+        FLOTILLA_HOME: tempDir('cli-home'),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let printed = '';
+    // The worker logs to stderr (pino); stdout too, in case.
+    worker.stdout!.on('data', (b) => (printed += b));
+    worker.stderr!.on('data', (b) => (printed += b));
+    await waitFor(
+      'the worker to poll',
+      async () => (printed.includes('polling task queue') ? true : undefined),
+      90_000,
+    );
+    expect((await flotilla(['status', id])).code).toBe(0);
+    await new Promise((resolve) => {
+      worker.once('exit', resolve);
+      worker.kill('SIGKILL');
+    });
+    const t0 = Date.now();
+    const stale = await flotilla(['status', id]);
+    expect(Date.now() - t0).toBeLessThan(25_000);
+    expect(stale.code, stale.err).toBe(3);
+    expect(stale.err).toContain(
+      `no worker on task queue "${queue}" answers (a worker may have stopped); start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
+    );
+
+    const connection = await Connection.connect({ address: inject('temporalAddress') });
+    await new Client({ connection }).workflow.getHandle(id).terminate('test over');
+    await connection.close();
+    remote.cleanup();
+  }, 240_000);
+});
+
+describe('colours', () => {
+  const onTerminal = (args: string[], env: Record<string, string> = {}) => flotillaOnTerminal(queue, args, env);
+
+  it('are used on a terminal, never with NO_COLOR, and never in a pipe', async () => {
+    const tty = await onTerminal(['--help']);
+    expect(tty.code).toBe(0);
+    expect(tty.out).toContain('\x1b[1mUsage:');
+    const noColor = await onTerminal(['--help'], { NO_COLOR: '1' });
+    expect(noColor.out).toContain('Usage:');
+    expect(noColor.out).not.toContain('\x1b[');
+    const piped = await flotilla(['--help']);
+    expect(piped.out).not.toContain('\x1b[');
+  });
+});
+
+describe('the request as JSON Schema and as Temporal CLI input', () => {
+  const schema = () => JSON.parse(readFileSync(path.join(root, 'schema/request.schema.json'), 'utf8'));
+
+  it('the committed schema file is what `flotilla schema` prints', async () => {
+    const r = await flotilla(['schema']);
+    expect(r.code).toBe(0);
+    expect(readFileSync(path.join(root, 'schema/request.schema.json'), 'utf8')).toBe(r.out);
+  });
+
+  it('validates the example request and rejects a misspelled field', () => {
+    const validate = new Ajv({ strict: false }).compile(schema());
+    const good = YAML.parse(readFileSync(example, 'utf8'));
+    expect(validate(good), JSON.stringify(validate.errors)).toBe(true);
+    expect(validate({ ...good, testCommand: 'npm test' })).toBe(false);
+    expect(validate.errors).toContainEqual(
+      expect.objectContaining({ keyword: 'additionalProperties', params: { additionalProperty: 'testCommand' } }),
+    );
+    expect(validate({ ...good, repo: { ...good.repo, baseref: 'main' } })).toBe(false);
+    expect(validate.errors).toContainEqual(
+      expect.objectContaining({ instancePath: '/repo', params: { additionalProperty: 'baseref' } }),
+    );
+  });
+
+  it('request --json prints the validated request with its defaults; without --json, the same as YAML', async () => {
+    const json = await flotilla(['request', example, '--json']);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.out)).toEqual(loadRequestFile(example));
+    expect(JSON.parse(json.out).limits.heartbeatTimeoutSeconds).toBe(30);
+    const yaml = await flotilla(['request', example]);
+    expect(YAML.parse(yaml.out)).toEqual(JSON.parse(json.out));
+  });
+});
+
+describe('live views', () => {
+  function sink(isTTY = true) {
+    const writes: string[] = [];
+    return { writes, out: { isTTY, columns: 40, rows: 20, write: (t: string) => writes.push(t) } };
+  }
+
+  it('a terminal view rewrites only the lines that changed, and clears what is gone', () => {
+    const { writes, out } = sink();
+    const view = new InPlaceView(out);
+    view.draw(['phase: running', 'worker a: running', 'worker b: running']);
+    view.draw(['phase: running', 'worker a: done', 'worker b: running']);
+    expect(writes[1]).toBe('\x1b[3A\r\n\x1b[2Kworker a: done\n\n');
+    view.draw(['phase: done']);
+    expect(writes[2]).toBe('\x1b[3A\r\x1b[2Kphase: done\n\x1b[J');
+  });
+
+  it('a terminal view cuts long lines and makes agent text inert', () => {
+    const { writes, out } = sink();
+    new InPlaceView(out).draw([`question: ${'x'.repeat(100)}`, 'last: \x1b]0;owned\x07\x1b[2Jok']);
+    expect(writes[0]).toBe(`\x1b[2Kquestion: ${'x'.repeat(29)}\n\x1b[2Klast: ]0;owned[2Jok\n`);
+  });
+
+  it('without a terminal, one line per change', () => {
+    const { writes, out } = sink(false);
+    const log = new ChangeLog(out, () => new Date('2026-12-01T08:00:00Z'));
+    log.update([
+      ['phase', 'phase: running'],
+      ['worker a', 'worker a: running'],
+    ]);
+    log.update([
+      ['phase', 'phase: running'],
+      ['worker a', 'worker a: done'],
+    ]);
+    expect(writes).toEqual(['08:00:00 phase: running\n', '08:00:00 worker a: running\n', '08:00:00 worker a: done\n']);
+  });
+
+  it('a heartbeat without details, or with odd ones, still makes a line', () => {
+    expect(heartbeatLine('api', undefined)).toBe('  api: working');
+    expect(heartbeatLine('api', null)).toBe('  api: working');
+    expect(heartbeatLine('api', { agent: {} })).toBe('  api: working 0 turns, 0 tool calls, $0.00');
+    expect(
+      heartbeatLine('api', {
+        label: 'agent',
+        lastLine: 'npm test',
+        agent: { turns: 3, toolCalls: 5, costUsd: 0.0123 },
+      }),
+    ).toBe('  api: agent 3 turns, 5 tool calls, $0.012 — npm test');
+  });
+
+  it('costs under a dollar keep their cents', () => {
+    expect([0, 0.00004, 0.0042, 0.05, 0.5, 1, 12.345].map(usd)).toEqual([
+      '$0.00',
+      '<$0.0001',
+      '$0.0042',
+      '$0.050',
+      '$0.500',
+      '$1.00',
+      '$12.35',
+    ]);
+  });
+});

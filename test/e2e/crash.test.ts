@@ -1,0 +1,341 @@
+/**
+ * Crash safety: worker processes killed with SIGKILL mid-run (shell agents, and real Claude Code
+ * and Codex mid-session against the scripted model server) and a Temporal server restarted
+ * mid-run; the run still finishes, nothing is lost and the push happens once. Uses its own dev
+ * server (so it can restart it) and real worker processes.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { awaitRun, startRun } from '../../src/client/index';
+import { parseLeaderRequest } from '../../src/contracts/request';
+import { type TemporalTarget, ensureTemporal } from '../../src/temporal/server';
+import { statusQuery } from '../../src/contracts/messages';
+import { makeRemote, tempDir } from '../support/helpers';
+import { CLI, processesMatching, processesRunning, waitFor } from '../support/processes';
+import { priceClaudeReply } from '../../src/agents/prices';
+import { INPUT_TOKENS, ModelServer, userTexts } from '../support/model-server';
+import { freePort } from '../support/ports';
+
+let serverDir: string;
+let port: number;
+let server: TemporalTarget;
+let dataDir: string;
+let models: ModelServer;
+const taskQueue = `crash-${process.pid}`;
+const workers: ChildProcess[] = [];
+
+async function connect(): Promise<Client> {
+  return new Client({ connection: await Connection.connect({ address: server.address }) });
+}
+
+/** A real `flotilla worker` process on the shared data directory. */
+async function startWorker(): Promise<ChildProcess> {
+  const child = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: server.address,
+      FLOTILLA_HOME: dataDir,
+      FLOTILLA_TASK_QUEUE: taskQueue,
+      ANTHROPIC_BASE_URL: models.url,
+      ANTHROPIC_API_KEY: 'test-key',
+      OPENAI_API_KEY: 'test-key',
+      // The worker's own configuration names the model server, so the egress proxy lets Codex reach it.
+      OPENAI_BASE_URL: `${models.url}/v1`,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  workers.push(child);
+  let out = '';
+  child.stdout!.on('data', (b) => (out += b));
+  child.stderr!.on('data', (b) => (out += b));
+  await waitFor(
+    'the worker to poll',
+    async () => (out.includes('polling task queue') ? true : undefined),
+    60_000,
+  ).catch((err) => {
+    throw new Error(`${err.message}; it printed:\n${out}`);
+  });
+  return child;
+}
+
+function kill9(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+}
+
+beforeAll(async () => {
+  serverDir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-crash-server-'));
+  dataDir = tempDir('crash-data');
+  port = await freePort();
+  server = await ensureTemporal({ dataDir: serverDir, port });
+  models = await ModelServer.start();
+});
+
+/** Kills every worker process still running, so the next test's kill hits the worker that runs its agent. */
+async function killWorkers(): Promise<void> {
+  for (const w of workers) if (w.exitCode === null && w.signalCode === null) await kill9(w);
+}
+
+afterEach(killWorkers);
+
+afterAll(async () => {
+  await killWorkers();
+  await server?.stop();
+  await models?.close();
+  rmSync(serverDir, { recursive: true, force: true });
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** An agent that notes each attempt in its workspace, and whether it was told of an interruption. */
+function noteTakingAgent(id: string, marker: string): string {
+  return [
+    `mkdir -p ${id}`,
+    `echo attempt >> ${id}/attempts.txt`,
+    `if [ -n "\${FLOTILLA_INTERRUPTED:-}" ]; then echo "told of the interruption" > ${id}/interrupted.txt; else ${marker}; fi`,
+    `echo hello > ${id}/greeting.txt`,
+    `git add -A && git commit -qm "work of ${id}"`,
+  ].join(' && ');
+}
+
+function crashRequest(url: string, tasks: { id: string; command: string }[], testCmd = 'true') {
+  return parseLeaderRequest({
+    objective: 'survive crashes',
+    repo: { url, baseRef: 'main' },
+    testCmd,
+    subTasks: tasks.map((t) => ({
+      id: t.id,
+      prompt: t.id,
+      ownedPaths: [t.id],
+      agent: { kind: 'shell', command: t.command },
+    })),
+    limits: { heartbeatTimeoutSeconds: 3 },
+  });
+}
+
+describe('crash safety', () => {
+  it('kill -9 of the worker during an agent run and again during integration: a new worker finishes, one push', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const base = (await remote.head())!;
+    // Unique command lines to find the processes by; the fractions keep the sleeps short.
+    const agentMarker = `sleep 300.${Math.floor(Math.random() * 1e6)}`;
+    const testMarker = `sleep 3.${Math.floor(Math.random() * 1e6)}`;
+    const client = await connect();
+    let worker = await startWorker();
+    const handle = await startRun(
+      client,
+      crashRequest(
+        remote.url,
+        [
+          { id: 'alpha', command: noteTakingAgent('alpha', agentMarker) },
+          { id: 'beta', command: noteTakingAgent('beta', 'true') },
+        ],
+        `${testMarker}; true`,
+      ),
+      { taskQueue, workflowId: `crash-${Date.now()}` },
+    );
+
+    await waitFor('the agent to run', async () => ((await processesRunning(agentMarker)).length ? true : undefined));
+    // Only alpha is interrupted: beta, which has nothing to wait for, must be done before the kill.
+    await waitFor('beta to finish', async () =>
+      (await handle.query(statusQuery)).workers.find((w) => w.id === 'beta')?.state === 'done' ? true : undefined,
+    );
+    await kill9(worker);
+    // The agent dies with its worker (bubblewrap --die-with-parent).
+    await waitFor('the agent to die', async () =>
+      (await processesMatching(agentMarker)).length === 0 ? true : undefined,
+    );
+    worker = await startWorker();
+
+    await waitFor(
+      'the tests to run',
+      async () => ((await processesRunning(testMarker)).length ? true : undefined),
+      60_000,
+    );
+    await kill9(worker);
+    // The test command dies with its worker, and the next worker runs it again from the start.
+    await waitFor('the tests to die', async () =>
+      (await processesMatching(testMarker)).length === 0 ? true : undefined,
+    );
+    await startWorker();
+    await waitFor(
+      'the tests to run again',
+      async () => ((await processesRunning(testMarker)).length ? true : undefined),
+      60_000,
+    );
+
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    // The interrupted attempt's progress was kept, and the retry was told about it.
+    expect(await remote.show('main', 'alpha/attempts.txt')).toBe('attempt\nattempt\n');
+    expect(await remote.show('main', 'alpha/interrupted.txt')).toBe('told of the interruption\n');
+    expect(await remote.show('main', 'beta/attempts.txt')).toBe('attempt\n');
+    // Exactly one integration landed: one merge per worker, each worker's commit once.
+    const log = await remote.log('main', base);
+    expect(log.filter((s) => s.startsWith('Integrate')).sort()).toEqual([
+      'Integrate alpha: alpha',
+      'Integrate beta: beta',
+    ]);
+    expect(log.filter((s) => s === 'work of alpha')).toHaveLength(1);
+    await client.connection.close();
+    remote.cleanup();
+  });
+
+  it('kill -9 of the worker mid-session: a real Claude Code agent resumes its session, and the crash costs one turn', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    // Not a bare sleep, which Claude Code's Bash tool refuses to run in the foreground.
+    const marker = `timeout 300.${Math.floor(Math.random() * 1e6)} tail -f /dev/null`;
+    models.script('CRASH-claude', [
+      { text: 'Thinking it over first.', tools: [{ name: 'Bash', input: { command: marker, description: 'Think' } }] },
+      {
+        tools: [
+          { name: 'Write', input: { file_path: '/workspace/delta/greeting.txt', content: 'hello after the crash\n' } },
+        ],
+      },
+      { text: 'Wrote delta/greeting.txt.' },
+    ]);
+    const client = await connect();
+    let worker = await startWorker();
+    const request = parseLeaderRequest({
+      objective: 'survive a crash mid-session',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'cat delta/greeting.txt',
+      agent: { kind: 'claude-code' },
+      sandbox: { network: true },
+      subTasks: [{ id: 'delta', prompt: 'Task CRASH-claude: write delta/greeting.txt', ownedPaths: ['delta'] }],
+      limits: { heartbeatTimeoutSeconds: 3 },
+    });
+    const handle = await startRun(client, request, { taskQueue, workflowId: `crash-claude-${Date.now()}` });
+
+    await waitFor(
+      'the agent to run its long command',
+      async () => ((await processesRunning(marker)).length ? true : undefined),
+      60_000,
+    );
+    // The session id and the first reply's cost reach the server in the activity's heartbeat details.
+    const sessionId = await waitFor('the session in the heartbeat details', async () => {
+      const described = await client.workflow.getHandle(`${handle.workflowId}/delta`).describe();
+      const payload = described.raw.pendingActivities?.[0]?.heartbeatDetails?.payloads?.[0];
+      const agent = payload?.data ? JSON.parse(Buffer.from(payload.data).toString('utf8'))?.agent : undefined;
+      return typeof agent?.sessionId === 'string' && agent.costUsd > 0 ? (agent.sessionId as string) : undefined;
+    });
+    await kill9(worker);
+    await waitFor('the agent to die', async () => ((await processesMatching(marker)).length === 0 ? true : undefined));
+    worker = await startWorker();
+
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'delta/greeting.txt')).toBe('hello after the crash\n');
+
+    const turns = models.requests.filter((r) => r.conversation === 'CRASH-claude');
+    // One turn before the crash, then the same session carried on: no turn was asked for twice.
+    expect(turns.map((r) => r.step)).toEqual([0, 1, 2]);
+    expect(new Set(turns.map((r) => r.headers['x-claude-code-session-id']))).toEqual(new Set([sessionId]));
+    const resumed = turns[1];
+    const history = JSON.stringify(resumed.body.messages);
+    expect(history).toContain('Task CRASH-claude: write delta/greeting.txt');
+    expect(history).toContain(marker);
+    expect(userTexts(resumed.body).join('\n')).toContain('A previous attempt at this task was interrupted midway');
+    // The interrupted attempt's reply, priced as it streamed, is carried over into the cost of the
+    // two replies after it (Claude Code's own figure: it prices each scripted reply at $0.006).
+    const interrupted = priceClaudeReply('claude-opus-5-5', { input: INPUT_TOKENS, output: 1 });
+    expect(end.result?.workers[0].costUsd).toBeCloseTo(interrupted + 2 * 0.006, 6);
+    expect(end.result?.workers[0]).toMatchObject({ runs: 1, turns: 3 });
+    await client.connection.close();
+    remote.cleanup();
+  });
+
+  it('kill -9 of the worker mid-session: a real Codex agent resumes its thread', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const marker = `timeout 300.${Math.floor(Math.random() * 1e6)} tail -f /dev/null`;
+    models.script('CRASH-codex', [
+      { tools: [{ name: 'exec_command', input: { cmd: marker, workdir: '/workspace' } }] },
+      {
+        tools: [
+          {
+            name: 'exec_command',
+            input: { cmd: 'mkdir -p echo && echo "hello after the crash" > echo/greeting.txt', workdir: '/workspace' },
+          },
+        ],
+      },
+      { text: 'Wrote echo/greeting.txt.' },
+    ]);
+    const provider = `model_providers.local={name="local",base_url="${models.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`;
+    const client = await connect();
+    let worker = await startWorker();
+    const request = parseLeaderRequest({
+      objective: 'survive a crash mid-thread',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'cat echo/greeting.txt',
+      agent: { kind: 'codex', model: 'gpt-5.5', config: [provider, 'model_provider=local'] },
+      sandbox: { network: true },
+      subTasks: [{ id: 'echo', prompt: 'Task CRASH-codex: write echo/greeting.txt', ownedPaths: ['echo'] }],
+      limits: { heartbeatTimeoutSeconds: 3 },
+    });
+    const handle = await startRun(client, request, { taskQueue, workflowId: `crash-codex-${Date.now()}` });
+
+    await waitFor(
+      'the agent to run its long command',
+      async () => ((await processesRunning(marker)).length ? true : undefined),
+      60_000,
+    );
+    const threadId = await waitFor('the thread in the heartbeat details', async () => {
+      const described = await client.workflow.getHandle(`${handle.workflowId}/echo`).describe();
+      const payload = described.raw.pendingActivities?.[0]?.heartbeatDetails?.payloads?.[0];
+      const agent = payload?.data ? JSON.parse(Buffer.from(payload.data).toString('utf8'))?.agent : undefined;
+      return typeof agent?.sessionId === 'string' ? (agent.sessionId as string) : undefined;
+    });
+    await kill9(worker);
+    await waitFor('the agent to die', async () => ((await processesMatching(marker)).length === 0 ? true : undefined));
+    worker = await startWorker();
+
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'echo/greeting.txt')).toBe('hello after the crash\n');
+    const turns = models.requests.filter((r) => r.conversation === 'CRASH-codex');
+    expect(turns.map((r) => r.step)).toEqual([0, 1, 2]);
+    expect(new Set(turns.map((r) => r.headers['thread-id']))).toEqual(new Set([threadId]));
+    const history = JSON.stringify(turns[1].body.input);
+    expect(history).toContain('Task CRASH-codex: write echo/greeting.txt');
+    expect(history).toContain(marker);
+    expect(userTexts(turns[1].body).join('\n')).toContain('A previous attempt at this task was interrupted midway');
+    await client.connection.close();
+    remote.cleanup();
+  });
+
+  it('a Temporal server restarted mid-run (same database) does not lose the run', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const marker = `sleep 4.${Math.floor(Math.random() * 1e6)}`;
+    let client = await connect();
+    await startWorker();
+    const handle = await startRun(
+      client,
+      crashRequest(remote.url, [
+        { id: 'gamma', command: `${marker} && mkdir -p gamma && echo hi > gamma/greeting.txt` },
+      ]),
+      {
+        taskQueue,
+        workflowId: `restart-${Date.now()}`,
+      },
+    );
+    await waitFor('the agent to run', async () => ((await processesRunning(marker)).length ? true : undefined));
+    await client.connection.close();
+    await server.stop();
+    server = await ensureTemporal({ dataDir: serverDir, port });
+    client = await connect();
+    const end = await awaitRun(client.workflow.getHandle(handle.workflowId));
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'gamma/greeting.txt')).toBe('hi\n');
+    expect((await client.workflow.getHandle(handle.workflowId).query(statusQuery)).phase).toBe('done');
+    await client.connection.close();
+    remote.cleanup();
+  });
+});

@@ -1,0 +1,93 @@
+/**
+ * A whole run on E2B sandboxes: the leader and its workers with sandbox.provider "e2b", the
+ * provider talking to the in-process double of the E2B API (no cloud here). Proves the flow
+ * end to end on that provider: a shallow seed (the base commit alone, by a streamed bundle),
+ * agents, commits back by bundle, integration, pause while suspended, and every sandbox killed at
+ * the end.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { awaitRun } from '../../src/client/index';
+import { type RunStatus, resumeSignal, statusQuery } from '../../src/contracts/messages';
+import { TestEnv, makeRemote, writeAgent } from '../support/helpers';
+import { waitFor } from '../support/processes';
+import { E2BDouble } from '../support/e2b-double';
+
+let double: E2BDouble;
+let env: TestEnv;
+beforeAll(async () => {
+  double = await E2BDouble.start();
+  env = await TestEnv.start({ e2bApi: double });
+});
+afterAll(async () => {
+  await env?.stop();
+  await double?.cleanup();
+});
+
+/** Sandboxes the double still holds, running or paused. */
+async function liveSandboxes(): Promise<number> {
+  let count = 0;
+  const pages = double.list({ query: { metadata: {} } });
+  while (pages.hasNext) count += (await pages.nextItems()).length;
+  return count;
+}
+
+describe('a run on E2B sandboxes', () => {
+  it("pushes the workers' changes, pauses a suspended worker's sandbox, and kills every sandbox", async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const asker = `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then ${writeAgent('two/greeting.txt', 'hello after the answer')}; else echo '::flotilla {"question": "ready?"}'; fi`;
+    const handle = await env.start({
+      objective: 'greetings in the cloud',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'cat one/greeting.txt two/greeting.txt',
+      sandbox: { provider: 'e2b' },
+      subTasks: [
+        {
+          id: 'one',
+          prompt: 'p',
+          ownedPaths: ['one'],
+          agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello from e2b') },
+        },
+        { id: 'two', prompt: 'p', ownedPaths: ['two'], agent: { kind: 'shell', command: asker } },
+      ],
+    });
+    await waitFor('the question', async () => {
+      const s: RunStatus = await handle.query(statusQuery);
+      return s.workers[1].state === 'suspended' ? s : undefined;
+    });
+    await waitFor('the pause', async () => (double.calls.some((c) => c.method === 'pause') ? true : undefined));
+    await handle.signal(resumeSignal, { workerId: 'two', message: 'yes' });
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.workers.map((w) => w.isolation)).toEqual(['e2b', 'e2b']);
+    expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from e2b\n');
+    expect(await remote.show('main', 'two/greeting.txt')).toBe('hello after the answer\n');
+    expect(await liveSandboxes()).toBe(0);
+    remote.cleanup();
+  });
+
+  it('seeds the base commit alone, without its history, and the pushed commit still descends from the base', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    await remote.advance('README.md', 'y\n');
+    const base = await remote.advance('README.md', 'z\n');
+    const look = `echo "depth=$(git rev-list --count HEAD) shallow=$(cat .git/shallow)"; ${writeAgent('one/seen.txt', 'shallow')}`;
+    const end = await env.run({
+      objective: 'a shallow seed',
+      repo: { url: remote.url, baseRef: 'main' },
+      testCmd: 'cat README.md one/seen.txt',
+      sandbox: { provider: 'e2b' },
+      subTasks: [{ id: 'one', prompt: 'p', ownedPaths: ['one'], agent: { kind: 'shell', command: look } }],
+    });
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.workers[0].tail).toContain(`depth=1 shallow=${base}`);
+    expect(await remote.show('main', 'one/seen.txt')).toBe('shallow\n');
+    expect(await remote.log('main', base)).toEqual(expect.arrayContaining(['write one/seen.txt']));
+    expect(await remote.log(base, 'main')).toEqual([]);
+    // Bundles went up and came back as streams, not as buffers.
+    expect(double.calls.some((c) => c.method === 'files.write' && c.args[1] === 'stream')).toBe(true);
+    expect(double.calls.some((c) => c.method === 'files.read' && c.args[1] === 'stream')).toBe(true);
+    expect(await liveSandboxes()).toBe(0);
+    remote.cleanup();
+  });
+});

@@ -1,0 +1,309 @@
+/**
+ * Many hosts: two real `flotilla worker` processes, each in a network namespace of its own (a
+ * bridge and veth pairs on a private /24), with separate data directories, host ids and sandbox
+ * uid ranges, serve one task queue of a Temporal dev server that listens on the bridge. The
+ * staging store is the one thing they share.
+ *
+ * Runs spread over both hosts and all push. Then the host holding a long agent is killed -9 and
+ * its data directory deleted, after the agent's work was checkpointed: the sandbox is
+ * re-provisioned on the other host from the checkpoint, the agent is told it was interrupted,
+ * and the run pushes once, with the work from before the kill.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { awaitRun, startRun } from '../../src/client/index';
+import { parseLeaderRequest } from '../../src/contracts/request';
+import { type TemporalTarget, ensureTemporal } from '../../src/temporal/server';
+import { statusQuery } from '../../src/contracts/messages';
+import { makeRemote } from '../support/helpers';
+import { CLI, processesMatching, run, waitFor } from '../support/processes';
+import { type ServedStore, serveStore } from '../support/git-daemon';
+import { freePort } from '../support/ports';
+
+const id = process.pid % 10_000;
+const subnet = `10.231.${process.pid % 250}`;
+const bridge = `flbr${id}`;
+const serverIp = `${subnet}.1`;
+const taskQueue = `hosts-${process.pid}`;
+const hosts = ['host-a', 'host-b'] as const;
+type Host = (typeof hosts)[number];
+const netns = (h: Host) => `fl${id}-${h}`;
+
+let root: string;
+let store: ServedStore | undefined;
+let server: TemporalTarget | undefined;
+let relay: net.Server | undefined;
+let address: string;
+let client: Client;
+const workers = new Map<Host, ChildProcess>();
+const homes = new Map<Host, string>();
+
+const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
+
+/** The bridge on the host side and, per worker host, a namespace with one end of a veth pair on it. */
+function makeNetwork(): void {
+  ip('link', 'add', bridge, 'type', 'bridge');
+  ip('addr', 'add', `${serverIp}/24`, 'dev', bridge);
+  ip('link', 'set', bridge, 'up');
+  hosts.forEach((h, i) => {
+    const outside = `flv${id}${i}`;
+    const inside = `fli${id}${i}`;
+    ip('netns', 'add', netns(h));
+    ip('link', 'add', outside, 'type', 'veth', 'peer', 'name', inside);
+    ip('link', 'set', outside, 'master', bridge);
+    ip('link', 'set', outside, 'up');
+    ip('link', 'set', inside, 'netns', netns(h));
+    ip('-n', netns(h), 'addr', 'add', `${subnet}.${10 + i}/24`, 'dev', inside);
+    ip('-n', netns(h), 'link', 'set', inside, 'up');
+    ip('-n', netns(h), 'link', 'set', 'lo', 'up');
+  });
+}
+
+function removeNetwork(): void {
+  for (const h of hosts) {
+    try {
+      ip('netns', 'del', netns(h)); // takes its veth end, and so the pair, with it
+    } catch {
+      // Never made.
+    }
+  }
+  try {
+    ip('link', 'del', bridge);
+  } catch {
+    // Never made.
+  }
+}
+
+/**
+ * A Temporal dev server of this test's own, reached on the bridge address. The dev server's
+ * services dial each other on loopback whatever `--ip` says, so it listens there and a TCP
+ * relay on the bridge address forwards to it.
+ */
+async function startServer(): Promise<void> {
+  const port = await freePort();
+  server = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port });
+  relay = net.createServer((inbound) => {
+    const outbound = net.connect({ host: '127.0.0.1', port });
+    inbound.pipe(outbound).pipe(inbound);
+    const close = () => {
+      inbound.destroy();
+      outbound.destroy();
+    };
+    inbound.on('error', close);
+    outbound.on('error', close);
+  });
+  await new Promise<void>((resolve) => relay!.listen(port, serverIp, resolve));
+  address = `${serverIp}:${port}`;
+  client = await waitFor(
+    'the dev server on the bridge',
+    async () => {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      await connection.workflowService.getSystemInfo({});
+      return new Client({ connection });
+    },
+    60_000,
+  );
+}
+
+/** A real worker process in `host`'s namespace, with a data directory of its own; the store is shared over the network. */
+async function startWorker(h: Host): Promise<void> {
+  const home = path.join(root, `home-${h}`);
+  mkdirSync(home, { recursive: true });
+  homes.set(h, home);
+  const uids = h === 'host-a' ? '300000-309999' : '310000-319999';
+  // nsenter, not `ip netns exec`: that also remounts /sys for the namespace, which hides the
+  // cgroup hierarchy the sandboxes' limits live in.
+  const child = spawn(
+    'nsenter',
+    [`--net=/var/run/netns/${netns(h)}`, '--', ...CLI, 'worker', ...(process.env.HOSTS_VERBOSE ? ['--verbose'] : [])],
+    {
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: address,
+        FLOTILLA_HOME: home,
+        FLOTILLA_HOST_ID: h,
+        FLOTILLA_SANDBOX_UIDS: uids,
+        FLOTILLA_TASK_QUEUE: taskQueue,
+        FLOTILLA_STAGING_URL: store!.url,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  workers.set(h, child);
+  let out = '';
+  // Kept outside the test's directory, for a failure to be read afterwards.
+  const log = path.join(os.tmpdir(), `flotilla-hosts-${h}.log`);
+  writeFileSync(log, '');
+  const take = (b: Buffer) => {
+    out += b;
+    appendFileSync(log, b);
+  };
+  child.stdout!.on('data', take);
+  child.stderr!.on('data', take);
+  await waitFor(
+    'the worker to poll',
+    async () => (out.includes('polling task queue') ? true : undefined),
+    90_000,
+  ).catch((err) => {
+    throw new Error(`${err.message}; ${h} printed:\n${out}`);
+  });
+}
+
+function kill9(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGKILL');
+  });
+}
+
+/** Kills the processes a dead host's agents left (a host that dies takes them with it). */
+async function killMatching(marker: string): Promise<void> {
+  for (const pid of await processesMatching(marker)) {
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+/** A bare remote whose post-receive hook counts the pushes it accepts. */
+async function countingRemote() {
+  const remote = await makeRemote({ 'README.md': 'hosts\n' });
+  const hook = path.join(remote.url, 'hooks', 'post-receive');
+  writeFileSync(hook, `#!/bin/sh\necho push >> "${remote.root}/pushes"\n`, { mode: 0o755 });
+  const pushes = () => {
+    try {
+      return readFileSync(path.join(remote.root, 'pushes'), 'utf8').split('\n').filter(Boolean).length;
+    } catch {
+      return 0;
+    }
+  };
+  return { ...remote, pushes };
+}
+
+const LIMITS = { heartbeatTimeoutSeconds: 3, hostTimeoutSeconds: 5, checkpointIntervalSeconds: 1 };
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-hosts-'));
+  removeNetwork();
+  makeNetwork();
+  store = await serveStore(serverIp);
+  await startServer();
+  await Promise.all(hosts.map(startWorker));
+}, 180_000);
+
+afterAll(async () => {
+  for (const w of workers.values()) await kill9(w);
+  await killMatching(`hosts-${process.pid}-agent`);
+  await client?.connection.close();
+  relay?.close();
+  await server?.stop();
+  await store?.stop();
+  removeNetwork();
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+describe('many hosts', () => {
+  it('two hosts in their own network namespaces serve one queue: 6 runs of 3 sub-tasks all push, on both hosts', async () => {
+    const remotes = await Promise.all(
+      Array.from({ length: Number(process.env.HOSTS_RUNS ?? 6) }, () => countingRemote()),
+    );
+    const handles = await Promise.all(
+      remotes.map((remote, r) =>
+        startRun(
+          client,
+          parseLeaderRequest({
+            objective: `run ${r}`,
+            repo: { url: remote.url, baseRef: 'main' },
+            testCmd: 'test -f t0/out.txt && test -f t1/out.txt && test -f t2/out.txt',
+            subTasks: [0, 1, 2].map((t) => ({
+              id: `t${t}`,
+              prompt: `task ${t}`,
+              ownedPaths: [`t${t}`],
+              agent: {
+                kind: 'shell',
+                command: `mkdir -p t${t} && echo "run ${r} task ${t}" > t${t}/out.txt && sleep 0.5 && git add -A && git commit -qm t${t}`,
+              },
+            })),
+            limits: LIMITS,
+          }),
+          { taskQueue },
+        ),
+      ),
+    );
+    const ends = await Promise.all(handles.map((h) => awaitRun(h)));
+    for (const [r, end] of ends.entries()) {
+      expect(end.result?.outcome, `${end.failureType}: ${end.failureMessage}`).toBe('pushed');
+      expect((await remotes[r].files()).sort()).toEqual(['README.md', 't0/out.txt', 't1/out.txt', 't2/out.txt']);
+      expect(remotes[r].pushes()).toBe(1);
+    }
+    const used = new Set(ends.flatMap((e) => e.result!.workers.map((w) => w.host)));
+    expect([...used].sort()).toEqual([...hosts]);
+  }, 300_000);
+
+  it('kill -9 of the host holding an agent, and its data directory gone: the sandbox moves to the other host from its checkpoint, one push', async () => {
+    const remote = await countingRemote();
+    const marker = `sleep 300.${process.pid}`;
+    // The agent writes its partial result and works on; told of an interruption, it checks that
+    // the partial result is there, finishes, and says so in a file of its own.
+    const agent =
+      'mkdir -p slow; if [ -n "${FLOTILLA_INTERRUPTED:-}" ]; then test -f slow/partial.txt && echo "picked up after the host was lost" > slow/resumed.txt; ' +
+      `else echo "written before the kill" > slow/partial.txt; exec -a hosts-${process.pid}-agent ${marker}; fi`;
+    const handle = await startRun(
+      client,
+      parseLeaderRequest({
+        objective: 'survive a lost host',
+        repo: { url: remote.url, baseRef: 'main' },
+        testCmd: 'test -f slow/partial.txt && test -f slow/resumed.txt',
+        subTasks: [{ id: 'slow', prompt: 'slow', ownedPaths: ['slow'], agent: { kind: 'shell', command: agent } }],
+        limits: LIMITS,
+      }),
+      { taskQueue },
+    );
+
+    // Awaited, not slept: a checkpoint in the shared store that holds the partial file.
+    const placed = await waitFor(
+      'a checkpoint holding the partial file',
+      async () => {
+        const w = (await handle.query(statusQuery)).workers.find((x) => x.id === 'slow');
+        if (!w?.host || !w.checkpoint) return undefined;
+        const tree = execFileSync('git', ['ls-tree', '-r', '--name-only', w.checkpoint.sha], {
+          cwd: store!.dir,
+          encoding: 'utf8',
+        });
+        return tree.includes('slow/partial.txt') ? { host: w.host as Host, checkpoint: w.checkpoint } : undefined;
+      },
+      120_000,
+    );
+    const survivor = hosts.find((h) => h !== placed.host)!;
+    const shown = await run(CLI[0], [...CLI.slice(1), 'status', handle.workflowId], {
+      TEMPORAL_ADDRESS: address,
+      FLOTILLA_TASK_QUEUE: taskQueue,
+    });
+    expect(shown.out).toContain(`on ${placed.host}, checkpoint `);
+
+    // The host dies: its worker, the agent it ran, and its disk.
+    await kill9(workers.get(placed.host)!);
+    await killMatching(`hosts-${process.pid}-agent`);
+    rmSync(homes.get(placed.host)!, { recursive: true, force: true });
+
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome, `${end.failureType}: ${end.failureMessage}`).toBe('pushed');
+    expect(await remote.show('main', 'slow/partial.txt')).toBe('written before the kill\n');
+    expect(await remote.show('main', 'slow/resumed.txt')).toBe('picked up after the host was lost\n');
+    expect(remote.pushes()).toBe(1);
+    const w = end.result!.workers[0];
+    expect(w.host).toBe(survivor);
+    expect(w.reprovisions).toHaveLength(1);
+    expect(w.reprovisions![0]).toMatchObject({ from: placed.host, to: survivor });
+    expect(w.reprovisions![0].fromCheckpoint).toBeDefined();
+    expect(w.reprovisions![0].reason).toMatch(/did not pick up|no longer has the sandbox/);
+  }, 300_000);
+});

@@ -1,0 +1,252 @@
+/**
+ * The spine end to end: a real dev server, real git remotes, real sandboxes, shell agents.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { statusQuery } from '../../src/contracts/messages';
+import { TestEnv, makeRemote, writeAgent } from '../support/helpers';
+import { waitFor } from '../support/processes';
+
+const CHECK = `#!/bin/bash
+# Passes when every greeting file present says hello.
+for f in $(ls */greeting.txt 2>/dev/null); do grep -q hello "$f" || { echo "FAIL: $f does not greet"; exit 1; }; done
+echo "all greetings ok"
+`;
+
+let env: TestEnv;
+
+beforeAll(async () => {
+  env = await TestEnv.start();
+});
+afterAll(async () => {
+  await env?.stop();
+});
+
+function greetingTask(id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) {
+  return { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } };
+}
+
+async function sampleRemote() {
+  return makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK, 'shared/names.txt': 'one\ntwo\nthree\n' });
+}
+
+function request(url: string, subTasks: ReturnType<typeof greetingTask>[], extra: object = {}) {
+  return { objective: 'greetings', repo: { url, baseRef: 'main' }, testCmd: './check.sh', subTasks, ...extra };
+}
+
+describe('spine', () => {
+  it('three workers with disjoint changes: all three land and the tests pass on them', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run(
+      request(
+        remote.url,
+        ['alpha', 'beta', 'gamma'].map((id) => greetingTask(id)),
+      ),
+    );
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    const head = await remote.head();
+    expect(head).toBe(end.result?.pushedSha);
+    expect(head).not.toBe(base);
+    for (const id of ['alpha', 'beta', 'gamma']) {
+      expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`hello from ${id}\n`);
+    }
+    expect(end.result?.test?.exitCode).toBe(0);
+    expect(end.result?.test?.tail).toContain('all greetings ok');
+    expect(end.result?.workers.map((w) => w.isolation)).toEqual(['bubblewrap', 'bubblewrap', 'bubblewrap']);
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
+  it('uncommitted work the agent leaves is committed, not lost', async () => {
+    const remote = await sampleRemote();
+    const end = await env.run(
+      request(remote.url, [greetingTask('lazy', writeAgent('lazy/greeting.txt', 'hello, uncommitted', false))]),
+    );
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'lazy/greeting.txt')).toBe('hello, uncommitted\n');
+    remote.cleanup();
+  });
+
+  it('a worker that writes outside its ownedPaths fails the run, naming the path', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const sneaky = `${writeAgent('rogue/greeting.txt', 'hello')} && echo four >> shared/names.txt && git commit -qam sneak`;
+    const end = await env.run(request(remote.url, [greetingTask('good'), greetingTask('rogue', sneaky)]));
+    expect(end.failureType).toBe('failed');
+    const rogue = end.result?.workers.find((w) => w.workerId === 'rogue');
+    expect(rogue?.status).toBe('failed');
+    expect(rogue?.outOfScope).toEqual(['shared/names.txt']);
+    expect(end.failureMessage).toContain('shared/names.txt');
+    expect(await remote.head()).toBe(base);
+    remote.cleanup();
+  });
+
+  it('two workers editing the same lines: a conflict report names both, nothing is pushed', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const edit = (id: string) =>
+      `${writeAgent(`${id}/greeting.txt`, 'hello')} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`;
+    const end = await env.run(
+      request(remote.url, [greetingTask('left', edit('left')), greetingTask('right', edit('right'))], {
+        sharedPaths: ['shared'],
+      }),
+    );
+    expect(end.failureType).toBe('conflict');
+    expect(end.result?.conflict).toEqual({ workerId: 'right', conflictsWith: ['left'], files: ['shared/names.txt'] });
+    expect(end.failureMessage).toMatch(/right.*left.*shared\/names\.txt/);
+    expect(await remote.head()).toBe(base);
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
+  it('a failing test command: nothing is pushed and the result carries the output tail', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run(
+      request(remote.url, [greetingTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))]),
+    );
+    expect(end.failureType).toBe('tests-failed');
+    expect(end.result?.test?.exitCode).toBe(1);
+    expect(end.result?.test?.tail).toContain('FAIL: grumpy/greeting.txt does not greet');
+    expect(await remote.head()).toBe(base);
+    remote.cleanup();
+  });
+
+  it('the target ref moves between base resolution and push: "raced", remote unchanged', async () => {
+    const remote = await sampleRemote();
+    const slow = `sleep 3 && ${writeAgent('slow/greeting.txt', 'hello')}`;
+    const handle = await env.start(request(remote.url, [greetingTask('slow', slow)]));
+    // Once workers run, the base is resolved; someone else pushes meanwhile.
+    await waitFor('the workers to run', async () =>
+      (await handle.query(statusQuery)).phase === 'running' ? true : undefined,
+    );
+    const theirs = await remote.advance('README.md', '# changed elsewhere\n');
+    const end = await handle.result().then(
+      () => undefined,
+      (err) => err.cause,
+    );
+    expect(end?.type).toBe('raced');
+    expect(end?.message).toContain('moved');
+    expect(await remote.head()).toBe(theirs);
+    expect(await remote.show('main', 'slow/greeting.txt')).toBeNull();
+    remote.cleanup();
+  });
+
+  it('pushes to a new target branch with a create-only lease', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run({
+      ...request(remote.url, [greetingTask('feature')]),
+      repo: { url: remote.url, baseRef: 'main', targetRef: 'flotilla/feature' },
+    });
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.head('flotilla/feature')).toBe(end.result?.pushedSha);
+    expect(await remote.head('main')).toBe(base);
+    remote.cleanup();
+  });
+
+  it('an agent that exits non-zero: the worker reports it, the run fails cleanly, no sandbox is left', async () => {
+    const remote = await sampleRemote();
+    const base = await remote.head();
+    const end = await env.run(
+      request(remote.url, [greetingTask('ok'), greetingTask('broken', 'echo "cannot do this" >&2; exit 7')]),
+    );
+    expect(end.failureType).toBe('failed');
+    const broken = end.result?.workers.find((w) => w.workerId === 'broken');
+    expect(broken).toMatchObject({ status: 'failed', exitCode: 7, reason: 'the agent exited with code 7' });
+    expect(broken?.tail).toContain('cannot do this');
+    expect(end.failureMessage).toContain('broken: the agent exited with code 7');
+    expect(await remote.head()).toBe(base);
+    expect(env.sandboxesLeft()).toEqual([]);
+    remote.cleanup();
+  });
+
+  it('the git credential reaches neither a sandbox nor workflow history', async () => {
+    const remote = await sampleRemote();
+    const token = `tok-${Date.now()}-secret`;
+    process.env.FLOTILLA_GIT_TOKEN = token;
+    try {
+      const snoop = `mkdir -p snoop && { env; cat .git/config; git config --list; } > snoop/env.txt && echo hello > snoop/greeting.txt && git add -A && git commit -qm snoop`;
+      const end = await env.run(request(remote.url, [greetingTask('snoop', snoop)]));
+      expect(end.failureMessage).toBeUndefined();
+      expect(end.result?.outcome).toBe('pushed');
+      const seen = (await remote.show('main', 'snoop/env.txt'))!;
+      expect(seen).toContain('FLOTILLA_WORKER_ID=snoop');
+      expect(seen).not.toContain(token);
+      for (const id of [end.workflowId, `${end.workflowId}/snoop`]) {
+        const history = await env.client.workflow.getHandle(id).fetchHistory();
+        expect(
+          JSON.stringify(history, (_k, v) => (v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v)),
+        ).not.toContain(token);
+      }
+    } finally {
+      delete process.env.FLOTILLA_GIT_TOKEN;
+    }
+    remote.cleanup();
+  });
+
+  it.each([
+    ['a missing field', (r: Record<string, unknown>) => delete r.testCmd, 'testCmd: is required'],
+    [
+      'overlapping ownedPaths',
+      (r: Record<string, any>) => (r.subTasks[1].ownedPaths = ['alpha/sub']),
+      'subTasks[1].ownedPaths[0]: "alpha/sub" overlaps "alpha" owned by sub-task "alpha"',
+    ],
+    [
+      'an ext:: remote',
+      (r: Record<string, any>) => (r.repo.url = 'ext::sh -c touch% /tmp/pwned'),
+      'repo.url: repository uses the transport helper "ext::"',
+    ],
+    [
+      'a branch with ..',
+      (r: Record<string, any>) => (r.repo.targetRef = 'feature/../main'),
+      'repo.targetRef: branch name contains ".."',
+    ],
+  ])('a request with %s is refused inside the workflow, naming the field', async (_what, spoil, expected) => {
+    const req = request('/nonexistent/remote.git', [greetingTask('alpha'), greetingTask('beta')]) as Record<
+      string,
+      unknown
+    >;
+    spoil(req);
+    const end = await env.run(req);
+    expect(end.failureType).toBe('InvalidRequest');
+    expect(end.failureMessage).toContain(expected);
+  });
+
+  it('workers producing megabytes of changes and output keep every history payload small', async () => {
+    const remote = await sampleRemote();
+    const heavy = (id: string) =>
+      `mkdir -p ${id} && head -c 3000000 /dev/urandom | base64 > ${id}/blob.txt && seq 1 300000 && echo hello > ${id}/greeting.txt && git add -A && git commit -qm big`;
+    const end = await env.run(
+      request(remote.url, [greetingTask('heavy1', heavy('heavy1')), greetingTask('heavy2', heavy('heavy2'))]),
+    );
+    expect(end.result?.outcome).toBe('pushed');
+    expect((await remote.show('main', 'heavy1/blob.txt'))!.length).toBeGreaterThan(3_000_000);
+    const ids = [end.workflowId, `${end.workflowId}/heavy1`, `${end.workflowId}/heavy2`];
+    for (const id of ids) {
+      const history = await env.client.workflow.getHandle(id).fetchHistory();
+      const sizes = payloadSizes(history);
+      expect(sizes.length).toBeGreaterThan(0);
+      expect(Math.max(...sizes)).toBeLessThan(64 * 1024);
+    }
+    remote.cleanup();
+  });
+
+  it('the histories of finished runs replay without nondeterminism', async () => {
+    const { replayed, errors } = await env.replayFinishedRuns();
+    expect(replayed).toBeGreaterThan(10);
+    expect(errors).toEqual([]);
+  });
+});
+
+/** Sizes of every payload anywhere in a history. */
+function payloadSizes(value: unknown, out: number[] = []): number[] {
+  if (value && typeof value === 'object') {
+    if (value instanceof Uint8Array) return out;
+    const obj = value as Record<string, unknown>;
+    if ('metadata' in obj && obj.data instanceof Uint8Array) out.push(obj.data.length);
+    for (const v of Object.values(obj)) payloadSizes(v, out);
+  }
+  return out;
+}
