@@ -14,11 +14,12 @@
  * the last of them is destroyed (release), so it lives exactly as long as some sandbox on this
  * host may read it. One worker process per data directory: the lock is in this process.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { hostGitEnv } from './env';
+import { GitError, commandOf, gitText } from './spawn';
 
 /** Where a bubblewrap sandbox sees its run's objects (the store's objects/ directory). */
 export const SANDBOX_OBJECTS = '/flotilla/objects';
@@ -47,28 +48,14 @@ export function mountedObjects(dataDir: string, sandboxKey: string): string | un
   return existsSync(objects) ? objects : undefined;
 }
 
-/** Runs git (host-side, no user configuration) with `input` on stdin; resolves to its stdout. */
-function git(args: string[], input = ''): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const env = {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      GIT_CONFIG_NOSYSTEM: '1',
-      GIT_CONFIG_GLOBAL: '/dev/null',
-      GIT_TERMINAL_PROMPT: '0',
-    };
-    const child = execFile('git', args, { env, maxBuffer: 1024 * 1024 }, (err, out, stderr) =>
-      err
-        ? reject(
-            new Error(
-              `making the run's object store failed: git ${args.slice(2, 3).join(' ')}: ${stderr.trim() || err.message}`,
-            ),
-          )
-        : resolve(out),
-    );
-    // git may exit before reading its input; its exit code says why.
-    child.stdin?.on('error', () => undefined);
-    child.stdin?.end(input);
-  });
+/** Runs git (host-side policy) with `input` on stdin; resolves to its stdout. */
+async function git(args: string[], input = ''): Promise<string> {
+  try {
+    return await gitText(args, { env: hostGitEnv(), input, maxOutput: 1024 * 1024 });
+  } catch (err) {
+    const why = err instanceof GitError ? err.stderr.trim() || err.message : String(err);
+    throw new Error(`making the run's object store failed: git ${commandOf(args)}: ${why}`);
+  }
 }
 
 /** Operations on one run's store, one at a time, so a release never removes it under a seed. */
