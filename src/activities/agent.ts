@@ -6,7 +6,8 @@ import { CarryingParser, readCarryOver } from '../agents/carry-over';
 import type { AgentOutcome } from '../agents/types';
 import { tail } from '../store/artifacts';
 import { permanent } from '../contracts/failures';
-import { BUNDLE_REF, runRef } from '../git/staging';
+import { BUNDLE_REF, checkImportSize } from '../git/bundles';
+import { runRef } from '../git/staging';
 import { mountedObjects } from '../git/run-mirror';
 import { type AgentSpec, CommitPolicy } from '../contracts/request';
 import { modelApiRules } from '../sandbox/egress/proxy';
@@ -26,8 +27,6 @@ export interface AgentRunReport extends CommandReport {
   sessionCostUsd: number;
 }
 
-/** Bytes of packed commits one worker may hand over. */
-export const MAX_IMPORT_BYTES = 512 * 1024 * 1024;
 const EXIT_NO_COMMITS = 10;
 const EXIT_TOO_BIG = 11;
 
@@ -117,15 +116,6 @@ export async function runHarness(
     agent: outcome,
     sessionCostUsd: sessionCostUsd + outcome.costUsd - carried.costUsd,
   };
-}
-
-/** A bundle over MAX_IMPORT_BYTES is refused before it is copied out of the sandbox, and after. */
-export function checkImportSize(bytes: number): void {
-  if (bytes > MAX_IMPORT_BYTES)
-    throw permanent(
-      'TooLarge',
-      `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`,
-    );
 }
 
 export function agentActivities(deps: ActivityDeps) {

@@ -12,8 +12,8 @@
  * hands over is checked by collectWork like any other work.
  */
 import { stat } from 'node:fs/promises';
-import { BUNDLE_REF, runRef } from '../git/staging';
-import { checkImportSize } from './agent';
+import { BUNDLE_REF, checkImportSize } from '../git/bundles';
+import { runRef } from '../git/staging';
 import { type ActivityDeps, type SandboxRef, openSandbox } from './deps';
 import { script, sh } from './exec';
 

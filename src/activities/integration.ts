@@ -10,7 +10,10 @@
  * can reach a fixer.
  */
 import { randomBytes } from 'node:crypto';
-import { BUNDLE_REF, SharedStoreError, runKeyOfRef, runRef, scrubSecrets } from '../git/staging';
+import { BUNDLE_REF } from '../git/bundles';
+import { scrubSecrets } from '../git/remote';
+import { SharedStoreError } from '../git/shared-store';
+import { runKeyOfRef, runRef } from '../git/staging';
 import { permanent } from '../contracts/failures';
 import {
   addedMarkers,
