@@ -21,15 +21,13 @@
  * threshold, or to one Temporal does not know, which is kept and so keeps them all). Sandboxes and
  * artifact files are this host's.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { lstat, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { simpleGit } from 'simple-git';
 import { ArtifactStore } from '../store/artifacts';
 import { ConfigError, stagingUrl } from '../config/settings';
-import { StagingRepo } from '../git/staging';
+import { StagingRepo, compact, deleteLocalRefs, listRefs, stagingDirOf } from '../git/staging';
 import { runKeyOf } from '../contracts/names';
 
 export interface GcOptions {
@@ -102,11 +100,7 @@ const ARTIFACT_REFS = 'refs/flotilla/artifacts/';
 
 /** The runKey of every refs/flotilla/<runKey>/<name> ref here (and in the shared store), with its refs. */
 async function stagingRefs(stagingDir: string, shared?: StagingRepo): Promise<Map<string, string[]>> {
-  const local = existsSync(path.join(stagingDir, 'HEAD'))
-    ? (await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/'])).split(
-        '\n',
-      )
-    : [];
+  const local = existsSync(path.join(stagingDir, 'HEAD')) ? await listRefs(stagingDir, 'refs/flotilla/') : [];
   return byRun([...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]);
 }
 
@@ -139,7 +133,7 @@ function ownerOf(sandbox: string, keys: string[]): string | undefined {
 
 export async function collectGarbage(client: Client, o: GcOptions): Promise<GcReport> {
   const now = (o.now ?? new Date()).getTime();
-  const stagingDir = path.join(o.dataDir, 'staging.git');
+  const stagingDir = stagingDirOf(o.dataDir);
   const sandboxDir = path.join(o.dataDir, 'sandboxes');
   const artifactDir = path.join(o.dataDir, 'artifacts');
   const url = 'stagingUrl' in o ? o.stagingUrl : stagingUrl();
@@ -214,11 +208,9 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
 
   // Refs go in one transaction (and one push per thousand); then reflogs and unreachable objects, so their space comes back.
   if (shared) await shared.deleteRefs([...doomedRefs, ...(await stillUnclaimed(shared, refs, doomedShared))]);
-  else if (doomedRefs.length > 0) deleteRefs(stagingDir, doomedRefs);
+  else if (doomedRefs.length > 0) await deleteLocalRefs(stagingDir, doomedRefs);
   if (doomedRefs.length > 0) {
-    const git = simpleGit({ baseDir: stagingDir });
-    await git.raw(['reflog', 'expire', '--expire=now', '--all']);
-    await git.raw(['gc', '--quiet', '--prune=now']);
+    await compact(stagingDir);
     report.freedBytes += Math.max(0, stagingBefore - (await sizeOf(stagingDir)));
   }
   for (const file of [...doomedSandboxes, ...doomedStores]) await rm(file, { recursive: true, force: true });
@@ -245,14 +237,6 @@ async function stillUnclaimed(
   if (artifacts.length === 0) return [];
   const now = byRun(await shared.sharedRefs('refs/flotilla/'));
   return [...now.keys()].every((key) => listed.has(key)) ? artifacts : [];
-}
-
-function deleteRefs(stagingDir: string, doomed: string[]): void {
-  const r = spawnSync('git', ['update-ref', '--stdin'], {
-    cwd: stagingDir,
-    input: doomed.map((ref) => `delete ${ref}\n`).join(''),
-  });
-  if (r.status !== 0) throw new Error(`git update-ref failed in ${stagingDir}: ${r.stderr.toString().trim()}`);
 }
 
 /**
