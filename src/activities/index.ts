@@ -50,7 +50,7 @@ export function createActivities(deps: ActivityDeps) {
   const { runAgent, ...agent } = agentActivities(deps);
   const { proposePlan } = planActivities(deps);
   // These heartbeat with progress details of their own. The resolver and repair activities stay
-  // wrapped: their git steps around the agent run must heartbeat too, and nobody watches their details.
+  // wrapped: their git steps around the invocation must heartbeat too, and nobody watches their details.
   const tracked = { runCommand, runAgent, proposePlan };
   const plain = {
     ...sandbox,

@@ -14,9 +14,9 @@ import { type CommandReport, execTracked } from './exec';
 
 export interface AgentRunReport extends CommandReport {
   budgetExceeded: boolean;
-  /** The run's outcome; its costUsd is what this run alone cost, interrupted attempts included. */
+  /** The invocation's outcome; its costUsd is what this invocation alone cost, interrupted attempts included. */
   agent: AgentOutcome;
-  /** What the agent's session has cost so far, for the next resumed run. */
+  /** What the agent's session has cost so far, for the next invocation that resumes it. */
   sessionCostUsd: number;
 }
 
@@ -29,13 +29,13 @@ export interface AgentRunInput {
   sessionId?: string;
   message?: string;
   maxTurns?: number;
-  /** Dollars this run may spend; the agent is stopped when its cost so far passes it. */
+  /** Dollars this invocation may spend; the agent is stopped when its cost so far passes it. */
   budgetUsd?: number;
-  /** What the resumed session had cost before this run. */
+  /** What the resumed session had cost before this invocation. */
   sessionCostUsd?: number;
   /** Run with the workspace mounted read-only (a planner looks, it does not touch). */
   readOnly?: boolean;
-  /** The agent's previous run was cut short (its sandbox's host was lost): it is told so, as after a crash. */
+  /** The agent's previous invocation was cut short (its sandbox's host was lost): it is told so, as after a crash. */
   interrupted?: boolean;
   /** Variables for this role beyond what the harness sets (a planner's plan file). */
   extraEnv?: Record<string, string>;
@@ -59,7 +59,7 @@ export async function runHarness(
   const info = Context.current().info;
   const carried = readCarryOver(info.heartbeatDetails);
   const sessionId = carried.sessionId ?? input.sessionId;
-  // What the resumed session had cost before this run, as the agent will count it: a session
+  // What the resumed session had cost before this invocation, as the agent will count it: a session
   // the interrupted attempt started never finished cleanly, so it starts from nothing. (An agent
   // that counts the interrupted attempt anyway, as Codex's thread totals may, overstates the
   // cost: the safe side for a budget.)

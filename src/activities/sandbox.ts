@@ -18,13 +18,13 @@ export function sandboxActivities(deps: ActivityDeps) {
       return { isolation: deps.provider(ref).checkIsolation() };
     },
 
-    /** The run's object store on this host goes with the last sandbox that used it. */
+    /** The run mirror on this host goes with the last sandbox that used it. */
     async destroySandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).destroy(ref.key);
       await releaseRunObjects(deps.dataDir, ref.key);
     },
 
-    /** While its worker is suspended, a cloud sandbox is paused (files kept, nothing billed). */
+    /** While its sub-task is suspended, a cloud sandbox is paused (files kept, nothing billed). */
     async pauseSandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).pause?.(ref.key);
     },

@@ -101,10 +101,10 @@ export function tokenOrigin(url: string, hosts: string[] = tokenHosts()): string
 
 /**
  * What git in a workspace must never do there: the agent controls the workspace, `.git` included,
- * so nothing in it may make our git run a program. With the repository config of our own that
- * every script but one beside a running agent starts with (see workspace.ts), filter, diff and
- * merge drivers an agent defined, `include.path`, aliases and `core.sshCommand` are gone, and
- * attributes naming such drivers then name nothing.
+ * so nothing in it may make our git run a program. These settings outrank the repository's config;
+ * and since Flotilla's scripts replace that config with one of their own (workspace.ts; all but a
+ * checkpoint's, which uses none), filter, diff and merge drivers an agent defined, `include.path`,
+ * aliases and `core.sshCommand` are gone too, and attributes naming such drivers name nothing.
  */
 const SANDBOX_SETTINGS: [string, string][] = [
   ['core.hooksPath', '/dev/null'],

@@ -102,7 +102,7 @@ export async function readBlob(dir: string, oid: string): Promise<Buffer> {
   return (await gitBytes(dir, ['cat-file', 'blob', oid])).stdout;
 }
 
-/** The workers (by their merge commits' trailer) whose merges since `base` changed any of `files`. */
+/** The sub-tasks (by their merge commits' Flotilla-Worker trailer) whose merges since `base` changed any of `files`. */
 export async function workersTouching(dir: string, base: string, head: string, files: string[]): Promise<string[]> {
   if (base === head) return [];
   const r = await git(dir, [
@@ -136,7 +136,7 @@ export function mergeMessage(title: string, workerId: string, runKey: string, ex
 
 export interface SubTaskHead {
   workerId: string;
-  /** The worker's commits in the staging repository. */
+  /** The sub-task's commits in the staging repository. */
   headSha: string;
   /** The merge commit's title. */
   title: string;
@@ -147,8 +147,8 @@ export type MergeRun =
   | { status: 'conflict'; sha: string; workerId: string; files: string[]; conflictsWith: string[] };
 
 /**
- * Merges each worker in order onto `into` (a worker already contained is skipped), stopping at
- * the first conflict with the head reached so far, the files and the earlier workers that
+ * Merges each sub-task's commits in order onto `into` (one already contained is skipped), stopping
+ * at the first conflict with the head reached so far, the files and the earlier sub-tasks that
  * changed them.
  */
 export async function mergeWorkers(

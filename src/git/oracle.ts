@@ -1,5 +1,5 @@
 /**
- * Hidden ("oracle") tests, host-side: read from the commit the worker fetched into the staging
+ * Hidden ("oracle") tests, host-side: read from the commit fetched into the staging
  * repository, checked, and turned into a redactor for the output of the test runs they take
  * part in, so that neither their names nor their text reach history, artifacts or an agent.
  */

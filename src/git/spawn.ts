@@ -1,7 +1,7 @@
 /**
  * The one place Flotilla starts git on the host (remote operations go through simple-git, built on
  * the same policies: see remote.ts). Every call names its whole environment, one of the policies
- * of env.ts, so no git inherits the worker's; stdin is bytes or a stream; output comes back whole,
+ * of env.ts, so no git inherits the worker's environment; stdin is bytes or a stream; output comes back whole,
  * record by record, or into a file; a failure carries the end of git's stderr, bounded, so it fits
  * a log line and a payload.
  */

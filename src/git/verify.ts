@@ -34,8 +34,8 @@ interface Change {
 
 /**
  * Checks `ref` against `baseSha` and the policy; throws a permanent failure naming the first
- * rule it breaks. Changed paths outside `allowedPaths` are reported, not thrown, so the worker
- * can say which they were.
+ * rule it breaks. Changed paths outside `allowedPaths` are reported, not thrown, so the sub-task's
+ * report can say which they were.
  */
 export async function verifyWork(
   staging: StagingRepo,
