@@ -5,6 +5,7 @@ import { ArtifactStore } from '../store/artifacts';
 import { makePrivateDir, stagingUrl } from '../config/settings';
 import { StagingRepo, artifactRef } from '../git/staging';
 import { mountedObjects } from '../git/run-mirror';
+import { Workspace } from '../git/workspace';
 import type { E2BApi, E2BProviderOptions, E2BSandboxProvider } from '../sandbox/e2b/provider';
 import { type LocalProviderOptions, LocalSandboxProvider } from '../sandbox/local/provider';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../sandbox/types';
@@ -149,6 +150,11 @@ export const sandboxOptions = (ref: SandboxRef): SandboxOptions => ({
   allowHosts: ref.allowHosts,
   limits: ref.limits,
 });
+
+/** The workspace of the existing sandbox for `ref`, its git scripts stopped when the activity is cancelled. */
+export async function openWorkspace(deps: ActivityDeps, ref: SandboxRef): Promise<Workspace> {
+  return new Workspace(await openSandbox(deps, ref), Context.current().cancellationSignal);
+}
 
 /** The existing sandbox for `ref`; a missing one is a hard failure, since retrying cannot bring it back. */
 export async function openSandbox(deps: ActivityDeps, ref: SandboxRef): Promise<Sandbox> {

@@ -3,11 +3,13 @@ import { Context } from '@temporalio/activity';
 import { agentActivities } from './agent';
 import { checkpointActivities } from './checkpoint';
 import type { ActivityDeps, HostPlacement } from './deps';
+import { fixerActivities } from './fixers';
 import { integrateActivities } from './integration';
 import { planActivities } from './plan';
 import { remoteActivities } from './remote';
 import { requestActivities } from './request';
 import { sandboxActivities } from './sandbox';
+import { testActivities } from './tests';
 
 const HEARTBEAT_MS = 2_000;
 
@@ -48,7 +50,7 @@ export function createActivities(deps: ActivityDeps) {
   const { runAgent, ...agent } = agentActivities(deps);
   const { proposePlan } = planActivities(deps);
   // These heartbeat with progress details of their own. The resolver and repair activities stay
-  // wrapped: their git steps around the agent run must heartbeat too, and nobody watches their details.
+  // wrapped: their git steps around the invocation must heartbeat too, and nobody watches their details.
   const tracked = { runCommand, runAgent, proposePlan };
   const plain = {
     ...sandbox,
@@ -56,6 +58,8 @@ export function createActivities(deps: ActivityDeps) {
     ...checkpointActivities(deps),
     ...hostActivities(deps),
     ...integrateActivities(deps),
+    ...testActivities(deps),
+    ...fixerActivities(deps),
     ...remoteActivities(deps),
     ...requestActivities(),
   };
@@ -67,6 +71,6 @@ export function createActivities(deps: ActivityDeps) {
 
 export type Activities = ReturnType<typeof createActivities>;
 export type { HostPlacement, SandboxRef } from './deps';
-export type { CheckpointMark } from './checkpoint';
+export type { CheckpointMark } from '../git/checkpoint';
 export type { CommandReport } from './exec';
-export type { AgentRunReport } from './agent';
+export type { AgentRunReport } from './invocation';

@@ -7,7 +7,7 @@ import {
   type SubTask,
   parseLeaderRequest,
 } from '../contracts/request';
-import { runHarness } from './agent';
+import { runHarness } from './invocation';
 import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 
 /** A plan larger than this is refused rather than carried through workflow history. */

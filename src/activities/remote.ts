@@ -1,7 +1,8 @@
 /** The only activities that talk to the user's remote; they run on the host, never in a sandbox. */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { permanent } from '../contracts/failures';
-import { type PushOutcome, runRef, scrubSecrets } from '../git/staging';
+import { type PushOutcome, scrubSecrets } from '../git/remote';
+import { runRef } from '../git/staging';
 import { runKeyOf } from '../contracts/names';
 import type { ActivityDeps } from './deps';
 

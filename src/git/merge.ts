@@ -7,43 +7,26 @@
  * Commits are deterministic (fixed identity, a date the workflow passes), so recomputing a
  * half-done merge after a retry yields the same SHAs.
  */
-import { execFile } from 'node:child_process';
+import { hostGitEnv } from './env';
+import { type GitResult, git as runGit, nulRecords } from './spawn';
 
 const IDENTITY = { name: 'Flotilla integration', email: 'flotilla@localhost' };
 const WORKER_TRAILER = 'Flotilla-Worker';
 
-interface GitResult {
-  code: number;
-  stdout: string;
-}
-
 type GitOptions = { ok?: number[]; env?: Record<string, string> };
 
-/** Runs git on the bare repository `dir` with a minimal environment; exit codes not in `ok` throw. */
-function gitBytes(dir: string, args: string[], opts: GitOptions = {}): Promise<{ code: number; out: Buffer }> {
-  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/', GIT_DIR: dir, ...opts.env };
-  return new Promise((resolve, reject) => {
-    execFile(
-      'git',
-      ['-c', 'core.quotepath=off', ...args],
-      { cwd: dir, env, encoding: 'buffer', maxBuffer: 256 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
-        if ((opts.ok ?? [0]).includes(code)) resolve({ code, out: stdout });
-        else
-          reject(new Error(`git ${args[0]} failed (exit ${code}): ${stderr.toString('utf8').trim().slice(0, 1500)}`));
-      },
-    );
+/** Runs git on the bare repository `dir` under the host policy; exit codes not in `ok` throw. */
+function gitBytes(dir: string, args: string[], opts: GitOptions = {}): Promise<GitResult> {
+  return runGit(['-c', 'core.quotepath=off', ...args], {
+    repo: dir,
+    env: { ...hostGitEnv(), ...opts.env },
+    ok: opts.ok,
   });
 }
 
-async function git(dir: string, args: string[], opts: GitOptions = {}): Promise<GitResult> {
+async function git(dir: string, args: string[], opts: GitOptions = {}): Promise<{ code: number; stdout: string }> {
   const r = await gitBytes(dir, args, opts);
-  return { code: r.code, stdout: r.out.toString('utf8') };
-}
-
-function nulList(text: string): string[] {
-  return text.split('\0').filter(Boolean);
+  return { code: r.code, stdout: r.stdout.toString('utf8') };
 }
 
 export type TreeMerge = { clean: true; tree: string } | { clean: false; tree: string; files: string[] };
@@ -53,7 +36,7 @@ export async function mergeTrees(dir: string, ours: string, theirs: string): Pro
   const r = await git(dir, ['merge-tree', '--write-tree', '--name-only', '--no-messages', '-z', ours, theirs], {
     ok: [0, 1],
   });
-  const [tree, ...files] = nulList(r.stdout);
+  const [tree, ...files] = nulRecords(r.stdout);
   return r.code === 0 ? { clean: true, tree } : { clean: false, tree, files: [...new Set(files)] };
 }
 
@@ -88,7 +71,7 @@ export async function mergeBase(dir: string, a: string, b: string): Promise<stri
 
 /** Paths that differ between two trees or commits (no rename detection: both sides count). */
 export async function changedPaths(dir: string, from: string, to: string): Promise<string[]> {
-  return nulList((await git(dir, ['diff-tree', '-r', '--name-only', '--no-renames', '-z', from, to])).stdout);
+  return nulRecords((await git(dir, ['diff-tree', '-r', '--name-only', '--no-renames', '-z', from, to])).stdout);
 }
 
 /** "path:line" of every conflict marker that `to` adds over `from`. */
@@ -108,7 +91,7 @@ export interface TreeEntry {
 }
 
 export async function listTree(dir: string, treeish: string): Promise<TreeEntry[]> {
-  return nulList((await git(dir, ['ls-tree', '-r', '-z', treeish])).stdout).map((line) => {
+  return nulRecords((await git(dir, ['ls-tree', '-r', '-z', treeish])).stdout).map((line) => {
     const [meta, path] = line.split('\t');
     const [mode, type, oid] = meta.split(' ');
     return { mode, type, oid, path };
@@ -116,10 +99,10 @@ export async function listTree(dir: string, treeish: string): Promise<TreeEntry[
 }
 
 export async function readBlob(dir: string, oid: string): Promise<Buffer> {
-  return (await gitBytes(dir, ['cat-file', 'blob', oid])).out;
+  return (await gitBytes(dir, ['cat-file', 'blob', oid])).stdout;
 }
 
-/** The workers (by their merge commits' trailer) whose merges since `base` changed any of `files`. */
+/** The sub-tasks (by their merge commits' Flotilla-Worker trailer) whose merges since `base` changed any of `files`. */
 export async function workersTouching(dir: string, base: string, head: string, files: string[]): Promise<string[]> {
   if (base === head) return [];
   const r = await git(dir, [
@@ -153,7 +136,7 @@ export function mergeMessage(title: string, workerId: string, runKey: string, ex
 
 export interface SubTaskHead {
   workerId: string;
-  /** The worker's commits in the staging repository. */
+  /** The sub-task's commits in the staging repository. */
   headSha: string;
   /** The merge commit's title. */
   title: string;
@@ -164,8 +147,8 @@ export type MergeRun =
   | { status: 'conflict'; sha: string; workerId: string; files: string[]; conflictsWith: string[] };
 
 /**
- * Merges each worker in order onto `into` (a worker already contained is skipped), stopping at
- * the first conflict with the head reached so far, the files and the earlier workers that
+ * Merges each sub-task's commits in order onto `into` (one already contained is skipped), stopping
+ * at the first conflict with the head reached so far, the files and the earlier sub-tasks that
  * changed them.
  */
 export async function mergeWorkers(

@@ -1,10 +1,12 @@
 /**
- * Hidden ("oracle") tests, host-side: read from the commit the worker fetched into the staging
+ * Hidden ("oracle") tests, host-side: read from the commit fetched into the staging
  * repository, checked, and turned into a redactor for the output of the test runs they take
  * part in, so that neither their names nor their text reach history, artifacts or an agent.
  */
-import { listTree, readBlob } from './merge';
+import { permanent } from '../contracts/failures';
 import { pathIsUnder, repoPathProblem } from '../contracts/names';
+import type { Sandbox } from '../sandbox/types';
+import { listTree, readBlob } from './merge';
 
 const MAX_FILES = 64;
 const MAX_BYTES = 512 * 1024;
@@ -38,6 +40,44 @@ export async function oracleFiles(dir: string, sha: string): Promise<{ files: Or
   const bytes = files.reduce((sum, f) => sum + f.content.length, 0);
   if (bytes > MAX_BYTES) return { problem: `the hidden tests are ${bytes} bytes; at most ${MAX_BYTES}` };
   return { files };
+}
+
+/** The oracle files of `sha` (none without one); a commit that cannot be used is an invalid request. */
+export async function readOracles(dir: string, sha: string | undefined): Promise<OracleFile[]> {
+  if (!sha) return [];
+  const read = await oracleFiles(dir, sha);
+  if ('problem' in read) throw permanent('InvalidRequest', `oracle: ${read.problem}`);
+  return read.files;
+}
+
+/** The paths of the oracle files of `sha` (none without one). */
+export async function oraclePaths(dir: string, sha: string | undefined): Promise<string[]> {
+  return sha ? (await listTree(dir, sha)).map((e) => e.path) : [];
+}
+
+/** How many files of `treeish` are at, under or above an oracle path. */
+export async function filesAtOraclePaths(dir: string, treeish: string, oracles: string[]): Promise<number> {
+  return (await listTree(dir, treeish)).filter((e) => clashesWithOracle(e.path, oracles)).length;
+}
+
+/**
+ * Writes the oracle files into the sandbox's workspace, read-only. The owner of a file can still
+ * make it writable again, so this is a tripwire; alteredOracles after the run is the guarantee.
+ */
+export async function placeOracles(sb: Sandbox, files: OracleFile[]): Promise<void> {
+  // Owned by the host's user, not the sandbox's: test code cannot chmod them back and rewrite them.
+  for (const f of files)
+    await sb.writeFile(`${sb.workspace}/${f.path}`, f.content, { readOnly: true, executable: f.executable });
+}
+
+/** How many oracle files are no longer exactly what was placed (changed, replaced or gone). */
+export async function alteredOracles(sb: Sandbox, files: OracleFile[]): Promise<number> {
+  let altered = 0;
+  for (const f of files) {
+    const now = await sb.readFile(`${sb.workspace}/${f.path}`).catch(() => undefined);
+    if (!now || !Buffer.from(now).equals(f.content)) altered++;
+  }
+  return altered;
 }
 
 /** True when `path` is an oracle path, lies under one, or holds one. */

@@ -1,29 +1,30 @@
 /**
- * A run's object store: a bare repository holding only the run's base commit and its history,
+ * The run mirror: a bare repository holding only the run's base commit and its history,
  * copied once per run per host out of the staging repository (which holds every run of every
- * repository, so no sandbox may see it). A local sandbox reads this store read-only through git
+ * repository, so no sandbox may see it). A local sandbox reads this mirror read-only through git
  * alternates instead of receiving its own copy of the history: seeding is a checkout, and a
  * sandbox's disk holds its work tree, its index and the objects its agent creates.
  *
- * local.ts mounts the store's objects/ read-only at SANDBOX_OBJECTS in the sandboxes of its run
- * only (see mountedObjects). The store's files belong to the worker's user and are readable by
+ * local.ts mounts the mirror's objects/ read-only at SANDBOX_OBJECTS in the sandboxes of its run
+ * only (see mountedObjects). The mirror's files belong to the worker's user and are readable by
  * all, so a sandbox under its own uid can read them through that mount; the data directory above
  * them stays private, and no sandbox of another run gets the mount.
  *
- * The sandboxes that use a store are recorded beside it (`<runKey>.users/`); it is removed when
+ * The sandboxes that use a mirror are recorded beside it (`<runKey>.users/`); it is removed when
  * the last of them is destroyed (release), so it lives exactly as long as some sandbox on this
  * host may read it. One worker process per data directory: the lock is in this process.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { hostGitEnv } from './env';
+import { GitError, commandOf, gitText } from './spawn';
 
-/** Where a bubblewrap sandbox sees its run's objects (the store's objects/ directory). */
+/** Where a bubblewrap sandbox sees its run's objects (the mirror's objects/ directory). */
 export const SANDBOX_OBJECTS = '/flotilla/objects';
 
-/** The ref of the store that holds the run's base. */
+/** The ref of the mirror that holds the run's base. */
 const BASE = 'refs/flotilla/base';
 const RUN_KEY = /^[A-Za-z0-9_-]{1,80}$/;
 
@@ -32,46 +33,32 @@ export function runKeyOfSandbox(sandboxKey: string): string {
   return sandboxKey.split('/')[0];
 }
 
-function storeDir(dataDir: string, runKey: string): string {
+function mirrorDir(dataDir: string, runKey: string): string {
   if (!RUN_KEY.test(runKey)) throw new Error(`invalid run key ${JSON.stringify(runKey)}`);
   return path.join(dataDir, 'run-objects', `${runKey}.git`);
 }
 
-const usersDir = (dataDir: string, runKey: string) => storeDir(dataDir, runKey).replace(/\.git$/, '.users');
+const usersDir = (dataDir: string, runKey: string) => mirrorDir(dataDir, runKey).replace(/\.git$/, '.users');
 
-/** The host directory of the objects a sandbox of `sandboxKey` may read, when its run has a store here. */
+/** The host directory of the objects a sandbox of `sandboxKey` may read, when its run has a mirror here. */
 export function mountedObjects(dataDir: string, sandboxKey: string): string | undefined {
   const runKey = runKeyOfSandbox(sandboxKey);
   if (!RUN_KEY.test(runKey)) return undefined;
-  const objects = path.join(storeDir(dataDir, runKey), 'objects');
+  const objects = path.join(mirrorDir(dataDir, runKey), 'objects');
   return existsSync(objects) ? objects : undefined;
 }
 
-/** Runs git (host-side, no user configuration) with `input` on stdin; resolves to its stdout. */
-function git(args: string[], input = ''): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const env = {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      GIT_CONFIG_NOSYSTEM: '1',
-      GIT_CONFIG_GLOBAL: '/dev/null',
-      GIT_TERMINAL_PROMPT: '0',
-    };
-    const child = execFile('git', args, { env, maxBuffer: 1024 * 1024 }, (err, out, stderr) =>
-      err
-        ? reject(
-            new Error(
-              `making the run's object store failed: git ${args.slice(2, 3).join(' ')}: ${stderr.trim() || err.message}`,
-            ),
-          )
-        : resolve(out),
-    );
-    // git may exit before reading its input; its exit code says why.
-    child.stdin?.on('error', () => undefined);
-    child.stdin?.end(input);
-  });
+/** Runs git (the host policy) with `input` on stdin; resolves to its stdout. */
+async function git(args: string[], input = ''): Promise<string> {
+  try {
+    return await gitText(args, { env: hostGitEnv(), input, maxOutput: 1024 * 1024 });
+  } catch (err) {
+    const why = err instanceof GitError ? err.stderr.trim() || err.message : String(err);
+    throw new Error(`making the run mirror failed: git ${commandOf(args)}: ${why}`);
+  }
 }
 
-/** Operations on one run's store, one at a time, so a release never removes it under a seed. */
+/** Operations on one run mirror, one at a time, so a release never removes it under a seed. */
 const queues = new Map<string, Promise<unknown>>();
 function serialized<T>(key: string, fn: () => Promise<T>): Promise<T> {
   const next = (queues.get(key) ?? Promise.resolve()).catch(() => undefined).then(fn);
@@ -84,10 +71,10 @@ const userFile = (dataDir: string, runKey: string, sandboxKey: string) =>
   path.join(usersDir(dataDir, runKey), createHash('sha256').update(sandboxKey).digest('hex').slice(0, 32));
 
 /**
- * Records `sandboxKey` as a user of its run's store and returns the store's objects directory
- * on the host, making the store first if this host has none: the commit `baseRef` names in the
+ * Records `sandboxKey` as a user of its run mirror and returns the mirror's objects directory
+ * on the host, making the mirror first if this host has none: the commit `baseRef` names in the
  * staging repository at `stagingDir`, and its history only. It is built aside and renamed into
- * place, so a store that exists is complete; workers of the run seeding at once wait for it.
+ * place, so a mirror that exists is complete; sandboxes of the run seeded at once wait for it.
  */
 export function acquireRunObjects(
   dataDir: string,
@@ -96,7 +83,7 @@ export function acquireRunObjects(
   baseRef: string,
 ): Promise<string> {
   const runKey = runKeyOfSandbox(sandboxKey);
-  const dir = storeDir(dataDir, runKey);
+  const dir = mirrorDir(dataDir, runKey);
   return serialized(runKey, async () => {
     await mkdir(usersDir(dataDir, runKey), { recursive: true, mode: 0o700 });
     await writeFile(userFile(dataDir, runKey, sandboxKey), `${sandboxKey}\n`);
@@ -107,14 +94,14 @@ export function acquireRunObjects(
         // 0644: what git writes here is readable by the sandbox's uid and writable by no one else.
         await git(['init', '-q', '--bare', '--shared=0644', tmp]);
         // One pack of the base's history, written by the staging repository straight into the
-        // store: it reuses the staging pack's compressed objects and deltas, so unlike a fetch
+        // mirror: it reuses the staging pack's compressed objects and deltas, so unlike a fetch
         // nothing is re-hashed (about 4x faster on a 150 MB repository).
         const sha = (
           await git(['-C', stagingDir, 'rev-parse', '--verify', '--end-of-options', `${baseRef}^{commit}`])
         ).trim();
         const pack = path.join(tmp, 'objects', 'pack');
         await git(['-C', stagingDir, 'pack-objects', '--revs', '-q', path.join(pack, 'pack')], `${sha}\n`);
-        // Written with the staging repository's private modes: readable by all, as the store's own.
+        // Written with the staging repository's private modes: readable by all, as the mirror's own.
         for (const f of await readdir(pack)) await chmod(path.join(pack, f), 0o444);
         await git(['-C', tmp, 'update-ref', BASE, sha]);
         await rename(tmp, dir);
@@ -126,7 +113,7 @@ export function acquireRunObjects(
   });
 }
 
-/** Half-made or half-removed stores of a run that a killed worker left (this process is the only one making them). */
+/** Half-made or half-removed mirrors of a run that a killed worker left (this process is the only one making them). */
 async function removeLeftovers(dataDir: string, runKey: string): Promise<void> {
   const parent = path.join(dataDir, 'run-objects');
   for (const name of await readdir(parent).catch(() => [] as string[])) {
@@ -136,8 +123,8 @@ async function removeLeftovers(dataDir: string, runKey: string): Promise<void> {
 }
 
 /**
- * Forgets `sandboxKey` as a user of its run's store; removes the store once no sandbox uses it.
- * Releasing a key that never used it, or a store that is gone, is fine.
+ * Forgets `sandboxKey` as a user of its run mirror; removes the mirror once no sandbox uses it.
+ * Releasing a key that never used it, or a mirror that is gone, is fine.
  */
 export function releaseRunObjects(dataDir: string, sandboxKey: string): Promise<void> {
   const runKey = runKeyOfSandbox(sandboxKey);
@@ -146,8 +133,8 @@ export function releaseRunObjects(dataDir: string, sandboxKey: string): Promise<
     const users = usersDir(dataDir, runKey);
     await rm(userFile(dataDir, runKey, sandboxKey), { force: true });
     if ((await readdir(users).catch(() => [])).length > 0) return;
-    const dir = storeDir(dataDir, runKey);
-    // Renamed away first: a store that exists under its name is always whole.
+    const dir = mirrorDir(dataDir, runKey);
+    // Renamed away first: a mirror that exists under its name is always whole.
     const doomed = `${dir}.old-${process.pid}-${Date.now()}`;
     if (existsSync(dir)) await rename(dir, doomed);
     await rm(doomed, { recursive: true, force: true });

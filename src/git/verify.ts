@@ -6,6 +6,7 @@
  */
 import path from 'node:path';
 import { permanent } from '../contracts/failures';
+import { isAncestor } from './merge';
 import type { StagingRepo } from './staging';
 import { redact } from '../store/secrets';
 import { type CommitPolicy } from '../contracts/request';
@@ -33,8 +34,8 @@ interface Change {
 
 /**
  * Checks `ref` against `baseSha` and the policy; throws a permanent failure naming the first
- * rule it breaks. Changed paths outside `allowedPaths` are reported, not thrown, so the worker
- * can say which they were.
+ * rule it breaks. Changed paths outside `allowedPaths` are reported, not thrown, so the sub-task's
+ * report can say which they were.
  */
 export async function verifyWork(
   staging: StagingRepo,
@@ -112,11 +113,7 @@ export async function verifyWork(
 
 /** The head descends from the base, and every commit it brings has the base's history as its root. */
 async function checkLineage(staging: StagingRepo, baseSha: string, headSha: string): Promise<void> {
-  const isAncestor = await staging.raw(['merge-base', '--is-ancestor', baseSha, headSha]).then(
-    () => true,
-    () => false,
-  );
-  if (!isAncestor)
+  if (!(await isAncestor(staging.dir, baseSha, headSha)))
     throw permanent(
       'LineageBroken',
       `the worker's commits do not descend from the base commit ${baseSha.slice(0, 12)}`,

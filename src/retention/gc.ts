@@ -21,15 +21,13 @@
  * threshold, or to one Temporal does not know, which is kept and so keeps them all). Sandboxes and
  * artifact files are this host's.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { lstat, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { simpleGit } from 'simple-git';
 import { ArtifactStore } from '../store/artifacts';
 import { ConfigError, stagingUrl } from '../config/settings';
-import { StagingRepo } from '../git/staging';
+import { StagingRepo, compact, deleteLocalRefs, listRefs, stagingDirOf } from '../git/staging';
 import { runKeyOf } from '../contracts/names';
 
 export interface GcOptions {
@@ -102,11 +100,7 @@ const ARTIFACT_REFS = 'refs/flotilla/artifacts/';
 
 /** The runKey of every refs/flotilla/<runKey>/<name> ref here (and in the shared store), with its refs. */
 async function stagingRefs(stagingDir: string, shared?: StagingRepo): Promise<Map<string, string[]>> {
-  const local = existsSync(path.join(stagingDir, 'HEAD'))
-    ? (await simpleGit({ baseDir: stagingDir }).raw(['for-each-ref', '--format=%(refname)', 'refs/flotilla/'])).split(
-        '\n',
-      )
-    : [];
+  const local = existsSync(path.join(stagingDir, 'HEAD')) ? await listRefs(stagingDir, 'refs/flotilla/') : [];
   return byRun([...local, ...(shared ? await shared.sharedRefs('refs/flotilla/') : [])]);
 }
 
@@ -137,36 +131,50 @@ function ownerOf(sandbox: string, keys: string[]): string | undefined {
   return keys.filter((k) => sandbox === k || sandbox.startsWith(`${k}-`)).sort((a, b) => b.length - a.length)[0];
 }
 
-export async function collectGarbage(client: Client, o: GcOptions): Promise<GcReport> {
-  const now = (o.now ?? new Date()).getTime();
-  const stagingDir = path.join(o.dataDir, 'staging.git');
+/** What the data directory and the shared store hold, by run, and what Temporal knows of the runs. */
+interface Found {
+  stagingDir: string;
+  sandboxDir: string;
+  runObjectsDir: string;
+  shared?: StagingRepo;
+  runs: Map<string, KnownRun>;
+  refs: Map<string, string[]>;
+  sandboxes: string[];
+  artifacts: ArtifactStore;
+  claims: Map<string, Set<string>>;
+}
+
+/** Temporal's runs are listed first: a run started after that has refs it did not list, and is kept. */
+async function survey(client: Client, o: GcOptions): Promise<Found> {
+  const stagingDir = stagingDirOf(o.dataDir);
   const sandboxDir = path.join(o.dataDir, 'sandboxes');
-  const artifactDir = path.join(o.dataDir, 'artifacts');
   const url = 'stagingUrl' in o ? o.stagingUrl : stagingUrl();
   const shared = url ? await StagingRepo.open(o.dataDir, url) : undefined;
   const runs = await leaderRuns(client);
   const refs = await stagingRefs(stagingDir, shared);
   const sandboxes = await list(sandboxDir);
-  const artifacts = new ArtifactStore(artifactDir);
+  const artifacts = new ArtifactStore(path.join(o.dataDir, 'artifacts'));
   const claims = await artifacts.claims();
-  const report: GcReport = {
-    dryRun: o.dryRun,
-    removedRuns: [],
-    keptRuns: [],
-    artifacts: { removed: 0, kept: 0 },
-    freedBytes: 0,
-  };
+  const runObjectsDir = path.join(o.dataDir, 'run-objects');
+  return { stagingDir, sandboxDir, runObjectsDir, shared, runs, refs, sandboxes, artifacts, claims };
+}
 
+/**
+ * Sorts every run that left something here into the report: kept (open, closed within the
+ * threshold, or unknown to Temporal) or removed (closed longer ago, confirmed by describe()).
+ * Returns the run keys of the removed ones.
+ */
+async function judgeRuns(client: Client, f: Found, o: GcOptions, now: number, report: GcReport): Promise<Set<string>> {
   const keys = [
     ...new Set([
-      ...refs.keys(),
-      ...claims.keys(),
-      ...sandboxes.map((s) => ownerOf(s, [...runs.keys(), ...refs.keys()]) ?? s),
+      ...f.refs.keys(),
+      ...f.claims.keys(),
+      ...f.sandboxes.map((s) => ownerOf(s, [...f.runs.keys(), ...f.refs.keys()]) ?? s),
     ]),
   ];
   const removable = new Set<string>();
   for (const key of keys) {
-    const run = runs.get(key);
+    const run = f.runs.get(key);
     if (!run) {
       report.keptRuns.push({ runKey: key, reason: 'Temporal lists no leader run with this key; kept to be safe' });
       continue;
@@ -181,54 +189,78 @@ export async function collectGarbage(client: Client, o: GcOptions): Promise<GcRe
       });
     else {
       removable.add(key);
-      const own = sandboxes.filter((s) => ownerOf(s, keys) === key);
       report.removedRuns.push({
         workflowId: run.workflowId,
         runId: run.runId,
         runKey: key,
         closedAt: closedAt.toISOString(),
-        refs: refs.get(key)?.length ?? 0,
-        sandboxes: own,
-        artifacts: claims.get(key)?.size ?? 0,
+        refs: f.refs.get(key)?.length ?? 0,
+        sandboxes: f.sandboxes.filter((s) => ownerOf(s, keys) === key),
+        artifacts: f.claims.get(key)?.size ?? 0,
       });
     }
   }
+  return removable;
+}
 
-  const stagingBefore = await sizeOf(stagingDir);
-  const doomedRefs = [...removable].flatMap((k) => refs.get(k) ?? []);
-  const doomedSandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(sandboxDir, s)));
-  // A run's object store (src/git/run-mirror.ts) normally went with its last sandbox; not when that sandbox went here.
-  const doomedStores = [...removable].flatMap((k) =>
-    [`${k}.git`, `${k}.users`].map((n) => path.join(o.dataDir, 'run-objects', n)),
-  );
-  const doomedArtifacts = await unclaimedArtifacts(artifacts, claims, removable, now - o.olderThanMs, report);
-  for (const file of [
-    ...doomedSandboxes,
-    ...doomedStores,
-    ...doomedArtifacts.map((hex) => artifacts.pathOf(`sha256:${hex}`)),
-  ])
+/** What goes with the removed runs. */
+interface Doomed {
+  refs: string[];
+  /** Sandbox directories and run mirrors. */
+  dirs: string[];
+  artifacts: string[];
+  /** The shared store's artifact refs, when no run is kept. */
+  sharedArtifacts: string[];
+  stagingBytes: number;
+}
+
+/** Lists what removing `removable` takes and counts it into the report (the bytes, the shared store's share). */
+async function doom(f: Found, removable: Set<string>, cutoff: number, report: GcReport): Promise<Doomed> {
+  const stagingBytes = await sizeOf(f.stagingDir);
+  const refs = [...removable].flatMap((k) => f.refs.get(k) ?? []);
+  const sandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(f.sandboxDir, s)));
+  // A run mirror (src/git/run-mirror.ts) normally went with its last sandbox; not when that sandbox went here.
+  const mirrors = [...removable].flatMap((k) => [`${k}.git`, `${k}.users`].map((n) => path.join(f.runObjectsDir, n)));
+  const artifacts = await unclaimedArtifacts(f.artifacts, f.claims, removable, cutoff, report);
+  for (const file of [...sandboxes, ...mirrors, ...artifacts.map((hex) => f.artifacts.pathOf(`sha256:${hex}`))])
     report.freedBytes += await sizeOf(file);
-  const doomedShared = shared && report.keptRuns.length === 0 ? await shared.sharedRefs(ARTIFACT_REFS) : [];
-  if (shared) report.sharedStore = { refs: doomedRefs.length, artifacts: doomedShared.length };
-  if (o.dryRun) return report;
+  const sharedArtifacts = f.shared && report.keptRuns.length === 0 ? await f.shared.sharedRefs(ARTIFACT_REFS) : [];
+  if (f.shared) report.sharedStore = { refs: refs.length, artifacts: sharedArtifacts.length };
+  return { refs, dirs: [...sandboxes, ...mirrors], artifacts, sharedArtifacts, stagingBytes };
+}
 
+/** Removes what `doom` listed. */
+async function remove(f: Found, removable: Set<string>, d: Doomed, report: GcReport): Promise<void> {
   // Refs go in one transaction (and one push per thousand); then reflogs and unreachable objects, so their space comes back.
-  if (shared) await shared.deleteRefs([...doomedRefs, ...(await stillUnclaimed(shared, refs, doomedShared))]);
-  else if (doomedRefs.length > 0) deleteRefs(stagingDir, doomedRefs);
-  if (doomedRefs.length > 0) {
-    const git = simpleGit({ baseDir: stagingDir });
-    await git.raw(['reflog', 'expire', '--expire=now', '--all']);
-    await git.raw(['gc', '--quiet', '--prune=now']);
-    report.freedBytes += Math.max(0, stagingBefore - (await sizeOf(stagingDir)));
+  if (f.shared) await f.shared.deleteRefs([...d.refs, ...(await stillUnclaimed(f.shared, f.refs, d.sharedArtifacts))]);
+  else if (d.refs.length > 0) await deleteLocalRefs(f.stagingDir, d.refs);
+  if (d.refs.length > 0) {
+    await compact(f.stagingDir);
+    report.freedBytes += Math.max(0, d.stagingBytes - (await sizeOf(f.stagingDir)));
   }
-  for (const file of [...doomedSandboxes, ...doomedStores]) await rm(file, { recursive: true, force: true });
+  for (const dir of d.dirs) await rm(dir, { recursive: true, force: true });
   // The store re-reads the claims before it removes: a run may have claimed one since.
-  const pruned = await artifacts.prune(doomedArtifacts, removable);
+  const pruned = await f.artifacts.prune(d.artifacts, removable);
   report.artifacts = {
     ...report.artifacts,
     removed: pruned.removed,
-    kept: report.artifacts.kept + doomedArtifacts.length - pruned.removed,
+    kept: report.artifacts.kept + d.artifacts.length - pruned.removed,
   };
+}
+
+export async function collectGarbage(client: Client, o: GcOptions): Promise<GcReport> {
+  const now = (o.now ?? new Date()).getTime();
+  const found = await survey(client, o);
+  const report: GcReport = {
+    dryRun: o.dryRun,
+    removedRuns: [],
+    keptRuns: [],
+    artifacts: { removed: 0, kept: 0 },
+    freedBytes: 0,
+  };
+  const removable = await judgeRuns(client, found, o, now, report);
+  const doomed = await doom(found, removable, now - o.olderThanMs, report);
+  if (!o.dryRun) await remove(found, removable, doomed, report);
   return report;
 }
 
@@ -245,14 +277,6 @@ async function stillUnclaimed(
   if (artifacts.length === 0) return [];
   const now = byRun(await shared.sharedRefs('refs/flotilla/'));
   return [...now.keys()].every((key) => listed.has(key)) ? artifacts : [];
-}
-
-function deleteRefs(stagingDir: string, doomed: string[]): void {
-  const r = spawnSync('git', ['update-ref', '--stdin'], {
-    cwd: stagingDir,
-    input: doomed.map((ref) => `delete ${ref}\n`).join(''),
-  });
-  if (r.status !== 0) throw new Error(`git update-ref failed in ${stagingDir}: ${r.stderr.toString().trim()}`);
 }
 
 /**

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities/index';
-import { checkpointRef } from '../../src/activities/checkpoint';
+import { checkpointRef } from '../../src/git/checkpoint';
 import { type ActivityDeps, type SandboxRef, defaultDeps, openSandbox } from '../../src/activities/deps';
 import { runRef } from '../../src/git/staging';
 import { tempDir } from '../support/helpers';

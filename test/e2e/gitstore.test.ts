@@ -3,7 +3,8 @@ import { existsSync, rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defaultDeps } from '../../src/activities/deps';
 import { ConfigError, stagingUrl } from '../../src/config/settings';
-import { StagingRepo, artifactRef, runRef, scrubSecrets } from '../../src/git/staging';
+import { scrubSecrets } from '../../src/git/remote';
+import { StagingRepo, artifactRef, runRef } from '../../src/git/staging';
 import { makeRemote, tempDir } from '../support/helpers';
 import { CLI, run } from '../support/processes';
 import { type ServedStore, fileStore, serveStore } from '../support/git-daemon';
@@ -66,7 +67,9 @@ describe('StagingRepo with a shared store', () => {
     await a.setRef(runRef('run-2', 'base'), base);
     // A commit no ref names (a merge computed on A) reaches B through share().
     const tree = (await a.raw(['rev-parse', `${base}^{tree}`])).trim();
-    const merge = (await a.raw(['commit-tree', tree, '-p', base, '-m', 'merged on A'])).trim();
+    // The staging repository's git reads no user configuration, so the identity is given here.
+    const identity = ['-c', 'user.name=Test', '-c', 'user.email=test@example.com'];
+    const merge = (await a.raw([...identity, 'commit-tree', tree, '-p', base, '-m', 'merged on A'])).trim();
     await a.share('run-1', merge);
 
     expect(await b.revParse(runRef('run-1', 'base')), 'nothing before the pull').toBeNull();

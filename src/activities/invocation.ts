@@ -1,0 +1,104 @@
+/**
+ * An invocation: one execution of an agent's CLI in a sandbox, from an activity (a sub-task's
+ * agent, the planner, a fixer), with heartbeats that carry its progress and survive a retry.
+ */
+import { Context } from '@temporalio/activity';
+import { harnessFor } from '../agents';
+import { CarryingParser, readCarryOver } from '../agents/carry-over';
+import type { AgentOutcome } from '../agents/types';
+import type { AgentSpec } from '../contracts/request';
+import { modelApiRules } from '../sandbox/egress/proxy';
+import type { Sandbox } from '../sandbox/types';
+import type { ActivityDeps } from './deps';
+import { type CommandReport, execTracked } from './exec';
+
+export interface AgentRunReport extends CommandReport {
+  budgetExceeded: boolean;
+  /** The invocation's outcome; its costUsd is what this invocation alone cost, interrupted attempts included. */
+  agent: AgentOutcome;
+  /** What the agent's session has cost so far, for the next invocation that resumes it. */
+  sessionCostUsd: number;
+}
+
+export interface AgentRunInput {
+  agent: AgentSpec;
+  workerId: string;
+  objective: string;
+  prompt: string;
+  timeoutMs: number;
+  sessionId?: string;
+  message?: string;
+  maxTurns?: number;
+  /** Dollars this invocation may spend; the agent is stopped when its cost so far passes it. */
+  budgetUsd?: number;
+  /** What the resumed session had cost before this invocation. */
+  sessionCostUsd?: number;
+  /** Run with the workspace mounted read-only (a planner looks, it does not touch). */
+  readOnly?: boolean;
+  /** The agent's previous invocation was cut short (its sandbox's host was lost): it is told so, as after a crash. */
+  interrupted?: boolean;
+  /** Variables for this role beyond what the harness sets (a planner's plan file). */
+  extraEnv?: Record<string, string>;
+}
+
+/**
+ * Runs any agent in a sandbox: the harness builds the command and the files that carry its
+ * input, its output is parsed into progress and an outcome, only the variables the harness names
+ * are passed from the host.
+ *
+ * A retry after a crash (attempt > 1) runs in the same workspace and tells the agent so, so it
+ * inspects what is there before redoing it; and it resumes the session the interrupted attempt
+ * reported in its heartbeats, whose cost counts too (see carry-over.ts).
+ */
+export async function runHarness(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  input: AgentRunInput,
+  runKey: string,
+): Promise<AgentRunReport> {
+  const info = Context.current().info;
+  const carried = readCarryOver(info.heartbeatDetails);
+  const sessionId = carried.sessionId ?? input.sessionId;
+  // What the resumed session had cost before this invocation, as the agent will count it: a session
+  // the interrupted attempt started never finished cleanly, so it starts from nothing. (An agent
+  // that counts the interrupted attempt anyway, as Codex's thread totals may, overstates the
+  // cost: the safe side for a budget.)
+  const sessionCostUsd = sessionId && sessionId === input.sessionId ? (input.sessionCostUsd ?? 0) : 0;
+  const remainingUsd = input.budgetUsd === undefined ? undefined : Math.max(0, input.budgetUsd - carried.costUsd);
+  const harness = harnessFor(input.agent);
+  const run = harness.invocation({
+    workerId: input.workerId,
+    objective: input.objective,
+    prompt: input.prompt,
+    inputDir: sb.scratch,
+    sessionId,
+    message: input.message,
+    maxTurns: input.maxTurns,
+    interrupted: input.interrupted || info.attempt > 1,
+    sessionBudgetUsd: remainingUsd === undefined ? undefined : sessionCostUsd + remainingUsd,
+  });
+  for (const [file, content] of Object.entries(run.files)) await sb.writeFile(file, content);
+  const env = { ...run.env, ...input.extraEnv };
+  for (const name of harness.passEnv) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  const parser = new CarryingParser(harness.parser(sessionCostUsd), carried);
+  const report = await execTracked(deps, sb, run.command, {
+    env,
+    timeoutMs: input.timeoutMs,
+    label: `agent ${input.workerId}`,
+    parser,
+    budgetUsd: input.budgetUsd,
+    readOnly: input.readOnly,
+    egress: modelApiRules(harness.modelApi),
+    run: runKey,
+  });
+  const outcome = parser.finish(report.exitCode);
+  return {
+    ...report,
+    budgetExceeded: report.budgetExceeded || outcome.hitBudget,
+    agent: outcome,
+    sessionCostUsd: sessionCostUsd + outcome.costUsd - carried.costUsd,
+  };
+}

@@ -1,0 +1,116 @@
+/**
+ * The test gate: the setup and test commands on an integrated commit in the test sandbox, the
+ * only place the hidden tests are ever written. Nothing is taken back from it: what the commands
+ * commit or change is reported and discarded (src/git/edits.ts).
+ */
+import { discardTestRun, testRunChanges } from '../git/edits';
+import { alteredOracles, filesAtOraclePaths, oracleRedactor, placeOracles, readOracles } from '../git/oracle';
+import { checkoutCommit } from '../git/seeding';
+import type { Sandbox } from '../sandbox/types';
+import { type ActivityDeps, type SandboxRef, openWorkspace, runOfSandbox } from './deps';
+import { execTracked } from './exec';
+
+/** One run of the setup and test commands on a commit, with the hidden tests in place. */
+export interface TestRun {
+  passed: boolean;
+  /** "the setup command" or "the test command": the first that failed, or the test command. */
+  what: string;
+  command: string;
+  exitCode: number;
+  timedOut: boolean;
+  /** Redacted of hidden test names and text. */
+  tail: string;
+  logRef: string;
+  /** What the run committed or changed in its checkout, all of it discarded. */
+  discarded?: string;
+  /** Why the run does not count: the hidden tests could not be placed or were altered. */
+  problem?: string;
+}
+
+interface TestInput {
+  sandbox: SandboxRef;
+  runKey: string;
+  baseSha: string;
+  sha: string;
+  setupCmd?: string;
+  testCmd: string;
+  timeoutMs: number;
+  oracleSha?: string;
+}
+
+/** The report of a run that never started: the hidden tests could not be placed. */
+const NOT_RUN = {
+  passed: false,
+  what: 'the hidden tests',
+  command: '',
+  exitCode: -1,
+  timedOut: false,
+  tail: '',
+  logRef: '',
+};
+
+/** Runs the setup command, when there is one, then the test command, stopping at the first that fails. */
+async function runCommands(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  input: TestInput,
+  redact: (text: string) => string,
+): Promise<TestRun> {
+  const steps: [string, string][] = [];
+  if (input.setupCmd) steps.push(['the setup command', input.setupCmd]);
+  steps.push(['the test command', input.testCmd]);
+  let last: TestRun | undefined;
+  for (const [what, command] of steps) {
+    const run = await execTracked(deps, sb, command, {
+      timeoutMs: input.timeoutMs,
+      label: what === 'the setup command' ? 'setup' : 'tests',
+      redact,
+      run: runOfSandbox(input.sandbox),
+    });
+    const passed = run.exitCode === 0 && !run.timedOut;
+    last = {
+      passed,
+      what,
+      command,
+      exitCode: run.exitCode,
+      timedOut: run.timedOut,
+      tail: run.tail,
+      logRef: run.logRef,
+    };
+    if (!passed) break;
+  }
+  return last!;
+}
+
+export function testActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Runs the setup and test commands on `sha` in the test sandbox, with the hidden tests placed
+     * read-only. Afterwards: a hidden test changed or gone fails the run; whatever the commands
+     * committed or changed is reported and discarded (the host never takes anything from this
+     * sandbox); the checkout is cleaned, hidden tests included.
+     */
+    async runTests(input: TestInput): Promise<TestRun> {
+      const ws = await openWorkspace(deps, input.sandbox);
+      const staging = await deps.staging(input.runKey);
+      await checkoutCommit(ws, staging, deps.dataDir, { ...input, sandboxKey: input.sandbox.key });
+      const oracles = await readOracles(staging.dir, input.oracleSha);
+      const oraclePaths = oracles.map((f) => f.path);
+      const redact = oracleRedactor(oracles);
+      if (oracles.length) {
+        const clash = await filesAtOraclePaths(staging.dir, input.sha, oraclePaths);
+        if (clash)
+          return { ...NOT_RUN, problem: `the integrated tree has ${clash} file(s) of its own at hidden test paths` };
+        await placeOracles(ws.sb, oracles);
+      }
+      const last = await runCommands(deps, ws.sb, input, redact);
+      const altered = await alteredOracles(ws.sb, oracles);
+      const discarded = await testRunChanges(ws, input.sha, oraclePaths, redact);
+      await discardTestRun(ws, input.sha);
+      const problem = altered
+        ? `the test run changed or removed ${altered} hidden test file(s); its result does not count`
+        : undefined;
+      return { ...last, passed: last.passed && !problem, discarded, problem };
+    },
+  };
+}

@@ -1,0 +1,156 @@
+/**
+ * How a workspace gets the commits it works on: the run's base for a sub-task (with what a redo
+ * starts from on top), or any commit of the staging repository for the integration's sandboxes.
+ * Only what the run added to the base travels as a bundle; the base's own objects come from the
+ * run mirror (local sandboxes) or a shallow bundle (cloud sandboxes).
+ */
+import { SANDBOX_OBJECTS, acquireRunObjects } from './run-mirror';
+import { type StagingRepo, runRef } from './staging';
+import { type Workspace, scriptFailed, sh } from './workspace';
+import type { Sandbox } from '../sandbox/types';
+
+/** Written into .git when seeding completed; its presence means the workspace may hold progress. */
+export const SEEDED_MARKER = '.git/flotilla-seeded';
+/** The seed script's exit code when the workspace was seeded before. */
+const EXIT_SEEDED = 87;
+
+/** The sandbox a workspace belongs to and its run. */
+export interface WorkspaceOf {
+  sandboxKey: string;
+  runKey: string;
+  baseSha: string;
+}
+
+/**
+ * How a sandbox gets the run's base commit: a script fragment to run right after `git init` in
+ * its workspace, which leaves the commit's objects readable there. A local sandbox borrows them,
+ * read-only, from its run mirror through git alternates (run-mirror.ts): no history is copied.
+ * A cloud sandbox gets the commit alone, as a shallow repository, from a bundle uploaded to its
+ * scratch directory now.
+ */
+export async function baseObjects(sb: Sandbox, staging: StagingRepo, dataDir: string, c: WorkspaceOf): Promise<string> {
+  const baseRef = runRef(c.runKey, 'base');
+  if (sb.isolation === 'e2b') {
+    const bundle = `${sb.scratch}/base.bundle`;
+    await staging.withBundleFile(async (file) => {
+      await staging.createShallowBundle(file, baseRef);
+      await sb.copyIn(file, bundle);
+    });
+    return `echo ${sh(c.baseSha)} > .git/shallow
+git fetch -q ${sh(bundle)} ${sh(`+${baseRef}:refs/flotilla/base`)}
+rm -f ${sh(bundle)}`;
+  }
+  const objects = await acquireRunObjects(dataDir, c.sandboxKey, staging.dir, baseRef);
+  return `${lendObjects(sb, objects)}
+git update-ref refs/flotilla/base ${sh(c.baseSha)}`;
+}
+
+/**
+ * Points a local workspace's alternates at its run mirror (where its sandbox sees it), so the
+ * base's objects are there whatever the agent did to that file; empty for a cloud sandbox or a
+ * run with no mirror here.
+ */
+export function lendObjects(sb: Sandbox, hostObjects: string | undefined): string {
+  if (sb.isolation === 'e2b' || !hostObjects) return '';
+  return `mkdir -p .git/objects/info && echo ${sh(sb.isolation === 'bubblewrap' ? SANDBOX_OBJECTS : hostObjects)} > .git/objects/info/alternates`;
+}
+
+/**
+ * Checks out the run's base commit on `branch` in a sub-task's workspace. A workspace that was
+ * seeded before is left exactly as it is, because it may already hold the agent's progress; only
+ * a seed that never finished is wiped and redone.
+ */
+export async function seedWorkspace(
+  ws: Workspace,
+  staging: StagingRepo,
+  dataDir: string,
+  c: WorkspaceOf & { branch: string; author: string },
+): Promise<{ reused: boolean }> {
+  const base = await baseObjects(ws.sb, staging, dataDir, c);
+  // One command: the "seeded before?" check and the checkout (each command starts a sandbox).
+  const r = await ws.run(
+    `if [ -f ${SEEDED_MARKER} ]; then rm -f ${sh(`${ws.sb.scratch}/base.bundle`)}; exit ${EXIT_SEEDED}; fi
+find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+git init -q .
+${base}
+git checkout -q -b ${sh(c.branch)} ${sh(c.baseSha)}
+git config user.name ${sh(c.author)}
+git config user.email flotilla@localhost
+git config commit.gpgsign false
+touch ${SEEDED_MARKER}`,
+  );
+  if (r.exitCode === EXIT_SEEDED) return { reused: true };
+  if (r.exitCode !== 0) throw scriptFailed('seeding the workspace', r);
+  return { reused: false };
+}
+
+/** Where a redone sub-task starts instead of the base: a commit of the staging repository. */
+export interface SubTaskSeed {
+  ref: string;
+  sha: string;
+}
+
+/**
+ * Whether the workspace's HEAD is at `sha` or past it. Asked before a redo's seed is moved in, of
+ * a workspace the agent may have run in already: its repository config is left alone.
+ */
+export async function isOnSeed(ws: Workspace, sha: string): Promise<boolean> {
+  const r = await ws.run(`git merge-base --is-ancestor ${sh(sha)} HEAD`, { timeoutMs: 60_000, beside: true });
+  return r.exitCode === 0;
+}
+
+/** Moves a freshly seeded sub-task workspace onto `seed`, so a redone sub-task starts from the integrated tree. */
+export async function moveOntoSeed(
+  ws: Workspace,
+  staging: StagingRepo,
+  c: { baseSha: string; seed: SubTaskSeed },
+): Promise<void> {
+  const bundle = `${ws.sb.scratch}/seed.bundle`;
+  await staging.withBundleFile(async (file) => {
+    await staging.createBundle(file, c.seed.ref, c.baseSha);
+    await ws.sb.copyIn(file, bundle);
+  });
+  await ws.script(
+    `git fetch -q ${sh(bundle)} ${sh(`+${c.seed.ref}:refs/flotilla/seed`)}
+rm -f ${sh(bundle)}
+git reset -q --hard ${sh(c.seed.sha)}`,
+    'moving the workspace onto the integrated tree',
+  );
+}
+
+/**
+ * Makes the workspace a fresh checkout of `sha` (a staging commit): everything in it, .git
+ * included, is replaced, so nothing an earlier command left (ignored files, a planted hook,
+ * replace refs that would make git check out another tree) survives. With `indexAt`, HEAD and
+ * the index are at that commit, so the working tree shows `sha`'s changes as edits.
+ */
+export async function checkoutCommit(
+  ws: Workspace,
+  staging: StagingRepo,
+  dataDir: string,
+  c: WorkspaceOf & { sha: string; indexAt?: string },
+): Promise<void> {
+  const base = await baseObjects(ws.sb, staging, dataDir, c);
+  const bundle = `${ws.sb.scratch}/checkout.bundle`;
+  const ref = runRef(c.runKey, 'checkout');
+  if (c.sha !== c.baseSha) {
+    await staging.setRef(ref, c.sha);
+    await staging.withBundleFile(async (file) => {
+      await staging.createBundle(file, ref, c.baseSha);
+      await ws.sb.copyIn(file, bundle);
+    });
+  }
+  // The sandbox policy keeps configuration a command may have planted in $HOME out too.
+  await ws.script(
+    `chmod -R u+w . 2>/dev/null || true
+find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+git init -q .
+git config user.name 'Flotilla integration'
+git config user.email flotilla@localhost
+git config commit.gpgsign false
+${base}
+${c.sha !== c.baseSha ? `git fetch -q ${sh(bundle)} ${sh(`+${ref}:${ref}`)}\nrm -f ${sh(bundle)}` : ''}
+git checkout -q --detach ${sh(c.sha)}${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,
+    'checking out the tree to work on',
+  );
+}
