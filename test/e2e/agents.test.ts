@@ -2,10 +2,8 @@
  * The Claude Code and Codex adapters driving the real CLIs, offline: each runs in a real local
  * sandbox (with network: its proxy lets them reach the scripted model server) on a small git repo.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ClaudeCodeHarness } from '../../src/agents/claude-code';
 import { CodexHarness } from '../../src/agents/codex';
 import { readCarryOver } from '../../src/agents/carry-over';
@@ -16,22 +14,16 @@ import { modelApiRules } from '../../src/sandbox/egress/proxy';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import type { Sandbox } from '../../src/sandbox/types';
 import { INPUT_TOKENS, ModelServer, OUTPUT_TOKENS, type RecordedRequest, userTexts } from '../support/model-server';
+import { tempDir } from '../support/temp';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 let server: ModelServer;
-let baseDir: string;
 let provider: LocalSandboxProvider;
 
 beforeAll(async () => {
   server = await ModelServer.start();
-  baseDir = await mkdtemp(path.join(os.tmpdir(), 'flotilla-agents-'));
-  provider = new LocalSandboxProvider(baseDir);
-});
-
-afterAll(async () => {
-  await server?.close();
-  if (baseDir) await rm(baseDir, { recursive: true, force: true });
+  provider = new LocalSandboxProvider(tempDir('agents'));
 });
 
 async function seededSandbox(key: string): Promise<Sandbox> {

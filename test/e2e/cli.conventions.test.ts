@@ -3,7 +3,6 @@
  * codes by class, colours only on a terminal, the request's JSON Schema, and the live views.
  * These need no worker; where Temporal is involved, it is the suite's real server.
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,8 +13,10 @@ import YAML from 'yaml';
 import { heartbeatLine, usd } from '../../src/client/index';
 import { loadRequestFile } from '../../src/client/request-file';
 import { ChangeLog, InPlaceView } from '../../src/cli/terminal';
-import { makeRemote, tempDir } from '../support/helpers';
-import { CLI, flotilla as runFlotilla, flotillaOnTerminal, waitFor } from '../support/processes';
+import { flotilla as runFlotilla, flotillaOnTerminal, startWorkerProcess } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 const queue = `nobody-${randomUUID()}`;
 const flotilla = (args: string[], env: Record<string, string> = {}) => runFlotilla(queue, args, env);
@@ -127,15 +128,7 @@ describe('refusals and exit codes', () => {
   it('a run on a task queue nobody polls: start warns, status exits 3 within 5 s naming the queue and the command; so after its worker is killed', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const file = path.join(remote.root, 'req.yaml');
-    writeFileSync(
-      file,
-      YAML.stringify({
-        objective: 'o',
-        repo: { url: remote.url },
-        testCmd: 'true',
-        subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['a'], agent: { kind: 'shell', command: 'true' } }],
-      }),
-    );
+    writeFileSync(file, YAML.stringify(shellRequest(remote.url, [subTask('a', 'true')])));
     const id = `unserved-${randomUUID()}`;
     const started = await flotilla(['start', file, '--id', id, '--json']);
     expect(started.code).toBe(0);
@@ -159,29 +152,9 @@ describe('refusals and exit codes', () => {
 
     // A worker that polls, then is killed: it stays listed as a poller for minutes, so the
     // query itself must be bounded and say what is wrong.
-    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: inject('temporalAddress'),
-        FLOTILLA_TASK_QUEUE: queue,
-        FLOTILLA_HOME: tempDir('cli-home'),
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let printed = '';
-    // The worker logs to stderr (pino); stdout too, in case.
-    worker.stdout!.on('data', (b) => (printed += b));
-    worker.stderr!.on('data', (b) => (printed += b));
-    await waitFor(
-      'the worker to poll',
-      async () => (printed.includes('polling task queue') ? true : undefined),
-      90_000,
-    );
+    const worker = await startWorkerProcess(queue, { FLOTILLA_HOME: tempDir('cli-home') });
     expect((await flotilla(['status', id])).code).toBe(0);
-    await new Promise((resolve) => {
-      worker.once('exit', resolve);
-      worker.kill('SIGKILL');
-    });
+    await worker.stop('SIGKILL');
     const t0 = Date.now();
     const stale = await flotilla(['status', id]);
     expect(Date.now() - t0).toBeLessThan(25_000);
@@ -193,7 +166,6 @@ describe('refusals and exit codes', () => {
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     await new Client({ connection }).workflow.getHandle(id).terminate('test over');
     await connection.close();
-    remote.cleanup();
   }, 240_000);
 });
 

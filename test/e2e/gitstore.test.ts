@@ -1,12 +1,13 @@
 /** The host-side git store against real repositories, with the worker's git settings in place. */
 import { existsSync, rmSync } from 'node:fs';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { defaultDeps } from '../../src/activities/deps';
 import { ConfigError, stagingUrl } from '../../src/config/settings';
 import { StagingRepo, artifactRef, runRef, scrubSecrets } from '../../src/git/staging';
-import { makeRemote, tempDir } from '../support/helpers';
-import { CLI, run } from '../support/processes';
 import { type ServedStore, fileStore, serveStore } from '../support/git-daemon';
+import { CLI, run } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { tempDir } from '../support/temp';
 
 const saved = { ...process.env };
 afterEach(() => {
@@ -32,7 +33,6 @@ describe('StagingRepo', () => {
     const theirs = await remote.advance('a.txt', 'b\n');
     expect(await staging.push(remote.url, 'main', head!, head)).toMatchObject({ outcome: 'raced', remoteSha: theirs });
     expect(await remote.head()).toBe(theirs);
-    remote.cleanup();
   });
 
   it('masks credentials in error text', () => {
@@ -48,9 +48,6 @@ describe('StagingRepo with a shared store', () => {
   let file: ServedStore;
   beforeAll(async () => {
     [served, file] = await Promise.all([serveStore(), fileStore()]);
-  });
-  afterAll(async () => {
-    await Promise.all([served?.stop(), file?.stop()]);
   });
 
   it.each([
@@ -83,7 +80,6 @@ describe('StagingRepo with a shared store', () => {
     // Deleting what is gone already is no error (a retried gc, another host's cache).
     await b.deleteRefs([runRef('run-1', 'integrated'), runRef('run-2', 'base')]);
     expect(await refs('refs/flotilla/run-2/')).toEqual([]);
-    remote.cleanup();
   });
 
   it('two hosts storing the same log at once both succeed: the one that loses the ref lock finds it published', async () => {
@@ -118,7 +114,6 @@ describe('StagingRepo with a shared store', () => {
     await expect(b.artifacts.get(missing)).rejects.toThrow(
       `artifact ${missing} is neither on this host nor in the shared store`,
     );
-    rmSync(dataB, { recursive: true, force: true });
   });
 
   it('refuses a FLOTILLA_STAGING_URL it cannot use, naming the variable and the reason', () => {

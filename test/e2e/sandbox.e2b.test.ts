@@ -13,7 +13,7 @@ import {
   TemplateError,
   TimeoutError,
 } from 'e2b';
-import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
+import { describe, it, expect, beforeAll, vi } from 'vitest';
 import {
   type E2BApi,
   type E2BCreateOpts,
@@ -21,16 +21,18 @@ import {
   classifyE2BError,
   e2bSdk,
 } from '../../src/sandbox/e2b/provider';
+import { releaseAtEnd } from '../support/cleanup';
+import { machineHas } from '../support/requirements';
 import { sandboxContract } from '../support/sandbox-contract';
 import { E2BDouble, type DoubleCall } from '../support/e2b-double';
 
-sandboxContract('e2b (test double)', async () => {
-  // Pages of one, so every lookup has to page through the list.
-  const double = await E2BDouble.start({ pageSize: 1 });
-  return { provider: new E2BSandboxProvider({ api: double }), cleanup: () => double.cleanup() };
-});
+// Pages of one, so every lookup has to page through the list.
+sandboxContract(
+  'e2b (test double)',
+  async () => new E2BSandboxProvider({ api: await E2BDouble.start({ pageSize: 1 }) }),
+);
 
-describe.skipIf(!process.env.E2B_API_KEY)('against the real E2B API (E2B_API_KEY is set)', () => {
+describe.runIf(machineHas('e2b'))('against the real E2B API (E2B_API_KEY is set)', () => {
   const sdk = e2bSdk();
   const created = new Set<string>();
   const recording: E2BApi = {
@@ -62,12 +64,10 @@ describe.skipIf(!process.env.E2B_API_KEY)('against the real E2B API (E2B_API_KEY
 
   sandboxContract(
     'e2b (real SDK)',
-    async () => ({
-      provider: new E2BSandboxProvider({ api: recording, template: process.env.E2B_TEMPLATE }),
-      cleanup: async () => {
-        await Promise.all([...created].map((id) => sdk.kill(id)));
-      },
-    }),
+    async () => {
+      releaseAtEnd(() => Promise.all([...created].map((id) => sdk.kill(id))));
+      return new E2BSandboxProvider({ api: recording, template: process.env.E2B_TEMPLATE });
+    },
     { findProcesses, killLatencyMs: 10_000, testTimeoutMs: 120_000 },
   );
 });
@@ -84,9 +84,6 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
   let double: E2BDouble;
   beforeAll(async () => {
     double = await E2BDouble.start();
-  });
-  afterAll(async () => {
-    await double?.cleanup();
   });
 
   const uniq = () => randomBytes(4).toString('hex');

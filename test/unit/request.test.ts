@@ -1,11 +1,11 @@
 /** Request validation: every refusal names the field and the reason. */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadRequestFile } from '../../src/client/index';
 import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
 import { repoUrlProblem } from '../../src/contracts/names';
+import { tempDir } from '../support/temp';
 
 const valid = () => ({
   objective: 'o',
@@ -155,18 +155,11 @@ describe('request files', () => {
   });
 
   it('names the file and the parse error of broken YAML', () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-spec-'));
-    try {
-      const file = path.join(dir, 'broken.yaml');
-      // A flow map that never closes.
-      writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
-      expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
-      expect(() => loadRequestFile(file)).toThrow(
-        /must be sufficiently indented and end with a \} at line 4, column 1/,
-      );
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const file = path.join(tempDir('spec'), 'broken.yaml');
+    // A flow map that never closes.
+    writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
+    expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
+    expect(() => loadRequestFile(file)).toThrow(/must be sufficiently indented and end with a \} at line 4, column 1/);
   });
 
   it('names the file and the parse error of broken JSON', () => {
