@@ -9,7 +9,7 @@ import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
-import { type DeploymentVersion, deploymentSetting } from '../../src/config/settings';
+import type { DeploymentVersion } from '../../src/config/settings';
 import { createFlotillaWorker, defaultBuildId } from '../../src/worker';
 import { leaderWorkflow } from '../../src/workflows/index';
 import { approveSignal } from '../../src/contracts/messages';
@@ -180,50 +180,7 @@ describe('worker deployment versioning', () => {
   });
 });
 
-describe('deployment settings', () => {
-  const withEnv = <T>(env: Record<string, string | undefined>, f: () => T): T => {
-    const saved = {
-      FLOTILLA_DEPLOYMENT: process.env.FLOTILLA_DEPLOYMENT,
-      FLOTILLA_BUILD_ID: process.env.FLOTILLA_BUILD_ID,
-    };
-    Object.assign(process.env, { FLOTILLA_DEPLOYMENT: undefined, FLOTILLA_BUILD_ID: undefined });
-    for (const [k, v] of Object.entries({ ...saved, ...env })) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-    try {
-      return f();
-    } finally {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-    }
-  };
-
-  it('unset means an unversioned worker; a build ID alone or a bad name is refused naming the variable', () => {
-    expect(
-      withEnv({ FLOTILLA_DEPLOYMENT: undefined, FLOTILLA_BUILD_ID: undefined }, deploymentSetting),
-    ).toBeUndefined();
-    expect(withEnv({ FLOTILLA_DEPLOYMENT: 'flotilla', FLOTILLA_BUILD_ID: undefined }, deploymentSetting)).toEqual({
-      deploymentName: 'flotilla',
-      buildId: undefined,
-    });
-    expect(withEnv({ FLOTILLA_DEPLOYMENT: 'flotilla', FLOTILLA_BUILD_ID: '0.1.0-abc' }, deploymentSetting)).toEqual({
-      deploymentName: 'flotilla',
-      buildId: '0.1.0-abc',
-    });
-    expect(() => withEnv({ FLOTILLA_DEPLOYMENT: undefined, FLOTILLA_BUILD_ID: 'b' }, deploymentSetting)).toThrow(
-      /FLOTILLA_BUILD_ID is set but FLOTILLA_DEPLOYMENT is not/,
-    );
-    expect(() => withEnv({ FLOTILLA_DEPLOYMENT: 'a.b', FLOTILLA_BUILD_ID: undefined }, deploymentSetting)).toThrow(
-      /FLOTILLA_DEPLOYMENT must be .*not "a.b"/,
-    );
-    expect(() => withEnv({ FLOTILLA_DEPLOYMENT: 'flotilla', FLOTILLA_BUILD_ID: 'x:y' }, deploymentSetting)).toThrow(
-      /FLOTILLA_BUILD_ID must be .*not "x:y"/,
-    );
-  });
-
+describe('the default build ID', () => {
   it('the default build ID is the package version and changes with the workflow code', () => {
     expect(defaultBuildId(workflowCode)).toMatch(/^0\.1\.0-[0-9a-f]{12}$/);
     expect(defaultBuildId(workflowCode)).toBe(defaultBuildId(workflowCode));
