@@ -195,10 +195,7 @@ describe('one run across two hosts through the shared store', () => {
     // The repair agent fixes only what the failing output it was shown asks for.
     const repair = {
       maxRounds: 1,
-      agent: {
-        kind: 'shell' as const,
-        command: `grep -q needs-repair-5c1e "$FLOTILLA_PROMPT_FILE" && echo fixed > one/repaired.txt`,
-      },
+      agent: shell(`grep -q needs-repair-5c1e "$FLOTILLA_PROMPT_FILE" && echo fixed > one/repaired.txt`),
     };
     const a = await startHost(dataA, store, taskQueue, {
       activity: 'provisionSandbox',

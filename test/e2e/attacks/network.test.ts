@@ -23,6 +23,8 @@ import { ModelServer } from '../../support/model-server';
 import { waitFor } from '../../support/processes';
 import { makeRemote } from '../../support/remotes';
 import { describeReplay } from '../../support/replay';
+import { shellRequest, subTask, withGates } from '../../support/requests';
+import { waitForStatus } from '../../support/runs';
 import { tempDir } from '../../support/temp';
 
 /** What every attacked target answers: a complete HTTP response, so a client that got there says so. */
@@ -220,36 +222,18 @@ describe('a sandbox with network on', () => {
     );
 
     const victimRemote = await makeRemote({ 'README.md': 'x\n' });
-    const victim = await env.start({
-      objective: 'a run another agent attacks',
-      repo: { url: victimRemote.url },
-      testCmd: 'true',
-      gates: { plan: { mode: 'manual' } },
-      subTasks: [{ id: 'one', prompt: 'p', ownedPaths: ['one'], agent: { kind: 'shell', command: 'true' } }],
-    });
-    await waitFor('the victim at its plan gate', async () =>
-      (await victim.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
-    );
+    const victim = await env.start(shellRequest(victimRemote.url, [subTask('one', 'true')], withGates('plan')));
+    await waitForStatus(victim, 'the victim at its plan gate', (s) => s.phase === 'awaiting-plan-approval');
 
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const ownRun = `run-${randomUUID()}`;
+    const attacker = subTask('attacker', attackScript(victim.workflowId, ownRun), { ownedPaths: ['attack'] });
     const end = await env.run(
-      {
-        objective: 'attack the network',
-        repo: { url: remote.url },
-        testCmd: 'true',
-        gates: { push: { mode: 'manual' } },
+      shellRequest(remote.url, [attacker], {
+        ...withGates('push'),
         // A request can add hosts, but no name it adds leads to a local address.
         sandbox: { network: true, allowHosts: [`localhost:${loopback.port}`, `${nsHost.address}:${nsHost.port}`] },
-        subTasks: [
-          {
-            id: 'attacker',
-            prompt: 'p',
-            ownedPaths: ['attack'],
-            agent: { kind: 'shell', command: attackScript(victim.workflowId, ownRun) },
-          },
-        ],
-      },
+      }),
       ownRun,
     );
 
