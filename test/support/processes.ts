@@ -158,20 +158,22 @@ export interface WorkerProcess extends Spawned {
 export function spawnWorker(env: NodeJS.ProcessEnv, prefix: string[] = [], args: string[] = []): WorkerProcess {
   const [command, ...rest] = [...prefix, ...CLI, 'worker', ...args];
   const worker = spawnTracked(command, rest, env);
-  const polling = (ms = 120_000) =>
-    waitFor(
-      'the worker to poll',
-      async () =>
-        worker
-          .output()
-          .split('\n')
-          .find((l) => l.includes('polling task queue')),
-      ms,
-    ).catch((e: Error) => {
+  const polling = async (ms = 120_000) => {
+    const line = pollingLine(worker.output());
+    if (line) return line;
+    const polls = waitFor('the worker to poll', async () => pollingLine(worker.output()), ms);
+    // A worker that refuses to start says why at once: no need to wait out `ms`.
+    const died = worker.exited.then((code) => {
+      throw new Error(`the worker exited (code ${code}) before it polled`);
+    });
+    return Promise.race([polls, died]).catch((e: Error) => {
       throw new Error(`${e.message}; it printed:\n${worker.output()}`);
     });
+  };
   return { ...worker, polling };
 }
+
+const pollingLine = (output: string) => output.split('\n').find((l) => l.includes('polling task queue'));
 
 /** A worker process on the suite's server and `taskQueue`, `env` added to this process's, once it polls. */
 export async function startWorkerProcess(taskQueue: string, env: Record<string, string>): Promise<WorkerProcess> {
