@@ -6,6 +6,9 @@ export default defineConfig({
   test: {
     // The Temporal native bridge is not thread-safe under worker threads.
     pool: 'forks',
+    // "After" hooks run last-registered first: test/support/cleanup.ts releases what a file made
+    // after the file's own afterAll hooks, and what a test made newest first.
+    sequence: { hooks: 'stack' },
     projects: [
       {
         extends: true,

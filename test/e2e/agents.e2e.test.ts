@@ -7,10 +7,14 @@ import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, formatStatus } from '../../src/client/index';
-import { type RunStatus, resumeSignal, statusQuery } from '../../src/contracts/messages';
-import { TestEnv, makeRemote, describeReplay, writeAgent } from '../support/helpers';
-import { waitFor } from '../support/processes';
+import { resumeSignal, statusQuery } from '../../src/contracts/messages';
+import type { LeaderRequestInput } from '../../src/contracts/request';
+import { TestEnv } from '../support/env';
 import { ModelServer, userTexts } from '../support/model-server';
+import { makeRemote } from '../support/remotes';
+import { describeReplay } from '../support/replay';
+import { shell, shellRequest, subTask, writeAgent } from '../support/requests';
+import { waitForStatus } from '../support/runs';
 
 let env: TestEnv;
 let server: ModelServer;
@@ -23,26 +27,22 @@ beforeAll(async () => {
   process.env.ANTHROPIC_API_KEY = 'test-key';
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-  await server?.close();
+afterAll(() => {
   if (saved.url === undefined) delete process.env.ANTHROPIC_BASE_URL;
   else process.env.ANTHROPIC_BASE_URL = saved.url;
   if (saved.key === undefined) delete process.env.ANTHROPIC_API_KEY;
   else process.env.ANTHROPIC_API_KEY = saved.key;
 });
 
-const claude = { kind: 'claude-code' as const };
-
-function claudeRequest(url: string, ids: string[]) {
-  return {
-    objective: 'greetings by real agents',
-    repo: { url, baseRef: 'main' },
+/** Sub-tasks for the default agent, Claude Code with network on, each scripted as E2E-<id>. */
+function claudeRequest(url: string, ids: string[], fields: Partial<LeaderRequestInput> = {}) {
+  const tasks = ids.map((id) => ({ id, prompt: `Task E2E-${id}: write ${id}/greeting.txt`, ownedPaths: [id] }));
+  return shellRequest(url, tasks, {
     testCmd: 'cat */greeting.txt',
-    agent: claude,
+    agent: { kind: 'claude-code' },
     sandbox: { network: true },
-    subTasks: ids.map((id) => ({ id, prompt: `Task E2E-${id}: write ${id}/greeting.txt`, ownedPaths: [id] })),
-  };
+    ...fields,
+  });
 }
 
 describe('real Claude Code workers', () => {
@@ -72,7 +72,6 @@ describe('real Claude Code workers', () => {
     }
     expect(status.totals.costUsd).toBeCloseTo(status.workers.reduce((s, w) => s + w.costUsd, 0));
     expect(end.result?.costUsd).toBeGreaterThan(0);
-    remote.cleanup();
   });
 
   it('a worker whose model asks a question suspends, and resumes with the answer in the same session', async () => {
@@ -83,10 +82,7 @@ describe('real Claude Code workers', () => {
       { text: 'Done.' },
     ]);
     const handle = await env.start(claudeRequest(remote.url, ['ask']));
-    const suspended = await waitFor('the question', async () => {
-      const s: RunStatus = await handle.query(statusQuery);
-      return s.workers[0].state === 'suspended' ? s : undefined;
-    });
+    const suspended = await waitForStatus(handle, 'the question', (s) => s.workers[0].state === 'suspended');
     expect(suspended.workers[0].question).toBe('which greeting?');
     expect(suspended.workers[0].turns).toBe(1);
     await handle.signal(resumeSignal, { workerId: 'ask', message: 'Say hello, as asked.' });
@@ -101,7 +97,6 @@ describe('real Claude Code workers', () => {
     expect(resumed.headers['x-claude-code-session-id']).toBe(turns[0].headers['x-claude-code-session-id']);
     const report = end.result?.workers[0];
     expect(report).toMatchObject({ runs: 2, turns: 3 });
-    remote.cleanup();
   });
 });
 
@@ -121,15 +116,14 @@ describe('budgets and large text in whole runs', () => {
       },
       { text: 'Done.' },
     ]);
-    const handle = await env.start({ ...claudeRequest(remote.url, ['budget']), limits: { workerBudgetUsd: 0.02 } });
-    const suspended = await waitFor(
+    const handle = await env.start(claudeRequest(remote.url, ['budget'], { limits: { workerBudgetUsd: 0.02 } }));
+    const { workers } = await waitForStatus(
+      handle,
       'the budget to stop the agent',
-      async () => {
-        const s: RunStatus = await handle.query(statusQuery);
-        return s.workers[0].state === 'suspended' ? s.workers[0] : undefined;
-      },
+      (s) => s.workers[0].state === 'suspended',
       60_000,
     );
+    const suspended = workers[0];
     expect(suspended.reason).toMatch(/^the agent used its budget \(\$0\.0\d of \$0\.02\)$/);
     // Stopped mid-run: a dozen replies were scripted before the end, it got through a few.
     expect(suspended.turns).toBeGreaterThan(1);
@@ -142,7 +136,6 @@ describe('budgets and large text in whole runs', () => {
     expect(await remote.show('main', 'budget/greeting.txt')).toBe('hello within budget\n');
     expect(end.result?.workers[0].runs).toBe(2);
     expect(end.result?.workers[0].costUsd).toBeGreaterThan(suspended.costUsd);
-    remote.cleanup();
   });
 
   // Over Linux's 128 KiB limit for one argument or variable, which failed such runs with E2BIG.
@@ -152,31 +145,20 @@ describe('budgets and large text in whole runs', () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const prompt = 'p'.repeat(200_000);
     const answer = 'a'.repeat(200_000);
-    const agent = {
-      kind: 'shell' as const,
-      command: [
-        'if [ -z "${FLOTILLA_RESUME_MESSAGE_FILE:-}" ]; then echo \'::flotilla {"question": "and then?"}\'; exit 0; fi',
-        'mkdir -p big',
-        'wc -c < "$FLOTILLA_PROMPT_FILE" > big/sizes.txt',
-        'wc -c < "$FLOTILLA_RESUME_MESSAGE_FILE" >> big/sizes.txt',
-        'echo "variables: ${FLOTILLA_PROMPT+prompt}${FLOTILLA_RESUME_MESSAGE+message}" >> big/sizes.txt',
-      ].join('\n'),
-    };
-    const handle = await env.start({
-      objective: 'big text',
-      repo: { url: remote.url, baseRef: 'main' },
-      testCmd: 'true',
-      subTasks: [{ id: 'big', prompt, ownedPaths: ['big'], agent }],
-    });
-    await waitFor('the question', async () =>
-      (await handle.query(statusQuery)).workers[0].state === 'suspended' ? true : undefined,
-    );
+    const command = [
+      'if [ -z "${FLOTILLA_RESUME_MESSAGE_FILE:-}" ]; then echo \'::flotilla {"question": "and then?"}\'; exit 0; fi',
+      'mkdir -p big',
+      'wc -c < "$FLOTILLA_PROMPT_FILE" > big/sizes.txt',
+      'wc -c < "$FLOTILLA_RESUME_MESSAGE_FILE" >> big/sizes.txt',
+      'echo "variables: ${FLOTILLA_PROMPT+prompt}${FLOTILLA_RESUME_MESSAGE+message}" >> big/sizes.txt',
+    ].join('\n');
+    const handle = await env.start(shellRequest(remote.url, [subTask('big', command, { prompt })]));
+    await waitForStatus(handle, 'the question', (s) => s.workers[0].state === 'suspended');
     await handle.signal(resumeSignal, { workerId: 'big', message: answer });
     const end = await awaitRun(handle);
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'big/sizes.txt')).toBe('200000\n200000\nvariables: \n');
-    remote.cleanup();
   });
 });
 
@@ -220,7 +202,6 @@ describe('a real Codex worker', () => {
       expect(await remote.show('main', 'cx/greeting.txt')).toBe('hello from codex\n');
       expect(end.result?.workers[0].costUsd).toBeGreaterThan(0);
       expect(end.result?.workers[0].turns).toBe(1);
-      remote.cleanup();
     } finally {
       for (const [name, value] of [
         ['OPENAI_API_KEY', saved.key],
@@ -234,15 +215,9 @@ describe('a real Codex worker', () => {
 });
 
 describe('planner', () => {
-  const planAgent = (plan: unknown) => ({
-    kind: 'shell' as const,
-    command: `printf '%s' '${JSON.stringify(plan)}' > "$FLOTILLA_PLAN_FILE"`,
-  });
+  const planAgent = (plan: unknown) => shell(`printf '%s' '${JSON.stringify(plan)}' > "$FLOTILLA_PLAN_FILE"`);
   // Planned sub-tasks run the default agent: it writes <worker id>/greeting.txt.
-  const worker = {
-    kind: 'shell' as const,
-    command: 'mkdir -p "$FLOTILLA_WORKER_ID" && echo hello > "$FLOTILLA_WORKER_ID/greeting.txt"',
-  };
+  const worker = shell('mkdir -p "$FLOTILLA_WORKER_ID" && echo hello > "$FLOTILLA_WORKER_ID/greeting.txt"');
 
   it('with no sub-tasks, a planner proposes them and the run carries them out', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
@@ -263,15 +238,13 @@ describe('planner', () => {
     expect(end.result?.planning).toMatchObject({ source: 'planner', attempts: 1 });
     expect(end.result?.workers.map((w) => w.workerId)).toEqual(['left', 'right']);
     expect(await remote.show('main', 'right/greeting.txt')).toBe('hello\n');
-    remote.cleanup();
   });
 
   it('a planner that cannot write anything: it sees a read-only checkout', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const sneaky = {
-      kind: 'shell' as const,
-      command: `echo pwned > README.md; printf '%s' '{"subTasks":[{"id":"a","prompt":"p","ownedPaths":["a"]}]}' > "$FLOTILLA_PLAN_FILE"`,
-    };
+    const sneaky = shell(
+      `echo pwned > README.md; printf '%s' '{"subTasks":[{"id":"a","prompt":"p","ownedPaths":["a"]}]}' > "$FLOTILLA_PLAN_FILE"`,
+    );
     const end = await env.run({
       objective: 'o',
       repo: { url: remote.url, baseRef: 'main' },
@@ -285,7 +258,6 @@ describe('planner', () => {
     const files = (await readdir(path.join(env.dataDir, 'artifacts'))).filter((f) => f.endsWith('.log'));
     const logs = await Promise.all(files.map((f) => readFile(path.join(env.dataDir, 'artifacts', f), 'utf8')));
     expect(logs.filter((log) => log.includes('README.md: Read-only file system'))).toHaveLength(1);
-    remote.cleanup();
   });
 
   it('an invalid plan is retried once with the reasons, then the run falls back to one worker and says so', async () => {
@@ -311,31 +283,21 @@ describe('planner', () => {
     expect(formatStatus(await handle.query(statusQuery), handle.workflowId)).toContain(
       'fell back to one worker with the whole objective',
     );
-    remote.cleanup();
   });
 });
 
 describe('run budget', () => {
   it('a run past its total starts no new worker and ends clearly', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const spender = {
-      kind: 'shell' as const,
-      command: `${writeAgent('first/greeting.txt', 'hi')} && echo '::flotilla {"costUsd": 2}'`,
-    };
-    const end = await env.run({
-      objective: 'spend',
-      repo: { url: remote.url, baseRef: 'main' },
-      testCmd: 'true',
-      limits: { maxParallel: 1, runBudgetUsd: 1, workerBudgetUsd: 10 },
-      subTasks: [
-        { id: 'first', prompt: 'p', ownedPaths: ['first'], agent: spender },
-        { id: 'second', prompt: 'p', ownedPaths: ['second'], agent: spender },
-      ],
-    });
+    const spender = `${writeAgent('first/greeting.txt', 'hi')} && echo '::flotilla {"costUsd": 2}'`;
+    const end = await env.run(
+      shellRequest(remote.url, [subTask('first', spender), subTask('second', spender)], {
+        limits: { maxParallel: 1, runBudgetUsd: 1, workerBudgetUsd: 10 },
+      }),
+    );
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toContain("second: not started: the run's budget of $1.00 is spent ($2.00)");
     expect(end.result?.costUsd).toBe(2);
-    remote.cleanup();
   });
 });
 

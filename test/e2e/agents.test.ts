@@ -2,13 +2,10 @@
  * The Claude Code and Codex adapters driving the real CLIs, offline: each runs in a real local
  * sandbox (with network: its proxy lets them reach the scripted model server) on a small git repo.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ClaudeCodeHarness } from '../../src/agents/claude-code';
 import { CodexHarness } from '../../src/agents/codex';
-import { readCarryOver } from '../../src/agents/carry-over';
 import { priceClaudeReply, priceTokens } from '../../src/agents/prices';
 import { ShellHarness, TEXT_VARIABLE_CAP } from '../../src/agents/shell';
 import type { AgentOutcome, AgentTask, Harness, OutputParser } from '../../src/agents/types';
@@ -16,22 +13,16 @@ import { modelApiRules } from '../../src/sandbox/egress/proxy';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import type { Sandbox } from '../../src/sandbox/types';
 import { INPUT_TOKENS, ModelServer, OUTPUT_TOKENS, type RecordedRequest, userTexts } from '../support/model-server';
+import { tempDir } from '../support/temp';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 let server: ModelServer;
-let baseDir: string;
 let provider: LocalSandboxProvider;
 
 beforeAll(async () => {
   server = await ModelServer.start();
-  baseDir = await mkdtemp(path.join(os.tmpdir(), 'flotilla-agents-'));
-  provider = new LocalSandboxProvider(baseDir);
-});
-
-afterAll(async () => {
-  await server?.close();
-  if (baseDir) await rm(baseDir, { recursive: true, force: true });
+  provider = new LocalSandboxProvider(tempDir('agents'));
 });
 
 async function seededSandbox(key: string): Promise<Sandbox> {
@@ -433,30 +424,5 @@ describe('shell adapter', () => {
       `FLOTILLA_OBJECTIVE file=${bytes} var=`,
       `FLOTILLA_RESUME_MESSAGE file=${bytes} var=`,
     ]);
-  });
-});
-
-describe('carry-over between attempts', () => {
-  it('reads the session and totals an interrupted attempt left in its heartbeat, and nothing else', () => {
-    expect(
-      readCarryOver({ label: 'agent w1', agent: { sessionId: 'a1b2-c3', costUsd: 0.5, turns: 2, toolCalls: 3 } }),
-    ).toEqual({
-      sessionId: 'a1b2-c3',
-      costUsd: 0.5,
-      turns: 2,
-      toolCalls: 3,
-    });
-    const nothing = { sessionId: undefined, costUsd: 0, turns: 0, toolCalls: 0 };
-    for (const hostile of [
-      undefined,
-      null,
-      'x',
-      7,
-      { agent: 'x' },
-      { agent: { sessionId: '--help', costUsd: -1, turns: Number.NaN, toolCalls: '3' } },
-    ]) {
-      expect({ sessionId: undefined, ...readCarryOver(hostile) }).toEqual(nothing);
-    }
-    expect(readCarryOver({ agent: { sessionId: "x'; rm -rf /" } }).sessionId).toBeUndefined();
   });
 });

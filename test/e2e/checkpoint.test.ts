@@ -13,7 +13,7 @@ import { createActivities } from '../../src/activities/index';
 import { checkpointRef } from '../../src/git/checkpoint';
 import { type ActivityDeps, type SandboxRef, defaultDeps, openSandbox } from '../../src/activities/deps';
 import { runRef } from '../../src/git/staging';
-import { tempDir } from '../support/helpers';
+import { tempDir } from '../support/temp';
 
 let deps: ActivityDeps;
 let acts: ReturnType<typeof createActivities>;

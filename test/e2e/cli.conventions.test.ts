@@ -1,21 +1,19 @@
 /**
  * The command line's manners: help on every verb, --version, refusals with suggestions, exit
- * codes by class, colours only on a terminal, the request's JSON Schema, and the live views.
+ * codes by class, colours only on a terminal, the request's JSON Schema and its JSON form.
  * These need no worker; where Temporal is involved, it is the suite's real server.
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import Ajv from 'ajv';
 import { describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
-import { heartbeatLine, usd } from '../../src/client/index';
 import { loadRequestFile } from '../../src/client/request-file';
-import { ChangeLog, InPlaceView } from '../../src/cli/terminal';
-import { makeRemote, tempDir } from '../support/helpers';
-import { CLI, flotilla as runFlotilla, flotillaOnTerminal, waitFor } from '../support/processes';
+import { flotilla as runFlotilla, flotillaOnTerminal, startWorkerProcess } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 const queue = `nobody-${randomUUID()}`;
 const flotilla = (args: string[], env: Record<string, string> = {}) => runFlotilla(queue, args, env);
@@ -127,15 +125,7 @@ describe('refusals and exit codes', () => {
   it('a run on a task queue nobody polls: start warns, status exits 3 within 5 s naming the queue and the command; so after its worker is killed', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const file = path.join(remote.root, 'req.yaml');
-    writeFileSync(
-      file,
-      YAML.stringify({
-        objective: 'o',
-        repo: { url: remote.url },
-        testCmd: 'true',
-        subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['a'], agent: { kind: 'shell', command: 'true' } }],
-      }),
-    );
+    writeFileSync(file, YAML.stringify(shellRequest(remote.url, [subTask('a', 'true')])));
     const id = `unserved-${randomUUID()}`;
     const started = await flotilla(['start', file, '--id', id, '--json']);
     expect(started.code).toBe(0);
@@ -159,29 +149,9 @@ describe('refusals and exit codes', () => {
 
     // A worker that polls, then is killed: it stays listed as a poller for minutes, so the
     // query itself must be bounded and say what is wrong.
-    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: inject('temporalAddress'),
-        FLOTILLA_TASK_QUEUE: queue,
-        FLOTILLA_HOME: tempDir('cli-home'),
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let printed = '';
-    // The worker logs to stderr (pino); stdout too, in case.
-    worker.stdout!.on('data', (b) => (printed += b));
-    worker.stderr!.on('data', (b) => (printed += b));
-    await waitFor(
-      'the worker to poll',
-      async () => (printed.includes('polling task queue') ? true : undefined),
-      90_000,
-    );
+    const worker = await startWorkerProcess(queue, { FLOTILLA_HOME: tempDir('cli-home') });
     expect((await flotilla(['status', id])).code).toBe(0);
-    await new Promise((resolve) => {
-      worker.once('exit', resolve);
-      worker.kill('SIGKILL');
-    });
+    await worker.stop('SIGKILL');
     const t0 = Date.now();
     const stale = await flotilla(['status', id]);
     expect(Date.now() - t0).toBeLessThan(25_000);
@@ -193,7 +163,6 @@ describe('refusals and exit codes', () => {
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     await new Client({ connection }).workflow.getHandle(id).terminate('test over');
     await connection.close();
-    remote.cleanup();
   }, 240_000);
 });
 
@@ -213,26 +182,10 @@ describe('colours', () => {
 });
 
 describe('the request as JSON Schema and as Temporal CLI input', () => {
-  const schema = () => JSON.parse(readFileSync(path.join(root, 'schema/request.schema.json'), 'utf8'));
-
   it('the committed schema file is what `flotilla schema` prints', async () => {
     const r = await flotilla(['schema']);
     expect(r.code).toBe(0);
     expect(readFileSync(path.join(root, 'schema/request.schema.json'), 'utf8')).toBe(r.out);
-  });
-
-  it('validates the example request and rejects a misspelled field', () => {
-    const validate = new Ajv({ strict: false }).compile(schema());
-    const good = YAML.parse(readFileSync(example, 'utf8'));
-    expect(validate(good), JSON.stringify(validate.errors)).toBe(true);
-    expect(validate({ ...good, testCommand: 'npm test' })).toBe(false);
-    expect(validate.errors).toContainEqual(
-      expect.objectContaining({ keyword: 'additionalProperties', params: { additionalProperty: 'testCommand' } }),
-    );
-    expect(validate({ ...good, repo: { ...good.repo, baseref: 'main' } })).toBe(false);
-    expect(validate.errors).toContainEqual(
-      expect.objectContaining({ instancePath: '/repo', params: { additionalProperty: 'baseref' } }),
-    );
   });
 
   it('request --json prints the validated request with its defaults; without --json, the same as YAML', async () => {
@@ -242,67 +195,5 @@ describe('the request as JSON Schema and as Temporal CLI input', () => {
     expect(JSON.parse(json.out).limits.heartbeatTimeoutSeconds).toBe(30);
     const yaml = await flotilla(['request', example]);
     expect(YAML.parse(yaml.out)).toEqual(JSON.parse(json.out));
-  });
-});
-
-describe('live views', () => {
-  function sink(isTTY = true) {
-    const writes: string[] = [];
-    return { writes, out: { isTTY, columns: 40, rows: 20, write: (t: string) => writes.push(t) } };
-  }
-
-  it('a terminal view rewrites only the lines that changed, and clears what is gone', () => {
-    const { writes, out } = sink();
-    const view = new InPlaceView(out);
-    view.draw(['phase: running', 'worker a: running', 'worker b: running']);
-    view.draw(['phase: running', 'worker a: done', 'worker b: running']);
-    expect(writes[1]).toBe('\x1b[3A\r\n\x1b[2Kworker a: done\n\n');
-    view.draw(['phase: done']);
-    expect(writes[2]).toBe('\x1b[3A\r\x1b[2Kphase: done\n\x1b[J');
-  });
-
-  it('a terminal view cuts long lines and makes agent text inert', () => {
-    const { writes, out } = sink();
-    new InPlaceView(out).draw([`question: ${'x'.repeat(100)}`, 'last: \x1b]0;owned\x07\x1b[2Jok']);
-    expect(writes[0]).toBe(`\x1b[2Kquestion: ${'x'.repeat(29)}\n\x1b[2Klast: ]0;owned[2Jok\n`);
-  });
-
-  it('without a terminal, one line per change', () => {
-    const { writes, out } = sink(false);
-    const log = new ChangeLog(out, () => new Date('2026-12-01T08:00:00Z'));
-    log.update([
-      ['phase', 'phase: running'],
-      ['worker a', 'worker a: running'],
-    ]);
-    log.update([
-      ['phase', 'phase: running'],
-      ['worker a', 'worker a: done'],
-    ]);
-    expect(writes).toEqual(['08:00:00 phase: running\n', '08:00:00 worker a: running\n', '08:00:00 worker a: done\n']);
-  });
-
-  it('a heartbeat without details, or with odd ones, still makes a line', () => {
-    expect(heartbeatLine('api', undefined)).toBe('  api: working');
-    expect(heartbeatLine('api', null)).toBe('  api: working');
-    expect(heartbeatLine('api', { agent: {} })).toBe('  api: working 0 turns, 0 tool calls, $0.00');
-    expect(
-      heartbeatLine('api', {
-        label: 'agent',
-        lastLine: 'npm test',
-        agent: { turns: 3, toolCalls: 5, costUsd: 0.0123 },
-      }),
-    ).toBe('  api: agent 3 turns, 5 tool calls, $0.012 — npm test');
-  });
-
-  it('costs under a dollar keep their cents', () => {
-    expect([0, 0.00004, 0.0042, 0.05, 0.5, 1, 12.345].map(usd)).toEqual([
-      '$0.00',
-      '<$0.0001',
-      '$0.0042',
-      '$0.050',
-      '$0.500',
-      '$1.00',
-      '$12.35',
-    ]);
   });
 });

@@ -2,23 +2,21 @@
  * `flotilla init` in a real repository writes a request that validates, and that the Temporal
  * CLI runs (through `flotilla request --json`) to a pushed commit.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { awaitRun } from '../../src/client/index';
-import { detectCommands } from '../../src/cli/init';
-import { temporalBinary } from '../../src/temporal/server';
-import { TestEnv, makeRemote, tempDir, writeAgent } from '../support/helpers';
-import { flotilla, run } from '../support/processes';
+import { TestEnv } from '../support/env';
+import { flotilla, temporalCli } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { writeAgent } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
-});
-afterAll(async () => {
-  await env?.stop();
 });
 
 describe('flotilla init', () => {
@@ -54,11 +52,9 @@ describe('flotilla init', () => {
     expect(json.code).toBe(0);
     const input = path.join(remote.root, 'input.json');
     writeFileSync(input, json.out);
-    const started = await run(temporalBinary(), [
+    const started = await temporalCli(
       'workflow',
       'start',
-      '--address',
-      inject('temporalAddress'),
       '--type',
       'leaderWorkflow',
       '--task-queue',
@@ -67,12 +63,11 @@ describe('flotilla init', () => {
       'init-run',
       '--input-file',
       input,
-    ]);
+    );
     expect(started.err).toBe('');
     const end = await awaitRun(env.client.workflow.getHandle('init-run'));
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from init\n');
-    remote.cleanup();
   });
 
   it('refuses outside a git repository, and an agent option that does not fit', async () => {
@@ -83,34 +78,5 @@ describe('flotilla init', () => {
     const noCommand = await flotilla(env.taskQueue, ['init', '--agent', 'shell'], {}, path.join(remote.root, 'work'));
     expect(noCommand.code).toBe(2);
     expect(noCommand.err).toContain('--command is required with --agent shell');
-    remote.cleanup();
-  });
-
-  it('finds the test command of the usual project layouts', () => {
-    const project = (files: Record<string, string>) => {
-      const dir = tempDir('layout');
-      for (const [name, content] of Object.entries(files)) {
-        mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-        writeFileSync(path.join(dir, name), content);
-      }
-      return dir;
-    };
-    expect(
-      detectCommands(project({ 'package.json': '{"scripts":{"test":"vitest run"}}', 'package-lock.json': '{}' })),
-    ).toEqual({ testCmd: 'npm test', setupCmd: 'npm ci' });
-    // npm's placeholder is no test command; the Makefile's is.
-    expect(
-      detectCommands(
-        project({
-          'package.json': '{"scripts":{"test":"echo \\"Error: no test specified\\" && exit 1"}}',
-          Makefile: 'test:\n\tnode t.js\n',
-        }),
-      ),
-    ).toEqual({ testCmd: 'make test' });
-    expect(detectCommands(project({ 'pyproject.toml': '[project]\nname = "x"\n' }))).toEqual({
-      testCmd: 'python3 -m pytest',
-    });
-    expect(detectCommands(project({ 'go.mod': 'module x\n' }))).toEqual({ testCmd: 'go test ./...' });
-    expect(detectCommands(project({ 'README.md': 'x' }))).toEqual({});
   });
 });

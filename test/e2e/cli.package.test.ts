@@ -2,12 +2,15 @@
  * The package as a user gets it: `npm pack`, installed globally into a throwaway prefix, run
  * from a directory outside the checkout against the suite's server and a real worker.
  */
-import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
-import { TestEnv, makeRemote, tempDir, writeAgent } from '../support/helpers';
+import { TestEnv } from '../support/env';
 import { type Ran, run, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask, writeAgent } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 let env: TestEnv;
 let dir: string;
@@ -17,6 +20,7 @@ const root = path.join(__dirname, '../..');
 
 beforeAll(async () => {
   env = await TestEnv.start();
+  // The installed tree, agents' CLIs included, is over a gigabyte: removed with the file.
   dir = tempDir('pack');
   const packed = await run('npm', ['pack', '--pack-destination', dir, '--loglevel=error'], {}, root);
   expect(packed.code, packed.err).toBe(0);
@@ -43,11 +47,6 @@ beforeAll(async () => {
   expect(install.code, install.err).toBe(0);
   installed = path.join(prefix, 'lib/node_modules/@flotilla/cli');
 }, 600_000);
-afterAll(async () => {
-  await env?.stop();
-  // The installed tree, agents' CLIs included, is over a gigabyte.
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
 
 function version(): string {
   return JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version;
@@ -87,19 +86,11 @@ describe('the installed package', () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     writeFileSync(
       path.join(cwd, 'flotilla.yaml'),
-      YAML.stringify({
-        objective: 'greet',
-        repo: { url: remote.url },
-        testCmd: 'cat one/greeting.txt',
-        subTasks: [
-          {
-            id: 'one',
-            prompt: 'greet',
-            ownedPaths: ['one'],
-            agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello') },
-          },
-        ],
-      }),
+      YAML.stringify(
+        shellRequest(remote.url, [subTask('one', writeAgent('one/greeting.txt', 'hello'))], {
+          testCmd: 'cat one/greeting.txt',
+        }),
+      ),
     );
     const valid = await flotilla(cwd, ['validate', 'flotilla.yaml']);
     expect(valid.code).toBe(0);
@@ -136,7 +127,5 @@ describe('the installed package', () => {
     expect(await ids('--phase', 'done', '--repo', remote.url)).toEqual(['pkg-run']);
     expect(await ids('--awaiting')).not.toContain('pkg-run');
     expect(await ids('--phase', 'running')).not.toContain('pkg-run');
-    remote.cleanup();
-    rmSync(cwd, { recursive: true, force: true });
   }, 300_000);
 });

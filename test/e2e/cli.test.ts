@@ -4,38 +4,26 @@
  */
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { awaitRun } from '../../src/client/index';
-import { temporalBinary } from '../../src/temporal/server';
-import { TestEnv, makeRemote, tempDir, writeAgent } from '../support/helpers';
-import { flotilla as runFlotilla, flotillaOnTerminal, run } from '../support/processes';
+import { TestEnv } from '../support/env';
+import { flotilla as runFlotilla, flotillaOnTerminal, temporalCli } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { greet, shellRequest, subTask, writeAgent } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
-});
-afterAll(async () => {
-  await env?.stop();
 });
 
 function flotilla(args: string[], extraEnv: Record<string, string> = {}) {
   return runFlotilla(env.taskQueue, args, extraEnv);
 }
 
-function requestFor(url: string, ids: string[]) {
-  return {
-    objective: 'greetings',
-    repo: { url, baseRef: 'main' },
-    testCmd: 'cat */greeting.txt',
-    subTasks: ids.map((id) => ({
-      id,
-      prompt: `write ${id}/greeting.txt`,
-      ownedPaths: [id],
-      agent: { kind: 'shell', command: writeAgent(`${id}/greeting.txt`, `hello from ${id}`) },
-    })),
-  };
-}
+/** Greetings by sub-tasks `ids`; the test command prints them. */
+const requestFor = (url: string, ids: string[]) => shellRequest(url, ids.map(greet), { testCmd: 'cat */greeting.txt' });
 
 describe('flotilla CLI', () => {
   it('refuses a bad request before contacting Temporal, naming each bad field', async () => {
@@ -62,7 +50,6 @@ describe('flotilla CLI', () => {
     const bad = await flotilla(['validate', file]);
     expect(bad.code).toBe(2);
     expect(bad.err).toContain('objective: is required');
-    remote.cleanup();
   });
 
   it('start --wait, status and result show a pushed run', async () => {
@@ -92,7 +79,6 @@ describe('flotilla CLI', () => {
     const missing = await flotilla(['status', 'no-such-run']);
     expect(missing.code).toBe(2);
     expect(missing.err).toContain('no run with id no-such-run');
-    remote.cleanup();
   });
 
   it('a run that does not push exits 1 from start --wait, result and watch, with the reason', async () => {
@@ -109,23 +95,20 @@ describe('flotilla CLI', () => {
       expect(r.out, verb).toContain('Run cli-fails did not push (tests-failed)');
     }
     expect(await remote.head()).toBe(before);
-    remote.cleanup();
   });
 });
 
 describe('flotilla watch', () => {
   it('on a terminal, redraws in place (no screen clears) with live agent progress, and exits with the result', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const req = requestFor(remote.url, ['slow']);
-    req.subTasks[0].agent.command = `echo thinking; sleep 4; ${req.subTasks[0].agent.command}`;
-    const handle = await env.start(req, 'cli-watch-tty');
+    const slow = `echo thinking; sleep 4; ${writeAgent('slow/greeting.txt', 'hello from slow')}`;
+    const handle = await env.start(shellRequest(remote.url, [subTask('slow', slow)]), 'cli-watch-tty');
     const watched = await flotillaOnTerminal(env.taskQueue, ['watch', handle.workflowId]);
     expect(watched.code).toBe(0);
     expect(watched.out).toContain('Run cli-watch-tty: pushed');
     expect(watched.out).toMatch(/\x1b\[\d+A\r/);
     expect(watched.out).not.toContain('\x1b[2J');
     expect(watched.out).toMatch(/live:\r?\n\x1b\[2K {2}slow: agent slow 0 turns/);
-    remote.cleanup();
   });
 });
 
@@ -134,8 +117,7 @@ describe('the Temporal CLI', () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const file = path.join(remote.root, 'input.json');
     writeFileSync(file, JSON.stringify(requestFor(remote.url, ['solo'])));
-    const temporal = (...args: string[]) => run(temporalBinary(), [...args, '--address', inject('temporalAddress')]);
-    const started = await temporal(
+    const started = await temporalCli(
       'workflow',
       'start',
       '--type',
@@ -152,7 +134,7 @@ describe('the Temporal CLI', () => {
     const end = await awaitRun(env.client.workflow.getHandle('tcli-run'));
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'solo/greeting.txt')).toBe('hello from solo\n');
-    const query = await temporal(
+    const query = await temporalCli(
       'workflow',
       'query',
       '--workflow-id',
@@ -164,6 +146,5 @@ describe('the Temporal CLI', () => {
     );
     expect(query.code).toBe(0);
     expect(JSON.parse(query.out).queryResult[0]).toMatchObject({ phase: 'done', outcome: 'pushed' });
-    remote.cleanup();
   });
 });

@@ -3,14 +3,16 @@
  * the suite's dev server; a real worker process and the real CLI connect through it with the
  * Temporal CLI's settings (TEMPORAL_* variables, a temporal.toml profile).
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
-import { makeRemote, tempDir, writeAgent } from '../support/helpers';
-import { type Ran, waitFor, CLI } from '../support/processes';
+import { type Ran, CLI, spawnWorker, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask, withGates, writeAgent } from '../support/requests';
+import { tempDir } from '../support/temp';
 import { type TlsProxy, startTlsProxy } from '../support/tls-proxy';
 
 /** The environment without any Temporal setting of the caller's, so each test says exactly what it configures. */
@@ -39,25 +41,11 @@ let proxy: TlsProxy;
 beforeAll(async () => {
   proxy = await startTlsProxy(inject('temporalAddress'));
 });
-afterAll(async () => {
-  await proxy?.stop();
-});
 
-function request(url: string) {
-  return {
-    objective: 'greet through TLS',
-    repo: { url, baseRef: 'main' },
+const request = (url: string) =>
+  shellRequest(url, [subTask('one', writeAgent('one/greeting.txt', 'hello over tls'))], {
     testCmd: 'cat one/greeting.txt',
-    subTasks: [
-      {
-        id: 'one',
-        prompt: 'write one/greeting.txt',
-        ownedPaths: ['one'],
-        agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello over tls') },
-      },
-    ],
-  };
-}
+  });
 
 describe('a TLS cluster', () => {
   it('a worker process and the CLI reach it with TEMPORAL_TLS_SERVER_CA_CERT_PATH: a run is pushed, status works, the worker output is quiet', async () => {
@@ -66,50 +54,34 @@ describe('a TLS cluster', () => {
       TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.caPath,
       FLOTILLA_TASK_QUEUE: `tls-${randomUUID()}`,
     };
-    let output = '';
-    const worker: ChildProcess = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: envWith({ ...tls, FLOTILLA_HOME: tempDir('tls-home') }),
-    });
-    worker.stdout!.on('data', (d) => (output += d));
-    worker.stderr!.on('data', (d) => (output += d));
-    const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
-    try {
-      await waitFor(
-        'the worker to poll',
-        async () => (output.includes('polling task queue') ? true : undefined),
-        120_000,
-      );
-      expect(output).toContain(`at ${proxy.address}`);
+    const worker = spawnWorker(envWith({ ...tls, FLOTILLA_HOME: tempDir('tls-home') }));
+    expect(await worker.polling()).toContain(`at ${proxy.address}`);
 
-      const remote = await makeRemote({ 'README.md': 'x\n' });
-      const file = path.join(remote.root, 'req.yaml');
-      writeFileSync(file, YAML.stringify(request(remote.url)));
-      const started = await cli(['start', file, '--id', `tls-${randomUUID()}`, '--wait'], tls);
-      expect(started.err).toBe('');
-      expect(started.out).toMatch(/: pushed/);
-      expect(await remote.show('main', 'one/greeting.txt')).toBe('hello over tls\n');
-      const id = /Started run (\S+)/.exec(started.out)![1];
-      const status = await cli(['status', id], tls);
-      expect(status.code).toBe(0);
-      expect(status.out).toMatch(/phase:\s+done \(pushed\)/);
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const file = path.join(remote.root, 'req.yaml');
+    writeFileSync(file, YAML.stringify(request(remote.url)));
+    const started = await cli(['start', file, '--id', `tls-${randomUUID()}`, '--wait'], tls);
+    expect(started.err).toBe('');
+    expect(started.out).toMatch(/: pushed/);
+    expect(await remote.show('main', 'one/greeting.txt')).toBe('hello over tls\n');
+    const id = /Started run (\S+)/.exec(started.out)![1];
+    const status = await cli(['status', id], tls);
+    expect(status.code).toBe(0);
+    expect(status.out).toMatch(/phase:\s+done \(pushed\)/);
 
-      // An ordinary failure: a person rejects the plan. The worker says so in one line.
-      writeFileSync(file, YAML.stringify({ ...request(remote.url), gates: { plan: { mode: 'manual' } } }));
-      const gated = /Started run (\S+)/.exec((await cli(['start', file], tls)).out)![1];
-      await waitFor('the plan gate', async () =>
-        (await cli(['status', gated], tls)).out.includes('awaiting-plan-approval') ? true : undefined,
-      );
-      expect((await cli(['reject', gated, '--gate', 'plan', '--reason', 'not today', '--by', 'bo'], tls)).err).toBe('');
-      expect((await cli(['result', gated], tls)).out).toContain('bo rejected the plan gate: not today');
-      await waitFor('the worker to log the rejection', async () => (output.includes('not today') ? true : undefined));
-      remote.cleanup();
-    } finally {
-      worker.kill('SIGTERM');
-    }
-    expect(await exited).toBe(0);
-    // Quiet by default: no webpack report, no SDK state chatter, no stack trace for the rejection.
-    expect(output).not.toMatch(/webpack|modules by path|Workflow bundle created|Worker state changed|\n\s+at /);
-    expect(output).toContain('Flotilla worker stopped');
+    // An ordinary failure: a person rejects the plan. The worker says so in one line.
+    writeFileSync(file, YAML.stringify({ ...request(remote.url), ...withGates('plan') }));
+    const gated = /Started run (\S+)/.exec((await cli(['start', file], tls)).out)![1];
+    await waitFor('the plan gate', async () =>
+      (await cli(['status', gated], tls)).out.includes('awaiting-plan-approval') ? true : undefined,
+    );
+    expect((await cli(['reject', gated, '--gate', 'plan', '--reason', 'not today', '--by', 'bo'], tls)).err).toBe('');
+    expect((await cli(['result', gated], tls)).out).toContain('bo rejected the plan gate: not today');
+    await waitFor('the worker to log the rejection', async () =>
+      worker.output().includes('not today') ? true : undefined,
+    );
+    expect(await worker.stop()).toBe(0);
+    const output = worker.output();
     expect(output.split('\n').filter((line) => line.includes('not today'))).toHaveLength(1);
   });
 

@@ -4,21 +4,21 @@
  * mid-run; the run still finishes, nothing is lost and the push happens once. Uses its own dev
  * server (so it can restart it) and real worker processes.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, startRun } from '../../src/client/index';
 import { parseLeaderRequest } from '../../src/contracts/request';
 import { type TemporalTarget, ensureTemporal } from '../../src/temporal/server';
 import { statusQuery } from '../../src/contracts/messages';
-import { makeRemote, tempDir } from '../support/helpers';
-import { CLI, processesMatching, processesRunning, waitFor } from '../support/processes';
 import { priceClaudeReply } from '../../src/agents/prices';
+import { releaseAtEnd } from '../support/cleanup';
 import { INPUT_TOKENS, ModelServer, userTexts } from '../support/model-server';
 import { freePort } from '../support/ports';
+import { type WorkerProcess, processesMatching, processesRunning, spawnWorker, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
+import { waitForStatus } from '../support/runs';
+import { tempDir } from '../support/temp';
 
 let serverDir: string;
 let port: number;
@@ -26,71 +26,43 @@ let server: TemporalTarget;
 let dataDir: string;
 let models: ModelServer;
 const taskQueue = `crash-${process.pid}`;
-const workers: ChildProcess[] = [];
-
-async function connect(): Promise<Client> {
-  return new Client({ connection: await Connection.connect({ address: server.address }) });
-}
-
-/** A real `flotilla worker` process on the shared data directory. */
-async function startWorker(): Promise<ChildProcess> {
-  const child = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-    env: {
-      ...process.env,
-      TEMPORAL_ADDRESS: server.address,
-      FLOTILLA_HOME: dataDir,
-      FLOTILLA_TASK_QUEUE: taskQueue,
-      ANTHROPIC_BASE_URL: models.url,
-      ANTHROPIC_API_KEY: 'test-key',
-      OPENAI_API_KEY: 'test-key',
-      // The worker's own configuration names the model server, so the egress proxy lets Codex reach it.
-      OPENAI_BASE_URL: `${models.url}/v1`,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  workers.push(child);
-  let out = '';
-  child.stdout!.on('data', (b) => (out += b));
-  child.stderr!.on('data', (b) => (out += b));
-  await waitFor(
-    'the worker to poll',
-    async () => (out.includes('polling task queue') ? true : undefined),
-    60_000,
-  ).catch((err) => {
-    throw new Error(`${err.message}; it printed:\n${out}`);
-  });
-  return child;
-}
-
-function kill9(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
-}
 
 beforeAll(async () => {
-  serverDir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-crash-server-'));
+  serverDir = tempDir('crash-server');
   dataDir = tempDir('crash-data');
   port = await freePort();
   server = await ensureTemporal({ dataDir: serverDir, port });
+  // The server a test restarted, if it did.
+  releaseAtEnd(() => server.stop());
   models = await ModelServer.start();
 });
 
-/** Kills every worker process still running, so the next test's kill hits the worker that runs its agent. */
-async function killWorkers(): Promise<void> {
-  for (const w of workers) if (w.exitCode === null && w.signalCode === null) await kill9(w);
+/** A client of this file's server, closed when the test ends. */
+async function connect(): Promise<Client> {
+  const client = new Client({ connection: await Connection.connect({ address: server.address }) });
+  releaseAtEnd(() => client.connection.close());
+  return client;
 }
 
-afterEach(killWorkers);
-
-afterAll(async () => {
-  await killWorkers();
-  await server?.stop();
-  await models?.close();
-  rmSync(serverDir, { recursive: true, force: true });
-  rmSync(dataDir, { recursive: true, force: true });
-});
+/**
+ * A real `flotilla worker` process on the shared data directory, once it polls. Killed when its
+ * test ends, so the next test's kill hits the worker that runs its agent.
+ */
+async function startWorker(): Promise<WorkerProcess> {
+  const worker = spawnWorker({
+    ...process.env,
+    TEMPORAL_ADDRESS: server.address,
+    FLOTILLA_HOME: dataDir,
+    FLOTILLA_TASK_QUEUE: taskQueue,
+    ANTHROPIC_BASE_URL: models.url,
+    ANTHROPIC_API_KEY: 'test-key',
+    OPENAI_API_KEY: 'test-key',
+    // The worker's own configuration names the model server, so the egress proxy lets Codex reach it.
+    OPENAI_BASE_URL: `${models.url}/v1`,
+  });
+  await worker.polling(60_000);
+  return worker;
+}
 
 /** An agent that notes each attempt in its workspace, and whether it was told of an interruption. */
 function noteTakingAgent(id: string, marker: string): string {
@@ -103,20 +75,8 @@ function noteTakingAgent(id: string, marker: string): string {
   ].join(' && ');
 }
 
-function crashRequest(url: string, tasks: { id: string; command: string }[], testCmd = 'true') {
-  return parseLeaderRequest({
-    objective: 'survive crashes',
-    repo: { url, baseRef: 'main' },
-    testCmd,
-    subTasks: tasks.map((t) => ({
-      id: t.id,
-      prompt: t.id,
-      ownedPaths: [t.id],
-      agent: { kind: 'shell', command: t.command },
-    })),
-    limits: { heartbeatTimeoutSeconds: 3 },
-  });
-}
+/** Heartbeats every 3 s: a dead worker's activity is retried within seconds. */
+const QUICK = { limits: { heartbeatTimeoutSeconds: 3 } };
 
 describe('crash safety', () => {
   it('kill -9 of the worker during an agent run and again during integration: a new worker finishes, one push', async () => {
@@ -129,23 +89,20 @@ describe('crash safety', () => {
     let worker = await startWorker();
     const handle = await startRun(
       client,
-      crashRequest(
-        remote.url,
-        [
-          { id: 'alpha', command: noteTakingAgent('alpha', agentMarker) },
-          { id: 'beta', command: noteTakingAgent('beta', 'true') },
-        ],
-        `${testMarker}; true`,
+      parseLeaderRequest(
+        shellRequest(
+          remote.url,
+          [subTask('alpha', noteTakingAgent('alpha', agentMarker)), subTask('beta', noteTakingAgent('beta', 'true'))],
+          { ...QUICK, testCmd: `${testMarker}; true` },
+        ),
       ),
       { taskQueue, workflowId: `crash-${Date.now()}` },
     );
 
     await waitFor('the agent to run', async () => ((await processesRunning(agentMarker)).length ? true : undefined));
     // Only alpha is interrupted: beta, which has nothing to wait for, must be done before the kill.
-    await waitFor('beta to finish', async () =>
-      (await handle.query(statusQuery)).workers.find((w) => w.id === 'beta')?.state === 'done' ? true : undefined,
-    );
-    await kill9(worker);
+    await waitForStatus(handle, 'beta to finish', (s) => s.workers.find((w) => w.id === 'beta')?.state === 'done');
+    await worker.stop('SIGKILL');
     // The agent dies with its worker (bubblewrap --die-with-parent).
     await waitFor('the agent to die', async () =>
       (await processesMatching(agentMarker)).length === 0 ? true : undefined,
@@ -157,7 +114,7 @@ describe('crash safety', () => {
       async () => ((await processesRunning(testMarker)).length ? true : undefined),
       60_000,
     );
-    await kill9(worker);
+    await worker.stop('SIGKILL');
     // The test command dies with its worker, and the next worker runs it again from the start.
     await waitFor('the tests to die', async () =>
       (await processesMatching(testMarker)).length === 0 ? true : undefined,
@@ -179,12 +136,10 @@ describe('crash safety', () => {
     // Exactly one integration landed: one merge per worker, each worker's commit once.
     const log = await remote.log('main', base);
     expect(log.filter((s) => s.startsWith('Integrate')).sort()).toEqual([
-      'Integrate alpha: alpha',
-      'Integrate beta: beta',
+      'Integrate alpha: do alpha',
+      'Integrate beta: do beta',
     ]);
     expect(log.filter((s) => s === 'work of alpha')).toHaveLength(1);
-    await client.connection.close();
-    remote.cleanup();
   });
 
   it('kill -9 of the worker mid-session: a real Claude Code agent resumes its session, and the crash costs one turn', async () => {
@@ -209,7 +164,7 @@ describe('crash safety', () => {
       agent: { kind: 'claude-code' },
       sandbox: { network: true },
       subTasks: [{ id: 'delta', prompt: 'Task CRASH-claude: write delta/greeting.txt', ownedPaths: ['delta'] }],
-      limits: { heartbeatTimeoutSeconds: 3 },
+      ...QUICK,
     });
     const handle = await startRun(client, request, { taskQueue, workflowId: `crash-claude-${Date.now()}` });
 
@@ -225,7 +180,7 @@ describe('crash safety', () => {
       const agent = payload?.data ? JSON.parse(Buffer.from(payload.data).toString('utf8'))?.agent : undefined;
       return typeof agent?.sessionId === 'string' && agent.costUsd > 0 ? (agent.sessionId as string) : undefined;
     });
-    await kill9(worker);
+    await worker.stop('SIGKILL');
     await waitFor('the agent to die', async () => ((await processesMatching(marker)).length === 0 ? true : undefined));
     worker = await startWorker();
 
@@ -248,8 +203,6 @@ describe('crash safety', () => {
     const interrupted = priceClaudeReply('claude-opus-5-5', { input: INPUT_TOKENS, output: 1 });
     expect(end.result?.workers[0].costUsd).toBeCloseTo(interrupted + 2 * 0.006, 6);
     expect(end.result?.workers[0]).toMatchObject({ runs: 1, turns: 3 });
-    await client.connection.close();
-    remote.cleanup();
   });
 
   it('kill -9 of the worker mid-session: a real Codex agent resumes its thread', async () => {
@@ -277,7 +230,7 @@ describe('crash safety', () => {
       agent: { kind: 'codex', model: 'gpt-5.5', config: [provider, 'model_provider=local'] },
       sandbox: { network: true },
       subTasks: [{ id: 'echo', prompt: 'Task CRASH-codex: write echo/greeting.txt', ownedPaths: ['echo'] }],
-      limits: { heartbeatTimeoutSeconds: 3 },
+      ...QUICK,
     });
     const handle = await startRun(client, request, { taskQueue, workflowId: `crash-codex-${Date.now()}` });
 
@@ -292,7 +245,7 @@ describe('crash safety', () => {
       const agent = payload?.data ? JSON.parse(Buffer.from(payload.data).toString('utf8'))?.agent : undefined;
       return typeof agent?.sessionId === 'string' ? (agent.sessionId as string) : undefined;
     });
-    await kill9(worker);
+    await worker.stop('SIGKILL');
     await waitFor('the agent to die', async () => ((await processesMatching(marker)).length === 0 ? true : undefined));
     worker = await startWorker();
 
@@ -307,8 +260,6 @@ describe('crash safety', () => {
     expect(history).toContain('Task CRASH-codex: write echo/greeting.txt');
     expect(history).toContain(marker);
     expect(userTexts(turns[1].body).join('\n')).toContain('A previous attempt at this task was interrupted midway');
-    await client.connection.close();
-    remote.cleanup();
   });
 
   it('a Temporal server restarted mid-run (same database) does not lose the run', async () => {
@@ -318,9 +269,13 @@ describe('crash safety', () => {
     await startWorker();
     const handle = await startRun(
       client,
-      crashRequest(remote.url, [
-        { id: 'gamma', command: `${marker} && mkdir -p gamma && echo hi > gamma/greeting.txt` },
-      ]),
+      parseLeaderRequest(
+        shellRequest(
+          remote.url,
+          [subTask('gamma', `${marker} && mkdir -p gamma && echo hi > gamma/greeting.txt`)],
+          QUICK,
+        ),
+      ),
       {
         taskQueue,
         workflowId: `restart-${Date.now()}`,
@@ -335,7 +290,5 @@ describe('crash safety', () => {
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'gamma/greeting.txt')).toBe('hi\n');
     expect((await client.workflow.getHandle(handle.workflowId).query(statusQuery)).phase).toBe('done');
-    await client.connection.close();
-    remote.cleanup();
   });
 });

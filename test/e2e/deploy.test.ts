@@ -3,7 +3,6 @@
  * where they are installed; there is no Docker engine here, so no image is built or run. And the
  * worker's refusal to run agents bare where the image asks for isolation.
  */
-import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -11,14 +10,17 @@ import { Client, Connection } from '@temporalio/client';
 import { describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { leaderWorkflow } from '../../src/workflows/index';
-import { makeRemote, tempDir } from '../support/helpers';
-import { CLI, processesMatching, run, waitFor } from '../support/processes';
+import { releaseAtEnd } from '../support/cleanup';
+import { CLI, processesMatching, run, startWorkerProcess, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
+import { machineHas } from '../support/requirements';
+import { tempDir } from '../support/temp';
 
 const ROOT = path.join(__dirname, '../..');
-const has = (tool: string) => !spawnSync(tool, ['--version']).error;
 
 describe('docker-compose.yml', () => {
-  it.skipIf(!has('docker-compose'))(
+  it.runIf(machineHas('docker-compose'))(
     'validates, publishes only on 127.0.0.1, and runs N workers from the image with no checkout mounted',
     async () => {
       const file = path.join(ROOT, 'docker-compose.yml');
@@ -47,7 +49,7 @@ describe('docker-compose.yml', () => {
 describe('Dockerfile', () => {
   const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
 
-  it.skipIf(!has('hadolint'))('passes hadolint', async () => {
+  it.runIf(machineHas('hadolint'))('passes hadolint', async () => {
     const r = await run('hadolint', [path.join(ROOT, 'Dockerfile')]);
     expect(r.out + r.err).toBe('');
     expect(r.code).toBe(0);
@@ -113,71 +115,38 @@ describe('a worker process', () => {
   });
 
   it('on SIGTERM cancels a running agent within its grace time and exits 0, leaving the run to another worker; FLOTILLA_LOG_FORMAT=json', async () => {
-    const address = inject('temporalAddress');
     const taskQueue = `stop-${randomUUID()}`;
-    let stderr = '';
-    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: address,
-        FLOTILLA_TASK_QUEUE: taskQueue,
-        FLOTILLA_HOME: tempDir('stop'),
-        FLOTILLA_LOG_FORMAT: 'json',
-        FLOTILLA_LOG_LEVEL: 'debug',
-      },
+    const worker = await startWorkerProcess(taskQueue, {
+      FLOTILLA_HOME: tempDir('stop'),
+      FLOTILLA_LOG_FORMAT: 'json',
+      FLOTILLA_LOG_LEVEL: 'debug',
     });
-    worker.stderr.on('data', (d) => (stderr += d));
-    const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
-    const connection = await Connection.connect({ address });
+    const connection = await Connection.connect({ address: inject('temporalAddress') });
+    releaseAtEnd(() => connection.close());
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    try {
-      await waitFor(
-        'the worker to poll',
-        async () => (stderr.includes('polling task queue') ? true : undefined),
-        120_000,
-      );
-      const marker = `agent-${randomUUID()}`;
-      const handle = await new Client({ connection }).workflow.start(leaderWorkflow, {
-        taskQueue,
-        workflowId: `stop-${randomUUID()}`,
-        args: [
-          {
-            objective: 'wait',
-            repo: { url: remote.url, baseRef: 'main' },
-            testCmd: 'true',
-            subTasks: [
-              {
-                id: 'one',
-                prompt: 'wait',
-                ownedPaths: ['one'],
-                agent: { kind: 'shell', command: `sleep 600; : ${marker}` },
-              },
-            ],
-          },
-        ],
-      });
-      await waitFor(
-        'the agent to run',
-        async () => ((await processesMatching(marker)).length ? true : undefined),
-        60_000,
-      );
+    const marker = `agent-${randomUUID()}`;
+    const handle = await new Client({ connection }).workflow.start(leaderWorkflow, {
+      taskQueue,
+      workflowId: `stop-${randomUUID()}`,
+      args: [shellRequest(remote.url, [subTask('one', `sleep 600; : ${marker}`)])],
+    });
+    releaseAtEnd(() => handle.terminate('test over').catch(() => undefined));
+    await waitFor(
+      'the agent to run',
+      async () => ((await processesMatching(marker)).length ? true : undefined),
+      60_000,
+    );
 
-      const stopping = Date.now();
-      worker.kill('SIGTERM');
-      expect(await exited).toBe(0);
-      // The agent gets the 10 s grace time to finish; then it is cancelled and the worker ends.
-      const took = Date.now() - stopping;
-      expect(took).toBeGreaterThanOrEqual(9_000);
-      expect(took).toBeLessThan(25_000);
-      expect(await processesMatching(marker)).toEqual([]);
-      expect((await handle.describe()).status.name).toBe('RUNNING');
-      await handle.terminate('test over');
-    } finally {
-      worker.kill('SIGKILL');
-      await connection.close();
-      remote.cleanup();
-    }
-    const lines = stderr
+    const stopping = Date.now();
+    expect(await worker.stop('SIGTERM')).toBe(0);
+    // The agent gets the 10 s grace time to finish; then it is cancelled and the worker ends.
+    const took = Date.now() - stopping;
+    expect(took).toBeGreaterThanOrEqual(9_000);
+    expect(took).toBeLessThan(25_000);
+    expect(await processesMatching(marker)).toEqual([]);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    const lines = worker
+      .stderr()
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line));

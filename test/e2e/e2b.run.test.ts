@@ -5,12 +5,15 @@
  * agents, commits back by bundle, integration, pause while suspended, and every sandbox killed at
  * the end.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
-import { type RunStatus, resumeSignal, statusQuery } from '../../src/contracts/messages';
-import { TestEnv, makeRemote, writeAgent } from '../support/helpers';
-import { waitFor } from '../support/processes';
+import { resumeSignal } from '../../src/contracts/messages';
 import { E2BDouble } from '../support/e2b-double';
+import { TestEnv } from '../support/env';
+import { waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask, writeAgent } from '../support/requests';
+import { waitForStatus } from '../support/runs';
 
 let double: E2BDouble;
 let env: TestEnv;
@@ -18,10 +21,9 @@ beforeAll(async () => {
   double = await E2BDouble.start();
   env = await TestEnv.start({ e2bApi: double });
 });
-afterAll(async () => {
-  await env?.stop();
-  await double?.cleanup();
-});
+
+/** The fields of a run on E2B sandboxes. */
+const onE2B = { sandbox: { provider: 'e2b' as const } };
 
 /** Sandboxes the double still holds, running or paused. */
 async function liveSandboxes(): Promise<number> {
@@ -35,25 +37,17 @@ describe('a run on E2B sandboxes', () => {
   it("pushes the workers' changes, pauses a suspended worker's sandbox, and kills every sandbox", async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const asker = `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then ${writeAgent('two/greeting.txt', 'hello after the answer')}; else echo '::flotilla {"question": "ready?"}'; fi`;
-    const handle = await env.start({
-      objective: 'greetings in the cloud',
-      repo: { url: remote.url, baseRef: 'main' },
-      testCmd: 'cat one/greeting.txt two/greeting.txt',
-      sandbox: { provider: 'e2b' },
-      subTasks: [
+    const handle = await env.start(
+      shellRequest(
+        remote.url,
+        [subTask('one', writeAgent('one/greeting.txt', 'hello from e2b')), subTask('two', asker)],
         {
-          id: 'one',
-          prompt: 'p',
-          ownedPaths: ['one'],
-          agent: { kind: 'shell', command: writeAgent('one/greeting.txt', 'hello from e2b') },
+          ...onE2B,
+          testCmd: 'cat one/greeting.txt two/greeting.txt',
         },
-        { id: 'two', prompt: 'p', ownedPaths: ['two'], agent: { kind: 'shell', command: asker } },
-      ],
-    });
-    await waitFor('the question', async () => {
-      const s: RunStatus = await handle.query(statusQuery);
-      return s.workers[1].state === 'suspended' ? s : undefined;
-    });
+      ),
+    );
+    await waitForStatus(handle, 'the question', (s) => s.workers[1].state === 'suspended');
     await waitFor('the pause', async () => (double.calls.some((c) => c.method === 'pause') ? true : undefined));
     await handle.signal(resumeSignal, { workerId: 'two', message: 'yes' });
     const end = await awaitRun(handle);
@@ -63,7 +57,6 @@ describe('a run on E2B sandboxes', () => {
     expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from e2b\n');
     expect(await remote.show('main', 'two/greeting.txt')).toBe('hello after the answer\n');
     expect(await liveSandboxes()).toBe(0);
-    remote.cleanup();
   });
 
   it('seeds the base commit alone, without its history, and the pushed commit still descends from the base', async () => {
@@ -71,13 +64,9 @@ describe('a run on E2B sandboxes', () => {
     await remote.advance('README.md', 'y\n');
     const base = await remote.advance('README.md', 'z\n');
     const look = `echo "depth=$(git rev-list --count HEAD) shallow=$(cat .git/shallow)"; ${writeAgent('one/seen.txt', 'shallow')}`;
-    const end = await env.run({
-      objective: 'a shallow seed',
-      repo: { url: remote.url, baseRef: 'main' },
-      testCmd: 'cat README.md one/seen.txt',
-      sandbox: { provider: 'e2b' },
-      subTasks: [{ id: 'one', prompt: 'p', ownedPaths: ['one'], agent: { kind: 'shell', command: look } }],
-    });
+    const end = await env.run(
+      shellRequest(remote.url, [subTask('one', look)], { ...onE2B, testCmd: 'cat README.md one/seen.txt' }),
+    );
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.workers[0].tail).toContain(`depth=1 shallow=${base}`);
@@ -88,6 +77,5 @@ describe('a run on E2B sandboxes', () => {
     expect(double.calls.some((c) => c.method === 'files.write' && c.args[1] === 'stream')).toBe(true);
     expect(double.calls.some((c) => c.method === 'files.read' && c.args[1] === 'stream')).toBe(true);
     expect(await liveSandboxes()).toBe(0);
-    remote.cleanup();
   });
 });

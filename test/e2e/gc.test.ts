@@ -7,40 +7,32 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { ArtifactStore } from '../../src/store/artifacts';
 import type { GcReport } from '../../src/retention/gc';
 import { approve, awaitRun } from '../../src/client/index';
 import { acquireRunObjects } from '../../src/git/run-mirror';
 import { runKeyOf } from '../../src/contracts/names';
 import { approveSignal, statusQuery } from '../../src/contracts/messages';
-import { TestEnv, makeRemote, tempDir, writeAgent } from '../support/helpers';
+import type { LeaderRequestInput } from '../../src/contracts/request';
+import { TestEnv } from '../support/env';
 import { CLI, flotilla, run, startWorkerProcess, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask, withGates, writeAgent } from '../support/requests';
+import { waitForStatus } from '../support/runs';
+import { tempDir } from '../support/temp';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-});
 
-function request(url: string, id: string, extra: object = {}) {
-  return {
-    objective: `gc ${id}`,
+/** A run whose one sub-task, `id`, writes `<id>/out.txt`, pushed to the branch `id`. */
+const request = (url: string, id: string, fields: Partial<LeaderRequestInput> = {}) =>
+  shellRequest(url, [subTask(id, writeAgent(`${id}/out.txt`, `from ${id}`))], {
     repo: { url, baseRef: 'main', targetRef: id },
-    testCmd: 'true',
-    subTasks: [
-      {
-        id,
-        prompt: `do ${id}`,
-        ownedPaths: [id],
-        agent: { kind: 'shell', command: writeAgent(`${id}/out.txt`, `from ${id}`) },
-      },
-    ],
-    ...extra,
-  };
-}
+    ...fields,
+  });
 
 async function stagingRefs(): Promise<string[]> {
   const out = await simpleGit({ baseDir: path.join(env.dataDir, 'staging.git') }).raw([
@@ -68,10 +60,8 @@ describe('flotilla gc', () => {
     const store = new ArtifactStore(path.join(env.dataDir, 'artifacts'));
     expect(pushed.alpha).toMatch(/^[0-9a-f]{40}$/);
 
-    const open = await env.start(request(remote.url, 'gamma', { gates: { plan: { mode: 'manual' } } }));
-    await waitFor('the plan gate', async () =>
-      (await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
-    );
+    const open = await env.start(request(remote.url, 'gamma', withGates('plan')));
+    await waitForStatus(open, 'the plan gate', (s) => s.phase === 'awaiting-plan-approval');
     const openKey = (await stagingRefs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${open.workflowId}-`));
     expect(openKey, 'the open run has staging refs').toBeDefined();
     const openRefs = (await stagingRefs()).filter((r) => r.startsWith(`refs/flotilla/${openKey}/`));
@@ -202,73 +192,57 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
         .split('\n')
         .filter(Boolean);
     const store = new ArtifactStore(path.join(dataDir, 'artifacts'));
-    try {
-      expect(worker.output()).toContain('Retention: the state of runs closed over 1s is removed every 1s');
-      // Both agents print nothing and both tests pass silently: the two runs store the same empty log.
-      const agent = (id: string) => `echo 'output of ${id}' && ${writeAgent(`${id}/out.txt`, id)}`;
-      const start = (id: string, extra: object = {}) =>
-        client.workflow.start('leaderWorkflow', {
-          taskQueue,
-          workflowId: `retention-${id}-${process.pid}`,
-          args: [request(remote.url, id, extra)],
-        });
-      const open = await start('held', {
-        subTasks: [
-          { id: 'held', prompt: 'held', ownedPaths: ['held'], agent: { kind: 'shell', command: agent('held') } },
-        ],
-        gates: { push: { mode: 'manual' } },
+    expect(worker.output()).toContain('Retention: the state of runs closed over 1s is removed every 1s');
+    // Both agents print nothing and both tests pass silently: the two runs store the same empty log.
+    const agent = (id: string) => `echo 'output of ${id}' && ${writeAgent(`${id}/out.txt`, id)}`;
+    const start = (id: string, fields: Partial<LeaderRequestInput> = {}) =>
+      client.workflow.start('leaderWorkflow', {
+        taskQueue,
+        workflowId: `retention-${id}-${process.pid}`,
+        args: [request(remote.url, id, { subTasks: [subTask(id, agent(id))], ...fields })],
       });
-      await waitFor(
-        'the push gate',
-        async () => ((await open.query(statusQuery)).phase === 'awaiting-push-approval' ? true : undefined),
-        60_000,
-      );
-      const done = await start('done', {
-        subTasks: [
-          { id: 'done', prompt: 'done', ownedPaths: ['done'], agent: { kind: 'shell', command: agent('done') } },
-        ],
-      });
-      const doneKey = runKeyOf(done.workflowId, done.firstExecutionRunId);
-      // A sandbox a crash left behind, there before the run closes so one pass removes everything.
-      const leftover = path.join(dataDir, 'sandboxes', `${doneKey}-leftover`);
-      mkdirSync(leftover, { recursive: true });
-      const finished = await awaitRun(done);
-      expect(finished.result?.outcome).toBe('pushed');
-      const openKey = runKeyOf(open.workflowId, open.firstExecutionRunId);
-      const openRefs = await refsOf(openKey);
-      expect(openRefs.length).toBeGreaterThan(0);
-      const openClaims = (await store.claims()).get(openKey);
-      expect(openClaims?.size, 'the gated run has run its agent and tests').toBeGreaterThan(0);
-      const testLog = finished.result!.test!.logRef;
-      expect(openClaims!.has(testLog.slice('sha256:'.length)), 'both runs stored the same test log').toBe(true);
+    const open = await start('held', withGates('push'));
+    await waitForStatus(open, 'the push gate', (s) => s.phase === 'awaiting-push-approval', 60_000);
+    const done = await start('done');
+    const doneKey = runKeyOf(done.workflowId, done.firstExecutionRunId);
+    // A sandbox a crash left behind, there before the run closes so one pass removes everything.
+    const leftover = path.join(dataDir, 'sandboxes', `${doneKey}-leftover`);
+    mkdirSync(leftover, { recursive: true });
+    const finished = await awaitRun(done);
+    expect(finished.result?.outcome).toBe('pushed');
+    const openKey = runKeyOf(open.workflowId, open.firstExecutionRunId);
+    const openRefs = await refsOf(openKey);
+    expect(openRefs.length).toBeGreaterThan(0);
+    const openClaims = (await store.claims()).get(openKey);
+    expect(openClaims?.size, 'the gated run has run its agent and tests').toBeGreaterThan(0);
+    const testLog = finished.result!.test!.logRef;
+    expect(openClaims!.has(testLog.slice('sha256:'.length)), 'both runs stored the same test log').toBe(true);
 
-      await waitFor('the closed run pruned', async () =>
-        (await refsOf(doneKey)).length === 0 && !existsSync(leftover) ? true : undefined,
-      );
-      expect(worker.output()).toMatch(
-        /retention \(runs closed over 1s\): removed 1 run\(s\): \d+ staging ref\(s\), 1 sandbox\(es\), [1-9]\d* artifact\(s\); freed/,
-      );
-      expect(existsSync(store.pathOf(finished.result!.workers[0].logRef!)), "the closed run's agent log").toBe(false);
-      expect(existsSync(store.pathOf(testLog)), 'a log the open run stored too').toBe(true);
-      expect((await store.claims()).has(doneKey)).toBe(false);
-      expect(await refsOf(openKey)).toEqual(openRefs);
-      for (const hex of openClaims!) expect(existsSync(store.pathOf(`sha256:${hex}`)), hex).toBe(true);
-      expect(await remote.head('done')).toBe(finished.result?.pushedSha);
+    // The worker logs a pass once it is over: after that line, everything it removed is gone.
+    const pruned =
+      /retention \(runs closed over 1s\): removed 1 run\(s\): \d+ staging ref\(s\), 1 sandbox\(es\), [1-9]\d* artifact\(s\); freed/;
+    await waitFor('the worker to log the closed run pruned', async () =>
+      pruned.test(worker.output()) ? true : undefined,
+    );
+    expect(await refsOf(doneKey)).toEqual([]);
+    expect(existsSync(leftover), 'the sandbox a crash left').toBe(false);
+    expect(existsSync(store.pathOf(finished.result!.workers[0].logRef!)), "the closed run's agent log").toBe(false);
+    expect(existsSync(store.pathOf(testLog)), 'a log the open run stored too').toBe(true);
+    expect((await store.claims()).has(doneKey)).toBe(false);
+    expect(await refsOf(openKey)).toEqual(openRefs);
+    for (const hex of openClaims!) expect(existsSync(store.pathOf(`sha256:${hex}`)), hex).toBe(true);
+    expect(await remote.head('done')).toBe(finished.result?.pushedSha);
 
-      // The open run still pushes from what was kept; closed, it is pruned in turn.
-      const gate = await open.query(statusQuery);
-      await approve(client, open.workflowId, { gate: 'push', by: 'test', sha: gate.gate!.sha });
-      expect((await awaitRun(open)).result?.outcome).toBe('pushed');
-      expect(await remote.show('held', 'held/out.txt')).toBe('held\n');
-      await waitFor('the second run pruned', async () =>
-        (await refsOf(openKey)).length === 0 && !(await store.claims()).has(openKey) ? true : undefined,
-      );
-      expect(await store.stored()).toEqual([]);
-      expect(worker.child.exitCode, 'the worker runs on').toBeNull();
-    } finally {
-      await worker.stop();
-      remote.cleanup();
-    }
+    // The open run still pushes from what was kept; closed, it is pruned in turn.
+    const gate = await open.query(statusQuery);
+    await approve(client, open.workflowId, { gate: 'push', by: 'test', sha: gate.gate!.sha });
+    expect((await awaitRun(open)).result?.outcome).toBe('pushed');
+    expect(await remote.show('held', 'held/out.txt')).toBe('held\n');
+    await waitFor('the second run pruned', async () =>
+      (await refsOf(openKey)).length === 0 && !(await store.claims()).has(openKey) ? true : undefined,
+    );
+    expect(await store.stored()).toEqual([]);
+    expect(worker.child.exitCode, 'the worker runs on').toBeNull();
   });
 
   it('refuses a malformed FLOTILLA_RETENTION, and one Temporal would outlast, naming the variable', async () => {
@@ -292,37 +266,5 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
     expect(tooLong.err).toContain(
       'FLOTILLA_RETENTION=7d is not shorter than the retention of namespace "default" (24h)',
     );
-  });
-});
-
-describe('artifact claims', () => {
-  it('a log a run claimed after gc chose it, or stores while gc has it hidden, is kept', async () => {
-    const dir = path.join(tempDir('claims'), 'artifacts');
-    const written = async (store: ArtifactStore, runKey: string, text: string) => {
-      const w = await store.writer(runKey);
-      w.write(text);
-      return (await w.close()).slice('sha256:'.length);
-    };
-    // A run claims the log between prune hiding it and re-reading the claims: it comes back.
-    let late: (() => Promise<unknown>) | undefined;
-    class Racing extends ArtifactStore {
-      async claims() {
-        await late?.();
-        late = undefined;
-        return super.claims();
-      }
-    }
-    const store = new Racing(dir);
-    const shared = await written(store, 'old-run', 'the same output\n');
-    const reused = await written(store, 'old-run', 'output a new run repeats\n');
-    const own = await written(store, 'old-run', 'only the old run wrote this\n');
-    // A new run stored this after gc read the claims (the file was there, so it wrote nothing).
-    await written(new ArtifactStore(dir), 'new-run', 'output a new run repeats\n');
-    late = () => written(new ArtifactStore(dir), 'new-run', 'the same output\n');
-    expect(await store.prune([shared, reused, own], new Set(['old-run']))).toMatchObject({ removed: 1 });
-    expect((await new ArtifactStore(dir).get(`sha256:${shared}`)).toString()).toBe('the same output\n');
-    expect((await new ArtifactStore(dir).get(`sha256:${reused}`)).toString()).toBe('output a new run repeats\n');
-    expect(existsSync(store.pathOf(`sha256:${own}`))).toBe(false);
-    expect([...(await new ArtifactStore(dir).claims()).keys()]).toEqual(['new-run']);
   });
 });

@@ -9,21 +9,24 @@
  * re-provisioned on the other host from the checkpoint, the agent is told it was interrupted,
  * and the run pushes once, with the work from before the kill.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, startRun } from '../../src/client/index';
 import { parseLeaderRequest } from '../../src/contracts/request';
 import { type TemporalTarget, ensureTemporal } from '../../src/temporal/server';
 import { statusQuery } from '../../src/contracts/messages';
-import { makeRemote } from '../support/helpers';
-import { CLI, processesMatching, run, waitFor } from '../support/processes';
+import { releaseAtEnd } from '../support/cleanup';
 import { type ServedStore, serveStore } from '../support/git-daemon';
 import { freePort } from '../support/ports';
+import { CLI, type WorkerProcess, processesMatching, run, spawnWorker, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 const id = process.pid % 10_000;
 const subnet = `10.231.${process.pid % 250}`;
@@ -35,18 +38,18 @@ type Host = (typeof hosts)[number];
 const netns = (h: Host) => `fl${id}-${h}`;
 
 let root: string;
-let store: ServedStore | undefined;
-let server: TemporalTarget | undefined;
-let relay: net.Server | undefined;
+let store: ServedStore;
 let address: string;
 let client: Client;
-const workers = new Map<Host, ChildProcess>();
+const workers = new Map<Host, WorkerProcess>();
 const homes = new Map<Host, string>();
 
 const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
 
 /** The bridge on the host side and, per worker host, a namespace with one end of a veth pair on it. */
 function makeNetwork(): void {
+  removeNetwork();
+  releaseAtEnd(removeNetwork);
   ip('link', 'add', bridge, 'type', 'bridge');
   ip('addr', 'add', `${serverIp}/24`, 'dev', bridge);
   ip('link', 'set', bridge, 'up');
@@ -86,8 +89,9 @@ function removeNetwork(): void {
  */
 async function startServer(): Promise<void> {
   const port = await freePort();
-  server = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port });
-  relay = net.createServer((inbound) => {
+  const server: TemporalTarget = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port });
+  releaseAtEnd(() => server.stop());
+  const relay = net.createServer((inbound) => {
     const outbound = net.connect({ host: '127.0.0.1', port });
     inbound.pipe(outbound).pipe(inbound);
     const close = () => {
@@ -97,7 +101,8 @@ async function startServer(): Promise<void> {
     inbound.on('error', close);
     outbound.on('error', close);
   });
-  await new Promise<void>((resolve) => relay!.listen(port, serverIp, resolve));
+  await new Promise<void>((resolve) => relay.listen(port, serverIp, resolve));
+  releaseAtEnd(() => relay.close());
   address = `${serverIp}:${port}`;
   client = await waitFor(
     'the dev server on the bridge',
@@ -108,6 +113,7 @@ async function startServer(): Promise<void> {
     },
     60_000,
   );
+  releaseAtEnd(() => client.connection.close());
 }
 
 /** A real worker process in `host`'s namespace, with a data directory of its own; the store is shared over the network. */
@@ -118,48 +124,26 @@ async function startWorker(h: Host): Promise<void> {
   const uids = h === 'host-a' ? '300000-309999' : '310000-319999';
   // nsenter, not `ip netns exec`: that also remounts /sys for the namespace, which hides the
   // cgroup hierarchy the sandboxes' limits live in.
-  const child = spawn(
-    'nsenter',
-    [`--net=/var/run/netns/${netns(h)}`, '--', ...CLI, 'worker', ...(process.env.HOSTS_VERBOSE ? ['--verbose'] : [])],
+  const worker = spawnWorker(
     {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: address,
-        FLOTILLA_HOME: home,
-        FLOTILLA_HOST_ID: h,
-        FLOTILLA_SANDBOX_UIDS: uids,
-        FLOTILLA_TASK_QUEUE: taskQueue,
-        FLOTILLA_STAGING_URL: store!.url,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      ...process.env,
+      TEMPORAL_ADDRESS: address,
+      FLOTILLA_HOME: home,
+      FLOTILLA_HOST_ID: h,
+      FLOTILLA_SANDBOX_UIDS: uids,
+      FLOTILLA_TASK_QUEUE: taskQueue,
+      FLOTILLA_STAGING_URL: store.url,
     },
+    ['nsenter', `--net=/var/run/netns/${netns(h)}`, '--'],
+    process.env.HOSTS_VERBOSE ? ['--verbose'] : [],
   );
-  workers.set(h, child);
-  let out = '';
+  workers.set(h, worker);
   // Kept outside the test's directory, for a failure to be read afterwards.
   const log = path.join(os.tmpdir(), `flotilla-hosts-${h}.log`);
   writeFileSync(log, '');
-  const take = (b: Buffer) => {
-    out += b;
-    appendFileSync(log, b);
-  };
-  child.stdout!.on('data', take);
-  child.stderr!.on('data', take);
-  await waitFor(
-    'the worker to poll',
-    async () => (out.includes('polling task queue') ? true : undefined),
-    90_000,
-  ).catch((err) => {
-    throw new Error(`${err.message}; ${h} printed:\n${out}`);
-  });
-}
-
-function kill9(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
-  });
+  worker.child.stdout!.on('data', (b: Buffer) => appendFileSync(log, b));
+  worker.child.stderr!.on('data', (b: Buffer) => appendFileSync(log, b));
+  await worker.polling(90_000);
 }
 
 /** Kills the processes a dead host's agents left (a host that dies takes them with it). */
@@ -191,24 +175,13 @@ async function countingRemote() {
 const LIMITS = { heartbeatTimeoutSeconds: 3, hostTimeoutSeconds: 5, checkpointIntervalSeconds: 1 };
 
 beforeAll(async () => {
-  root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-hosts-'));
-  removeNetwork();
+  root = tempDir('hosts');
   makeNetwork();
   store = await serveStore(serverIp);
   await startServer();
+  releaseAtEnd(() => killMatching(`hosts-${process.pid}-agent`));
   await Promise.all(hosts.map(startWorker));
 }, 180_000);
-
-afterAll(async () => {
-  for (const w of workers.values()) await kill9(w);
-  await killMatching(`hosts-${process.pid}-agent`);
-  await client?.connection.close();
-  relay?.close();
-  await server?.stop();
-  await store?.stop();
-  removeNetwork();
-  if (root) rmSync(root, { recursive: true, force: true });
-});
 
 describe('many hosts', () => {
   it('two hosts in their own network namespaces serve one queue: 6 runs of 3 sub-tasks all push, on both hosts', async () => {
@@ -219,21 +192,18 @@ describe('many hosts', () => {
       remotes.map((remote, r) =>
         startRun(
           client,
-          parseLeaderRequest({
-            objective: `run ${r}`,
-            repo: { url: remote.url, baseRef: 'main' },
-            testCmd: 'test -f t0/out.txt && test -f t1/out.txt && test -f t2/out.txt',
-            subTasks: [0, 1, 2].map((t) => ({
-              id: `t${t}`,
-              prompt: `task ${t}`,
-              ownedPaths: [`t${t}`],
-              agent: {
-                kind: 'shell',
-                command: `mkdir -p t${t} && echo "run ${r} task ${t}" > t${t}/out.txt && sleep 0.5 && git add -A && git commit -qm t${t}`,
-              },
-            })),
-            limits: LIMITS,
-          }),
+          parseLeaderRequest(
+            shellRequest(
+              remote.url,
+              [0, 1, 2].map((t) =>
+                subTask(
+                  `t${t}`,
+                  `mkdir -p t${t} && echo "run ${r} task ${t}" > t${t}/out.txt && sleep 0.5 && git add -A && git commit -qm t${t}`,
+                ),
+              ),
+              { testCmd: 'test -f t0/out.txt && test -f t1/out.txt && test -f t2/out.txt', limits: LIMITS },
+            ),
+          ),
           { taskQueue },
         ),
       ),
@@ -258,13 +228,12 @@ describe('many hosts', () => {
       `else echo "written before the kill" > slow/partial.txt; exec -a hosts-${process.pid}-agent ${marker}; fi`;
     const handle = await startRun(
       client,
-      parseLeaderRequest({
-        objective: 'survive a lost host',
-        repo: { url: remote.url, baseRef: 'main' },
-        testCmd: 'test -f slow/partial.txt && test -f slow/resumed.txt',
-        subTasks: [{ id: 'slow', prompt: 'slow', ownedPaths: ['slow'], agent: { kind: 'shell', command: agent } }],
-        limits: LIMITS,
-      }),
+      parseLeaderRequest(
+        shellRequest(remote.url, [subTask('slow', agent)], {
+          testCmd: 'test -f slow/partial.txt && test -f slow/resumed.txt',
+          limits: LIMITS,
+        }),
+      ),
       { taskQueue },
     );
 
@@ -290,7 +259,7 @@ describe('many hosts', () => {
     expect(shown.out).toContain(`on ${placed.host}, checkpoint `);
 
     // The host dies: its worker, the agent it ran, and its disk.
-    await kill9(workers.get(placed.host)!);
+    await workers.get(placed.host)!.stop('SIGKILL');
     await killMatching(`hosts-${process.pid}-agent`);
     rmSync(homes.get(placed.host)!, { recursive: true, force: true });
 

@@ -4,28 +4,28 @@
  * refused where the docs say (the update's caller, or the status and result for a signal); the
  * run then completes normally. Also: pause/resume racing a worker's start and end, a resume
  * during a slow pause, a cancel during the push, a terminated leader, and typed failures.
+ * (test/unit/messages.test.ts validates the same messages without a server.)
  */
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
-import type { Client } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { MessageRefused, approve, awaitRun, formatRunEnd, formatStatus, pause, resume } from '../../src/client/index';
-import { MAX_CHARS, RequestError, parseLeaderRequest } from '../../src/contracts/request';
-import { temporalBinary } from '../../src/temporal/server';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { MessageRefused, approve, awaitRun, formatRunEnd, pause, resume } from '../../src/client/index';
+import { MAX_CHARS } from '../../src/contracts/request';
 import {
-  ApproveInput,
   REFUSALS_KEPT,
-  ResumeInput,
   type RunStatus,
   approveSignal,
-  parseMessage,
   pauseSignal,
   resumeSignal,
   statusQuery,
 } from '../../src/contracts/messages';
-import { TestEnv, makeRemote, tempDir, manual, shellRequest, greet } from '../support/helpers';
-import { flotilla, processesMatching, processesRunning, run, waitFor } from '../support/processes';
 import { E2BDouble } from '../support/e2b-double';
+import { TestEnv } from '../support/env';
+import { flotilla, processesMatching, processesRunning, temporalCli, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { greet, shellRequest, subTask, withGates } from '../support/requests';
+import { historyFacts, waitForStatus } from '../support/runs';
+import { tempDir } from '../support/temp';
 
 let double: E2BDouble;
 let env: TestEnv;
@@ -33,145 +33,28 @@ beforeAll(async () => {
   double = await E2BDouble.start();
   env = await TestEnv.start({ e2bApi: double });
 });
-afterAll(async () => {
-  await env?.stop();
-  await double?.cleanup();
-});
-
-const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) =>
-  shellRequest('hostile messages', url, tasks, extra);
 
 /** An agent that does `first` until it is resumed with a message, then writes the message. */
-const untilResumed = (id: string, first: string) => ({
-  id,
-  command: `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then mkdir -p ${id} && printf '%s\\n' "$FLOTILLA_RESUME_MESSAGE" > ${id}/answer.txt && git add -A && git commit -qm answer; else ${first}; fi`,
-});
+const untilResumed = (id: string, first: string) =>
+  subTask(
+    id,
+    `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then mkdir -p ${id} && printf '%s\\n' "$FLOTILLA_RESUME_MESSAGE" > ${id}/answer.txt && git add -A && git commit -qm answer; else ${first}; fi`,
+  );
 
-function statusOf(workflowId: string): Promise<RunStatus> {
-  return env.client.workflow.getHandle(workflowId).query(statusQuery);
-}
-
-function waitForStatus(workflowId: string, what: string, ok: (s: RunStatus) => boolean): Promise<RunStatus> {
-  return waitFor(what, async () => {
-    const s = await statusOf(workflowId);
-    return ok(s) ? s : undefined;
-  });
-}
-
-/** `temporal workflow <args…>` against the suite's server. */
-function temporal(workflowId: string, args: string[]) {
-  return run(temporalBinary(), [
-    'workflow',
-    ...args,
-    '--address',
-    inject('temporalAddress'),
-    '--workflow-id',
-    workflowId,
-  ]);
-}
+/** `temporal workflow <args…>` on the run `workflowId`. */
+const temporal = (workflowId: string, args: string[]) => temporalCli('workflow', ...args, '--workflow-id', workflowId);
 const input = (json: string | undefined) => (json === undefined ? [] : ['--input', json]);
-
-/** The events of a run's history a deploy or a hostile message could have caused. */
-async function historyFacts(client: Client, workflowId: string) {
-  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-  return {
-    workflowTaskFailures: events.filter((e) => e.workflowTaskFailedEventAttributes).length,
-    updatesAccepted: events.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).length,
-    updatesRejected: events.filter((e) => e.workflowExecutionUpdateRejectedEventAttributes).length,
-  };
-}
 
 /** Refusals whose reason matches, for a readable assertion. */
 const refusalsMatching = (s: RunStatus, message: string, reason: RegExp) =>
   s.refusals.filter((r) => r.message === message && reason.test(r.reason));
 
-describe('validation, without a server', () => {
-  it('message schemas name every bad field with the real reason', () => {
-    const bad = (schema: Parameters<typeof parseMessage>[0], raw: unknown) => {
-      const r = parseMessage(schema, raw);
-      return r.ok ? 'accepted' : r.reason;
-    };
-    expect(bad(ApproveInput, undefined)).toBe('invalid message: (message): is required');
-    expect(bad(ApproveInput, null)).toBe('invalid message: (message): expected object, got null');
-    expect(bad(ApproveInput, 'approve')).toBe('invalid message: (message): expected object, got a string');
-    expect(bad(ApproveInput, [1])).toBe('invalid message: (message): expected object, got an array');
-    expect(bad(ApproveInput, { gate: 'deploy', by: 7 })).toBe(
-      'invalid message: gate: Invalid option: expected one of "plan"|"push"; by: expected string, got a number',
-    );
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: -5 })).toBe(
-      'invalid message: addBudgetUsd: must be a positive number of dollars',
-    );
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: 'abc' })).toBe(
-      'invalid message: addBudgetUsd: expected number, got a string',
-    );
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: Infinity })).toBe(
-      'invalid message: addBudgetUsd: expected number, got Infinity',
-    );
-    expect(bad(ResumeInput, { workerId: 'a', addBudgetUsd: NaN })).toBe(
-      'invalid message: addBudgetUsd: expected number, got NaN',
-    );
-    expect(bad(ApproveInput, { gate: 'plan', comment: 'x'.repeat(2_000_000) })).toBe(
-      `invalid message: comment: is 2000000 characters; at most ${MAX_CHARS.comment}`,
-    );
-    expect(bad(ResumeInput, { workerId: 'a', message: 'go', addBudgetUsd: 2 })).toBe('accepted');
-  });
-
-  it('a 10 MB prompt and wrongly typed values are refused by validate, each with its reason', () => {
-    const req = {
-      objective: 'x',
-      repo: { url: '/tmp/r.git' },
-      testCmd: 'true',
-      agent: { kind: 'shell', command: 'true' },
-      subTasks: [{ id: 'a', prompt: 'p'.repeat(10_000_000), ownedPaths: ['a'] }],
-      limits: { maxParallel: 'four' },
-    };
-    let problems: string[] = [];
-    try {
-      parseLeaderRequest(req);
-    } catch (err) {
-      problems = (err as RequestError).problems;
-    }
-    expect(problems).toEqual([
-      `subTasks[0].prompt: is 10000000 characters; at most ${MAX_CHARS.prompt}`,
-      'limits.maxParallel: expected number, got a string',
-    ]);
-  });
-
-  it('the status carries timestamps and the client computes durations from them', () => {
-    const now = 1_000_000_000_000;
-    const s: RunStatus = {
-      phase: 'running',
-      objective: 'o',
-      repo: '/r.git',
-      targetRef: 'main',
-      workers: [
-        { id: 'busy', state: 'running', costUsd: 0, turns: 0, startedAt: now - 3_000 },
-        { id: 'over', state: 'done', costUsd: 0, turns: 0, startedAt: now - 9_000, durationMs: 1_500 },
-      ],
-      decisions: [],
-      refusals: [
-        { message: 'approve', by: 'mallory', reason: 'the plan gate is not open (phase: running)', at: now - 1_000 },
-      ],
-      refusedCount: 1,
-      startedAt: now - 5_000,
-      totals: { costUsd: 0, turns: 0, workersDone: 1, workersFailed: 0 },
-    };
-    const shown = formatStatus(s, 'run-1', now);
-    expect(shown).toMatch(/busy\s+running\s+3\.0s/);
-    expect(shown).toMatch(/over\s+done\s+1\.5s/);
-    expect(shown).toContain('5.0s elapsed');
-    expect(shown).toContain('refused messages: 1');
-    expect(shown).toContain('approve from mallory: the plan gate is not open (phase: running)');
-    expect(formatStatus(s, 'run-1', now + 2_000)).toContain('7.0s elapsed');
-  });
-});
-
 describe('a corpus of bad messages', () => {
   it('through the Temporal CLI and the client: no workflow task fails, each is refused visibly, and the run then completes', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const handle = await env.start(request(remote.url, [greet('one')], { gates: { plan: manual, push: manual } }));
+    const handle = await env.start(shellRequest(remote.url, [greet('one')], withGates('plan', 'push')));
     const id = handle.workflowId;
-    await waitForStatus(id, 'the plan gate', (s) => s.phase === 'awaiting-plan-approval');
+    await waitForStatus(handle, 'the plan gate', (s) => s.phase === 'awaiting-plan-approval');
 
     // [name, --input or undefined for none, what the refusal says]
     const corpus: [string, string | undefined, RegExp][] = [];
@@ -233,7 +116,7 @@ describe('a corpus of bad messages', () => {
     await expect(resume(env.client, id, { workerId: 'one', addBudgetUsd: -5 })).rejects.toThrow(MessageRefused);
 
     const sent = corpus.length + forged.length + 3;
-    const s = await waitForStatus(id, 'every refusal', (x) => x.refusedCount === sent);
+    const s = await waitForStatus(handle, 'every refusal', (x) => x.refusedCount === sent);
     expect(s.phase).toBe('awaiting-plan-approval');
     expect(s.refusals).toHaveLength(REFUSALS_KEPT);
     // The status stays small whatever the senders wrote.
@@ -250,7 +133,7 @@ describe('a corpus of bad messages', () => {
 
     // Now correct approvals, by update: the client for the plan, the Temporal CLI for the push.
     expect(await approve(env.client, id, { gate: 'plan', by: 'ana' })).toBe('approved the plan gate');
-    const atPush = await waitForStatus(id, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
+    const atPush = await waitForStatus(handle, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
     const sha = atPush.gate!.sha!;
     await expect(approve(env.client, id, { gate: 'push', sha: 'b'.repeat(40), by: 'mallory' })).rejects.toThrow(
       `refused: approval names ${'b'.repeat(40)}, but the commit to push is ${sha}`,
@@ -283,7 +166,6 @@ describe('a corpus of bad messages', () => {
       updatesAccepted: 2,
       updatesRejected: 0,
     });
-    remote.cleanup();
   });
 });
 
@@ -295,25 +177,25 @@ describe('pause and resume', () => {
         "const test = require('node:test');\ntest('a', () => {});\ntest('b', () => {});\ntest('c', { skip: true }, () => {});\n",
     });
     const handle = await env.start(
-      request(remote.url, [untilResumed('one', 'exit 3')], {
-        gates: { plan: manual, push: manual },
+      shellRequest(remote.url, [untilResumed('one', 'exit 3')], {
+        ...withGates('plan', 'push'),
         testCmd: 'node --test',
       }),
     );
     const id = handle.workflowId;
-    await waitForStatus(id, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
+    await waitForStatus(handle, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
     // The worker's child has not started: the pause is held for it.
     expect(await pause(env.client, id, { workerId: 'one', by: 'ana' })).toBe(
       'worker one has not started; it is paused as soon as it does',
     );
     await approve(env.client, id, { gate: 'plan' });
-    const s = await waitForStatus(id, 'the suspension', (x) => x.workers[0].state === 'suspended');
+    const s = await waitForStatus(handle, 'the suspension', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].reason).toBe('paused by an operator');
     expect(await resume(env.client, id, { workerId: 'one', message: 'carry on', by: 'ana' })).toMatch(
       /^worker one is (running|done)$/,
     );
 
-    const atPush = await waitForStatus(id, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
+    const atPush = await waitForStatus(handle, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
     expect(atPush.workers[0].state).toBe('done');
     expect(atPush.gate?.testSummary).toBe('2 passed, 0 failed, 1 skipped (node --test)');
     // The worker's child has closed: an update is refused with the reason, a signal is recorded.
@@ -322,7 +204,7 @@ describe('pause and resume', () => {
     );
     await handle.signal(pauseSignal, { workerId: 'one', by: 'bo' });
     await handle.signal(resumeSignal, { workerId: 'one', by: 'bo' });
-    const refused = await waitForStatus(id, 'the refusals', (x) => x.refusedCount === 2);
+    const refused = await waitForStatus(handle, 'the refusals', (x) => x.refusedCount === 2);
     expect(refused.refusals.map((r) => [r.message, r.by, r.reason])).toEqual([
       ['pause', 'bo', 'worker one is done; only a queued or running worker can be paused'],
       ['resume', 'bo', 'worker one is done; only a suspended worker can be resumed'],
@@ -334,7 +216,6 @@ describe('pause and resume', () => {
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'one/answer.txt')).toBe('carry on\n');
     expect((await historyFacts(env.client, id)).workflowTaskFailures).toBe(0);
-    remote.cleanup();
   });
 
   it('a resume sent while the sandbox is still pausing is kept', async () => {
@@ -352,9 +233,9 @@ describe('pause and resume', () => {
       const remote = await makeRemote({ 'README.md': 'x\n' });
       const asker = untilResumed('one', `echo '::flotilla {"question": "which colour?"}'`);
       const handle = await env.start(
-        request(remote.url, [asker], { sandbox: { provider: 'e2b' }, limits: { suspendTimeoutMinutes: 1 } }),
+        shellRequest(remote.url, [asker], { sandbox: { provider: 'e2b' }, limits: { suspendTimeoutMinutes: 1 } }),
       );
-      await waitForStatus(handle.workflowId, 'the question', (x) => x.workers[0].state === 'suspended');
+      await waitForStatus(handle, 'the question', (x) => x.workers[0].state === 'suspended');
       await waitFor('the slow pause', async () => (pausing ? true : undefined));
       await handle.signal(resumeSignal, { workerId: 'one', message: 'green' });
       // The worker's child has the resume before its sandbox is paused.
@@ -369,7 +250,6 @@ describe('pause and resume', () => {
       expect(end.failureMessage).toBeUndefined();
       expect(end.result?.outcome).toBe('pushed');
       expect(await remote.show('main', 'one/answer.txt')).toBe('green\n');
-      remote.cleanup();
     } finally {
       release();
       double.pause = realPause;
@@ -389,7 +269,7 @@ describe('ending a run', () => {
       `#!/bin/sh\ntouch ${started}\nwhile [ ! -e ${go} ]; do sleep 0.1; done\n`,
       { mode: 0o755 },
     );
-    const handle = await env.start(request(remote.url, [greet('one')]));
+    const handle = await env.start(shellRequest(remote.url, [greet('one')]));
     await waitFor('the push to reach the remote', async () => (existsSync(started) ? true : undefined));
     await handle.cancel();
     writeFileSync(go, '');
@@ -398,13 +278,12 @@ describe('ending a run', () => {
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.head()).toBe(end.result?.pushedSha);
     expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from one\n');
-    remote.cleanup();
   });
 
   it('a terminated leader leaves no sandbox: its workers are asked to cancel and clean up', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const marker = `sleep 4${Math.floor(Math.random() * 1e6)}`;
-    const handle = await env.start(request(remote.url, [{ id: 'slow', command: marker }]));
+    const handle = await env.start(shellRequest(remote.url, [subTask('slow', marker)]));
     await waitFor('the agent process', async () => ((await processesRunning(marker)).length ? true : undefined));
     expect(env.sandboxesLeft().length).toBeGreaterThan(0);
     await handle.terminate('operator pulled the plug');
@@ -416,20 +295,21 @@ describe('ending a run', () => {
       (await processesMatching(marker)).length === 0 ? true : undefined,
     );
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('a permanent failure ends the run at once with its cause; a refused request does not crash `flotilla result`', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const t0 = Date.now();
-    const handle = await env.start(request(remote.url, [greet('one')], { repo: { url: remote.url, baseRef: 'nope' } }));
+    const handle = await env.start(
+      shellRequest(remote.url, [greet('one')], { repo: { url: remote.url, baseRef: 'nope' } }),
+    );
     const end = await awaitRun(handle);
     expect(Date.now() - t0).toBeLessThan(15_000);
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toBe(
       `resolving the base failed: InvalidRequest: repo.baseRef: branch "nope" does not exist in ${remote.url}`,
     );
-    expect((await statusOf(handle.workflowId)).phase).toBe('failed');
+    expect((await handle.query(statusQuery)).phase).toBe('failed');
 
     const refusedRun = await env.start({ objective: 'x', repo: { url: remote.url }, testCmd: 7 });
     const shown = await flotilla(env.taskQueue, ['result', refusedRun.workflowId]);
@@ -437,6 +317,5 @@ describe('ending a run', () => {
     expect(shown.err).toBe('');
     expect(shown.out).toContain(`Run ${refusedRun.workflowId} did not push (InvalidRequest): invalid request:`);
     expect(shown.out).toContain('testCmd: expected string, got a number');
-    remote.cleanup();
   });
 });

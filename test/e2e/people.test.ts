@@ -2,41 +2,34 @@
  * People in the loop: gates, suspend and resume, pause, cancel — through our CLI, the client
  * API and the real `temporal` binary, against the suite's dev server.
  */
-import { spawn } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
-import { temporalBinary } from '../../src/temporal/server';
-import { type RunStatus, approveSignal, resumeSignal, statusQuery } from '../../src/contracts/messages';
-import { TestEnv, makeRemote, describeReplay, manual, shellRequest, greet } from '../support/helpers';
-import { CLI, flotilla, processesMatching, processesRunning, run, waitFor } from '../support/processes';
+import { approveSignal, resumeSignal, statusQuery } from '../../src/contracts/messages';
+import { TestEnv } from '../support/env';
+import {
+  flotilla,
+  processesMatching,
+  processesRunning,
+  spawnFlotilla,
+  temporalCli,
+  waitFor,
+} from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { describeReplay } from '../support/replay';
+import { greet, shellRequest, subTask, withGates } from '../support/requests';
+import { waitForStatus } from '../support/runs';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-});
-
-const request = (url: string, tasks: { id: string; command: string }[], extra: object = {}) =>
-  shellRequest('people in the loop', url, tasks, extra);
 
 /** An agent that, until it is resumed with a message, does `first`; then writes the message. */
-const untilResumed = (id: string, first: string) => ({
-  id,
-  command: `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then mkdir -p ${id} && printf '%s\\n' "$FLOTILLA_RESUME_MESSAGE" > ${id}/answer.txt && git add -A && git commit -qm answer && echo '::flotilla {"costUsd": 0.25, "turns": 1}'; else ${first}; fi`,
-});
-
-async function statusOf(workflowId: string): Promise<RunStatus> {
-  return env.client.workflow.getHandle(workflowId).query(statusQuery);
-}
-
-async function waitForStatus(workflowId: string, what: string, ok: (s: RunStatus) => boolean): Promise<RunStatus> {
-  return waitFor(what, async () => {
-    const s = await statusOf(workflowId);
-    return ok(s) ? s : undefined;
-  });
-}
+const untilResumed = (id: string, first: string) =>
+  subTask(
+    id,
+    `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then mkdir -p ${id} && printf '%s\\n' "$FLOTILLA_RESUME_MESSAGE" > ${id}/answer.txt && git add -A && git commit -qm answer && echo '::flotilla {"costUsd": 0.25, "turns": 1}'; else ${first}; fi`,
+  );
 
 async function childExists(workflowId: string): Promise<boolean> {
   return env.client.workflow
@@ -51,8 +44,8 @@ async function childExists(workflowId: string): Promise<boolean> {
 describe('gates', () => {
   it('a manual plan gate starts no worker before approve; the Temporal CLI can approve it', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const handle = await env.start(request(remote.url, [greet('one'), greet('two')], { gates: { plan: manual } }));
-    const s = await waitForStatus(handle.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
+    const handle = await env.start(shellRequest(remote.url, [greet('one'), greet('two')], withGates('plan')));
+    const s = await waitForStatus(handle, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
     expect(s.gate?.plan?.map((p) => p.id)).toEqual(['one', 'two']);
     expect(s.gate?.plan?.[0]).toMatchObject({ ownedPaths: ['one'], agent: 'shell', prompt: 'do one' });
     // Once the leader is idle at the gate (no workflow task pending), only a signal can move it:
@@ -65,37 +58,34 @@ describe('gates', () => {
         : undefined;
     });
     expect(history.filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)).toEqual([]);
-    expect((await statusOf(handle.workflowId)).workers.map((w) => w.state)).toEqual(['queued', 'queued']);
+    expect((await handle.query(statusQuery)).workers.map((w) => w.state)).toEqual(['queued', 'queued']);
     expect(await childExists(`${handle.workflowId}/one`)).toBe(false);
 
     const shown = await flotilla(env.taskQueue, ['status', handle.workflowId]);
     expect(shown.out).toContain(`approve: flotilla approve ${handle.workflowId} --gate plan`);
 
-    const signal = await run(temporalBinary(), [
+    const signal = await temporalCli(
       'workflow',
       'signal',
-      '--address',
-      inject('temporalAddress'),
       '--workflow-id',
       handle.workflowId,
       '--name',
       'approve',
       '--input',
       JSON.stringify({ gate: 'plan', by: 'ana', comment: 'looks right' }),
-    ]);
+    );
     expect(signal.code).toBe(0);
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.decisions).toEqual([{ gate: 'plan', approved: true, by: 'ana', comment: 'looks right' }]);
     expect(await remote.show('main', 'two/greeting.txt')).toBe('hello from two\n');
-    remote.cleanup();
   });
 
   it('reject at the plan gate ends the run with the reason, nothing pushed', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const base = await remote.head();
-    const handle = await env.start(request(remote.url, [greet('one')], { gates: { plan: manual } }));
-    await waitForStatus(handle.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
+    const handle = await env.start(shellRequest(remote.url, [greet('one')], withGates('plan')));
+    await waitForStatus(handle, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
     const r = await flotilla(env.taskQueue, [
       'reject',
       handle.workflowId,
@@ -111,14 +101,13 @@ describe('gates', () => {
     expect(end.failureType).toBe('rejected');
     expect(end.failureMessage).toBe('bo rejected the plan gate: wrong split');
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   });
 
   it('a manual push gate refuses a wrong SHA and pushes exactly the approved one', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const base = await remote.head();
-    const handle = await env.start(request(remote.url, [greet('one'), greet('two')], { gates: { push: manual } }));
-    const s = await waitForStatus(handle.workflowId, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
+    const handle = await env.start(shellRequest(remote.url, [greet('one'), greet('two')], withGates('push')));
+    const s = await waitForStatus(handle, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
     const sha = s.gate!.sha!;
     expect(sha).toMatch(/^[0-9a-f]{40}$/);
     expect(s.gate?.diffstat).toContain('2 files changed');
@@ -129,7 +118,7 @@ describe('gates', () => {
     expect(wrong.err).toContain(`refused: approval names ${base}, but the commit to push is ${sha}`);
     // A signal, which gets no answer, is refused by the workflow too, and the refusal recorded.
     await handle.signal(approveSignal, { gate: 'push', sha: base!, by: 'mallory' });
-    const refused = await waitForStatus(handle.workflowId, 'the refusal', (x) => (x.gate?.refused.length ?? 0) > 0);
+    const refused = await waitForStatus(handle, 'the refusal', (x) => (x.gate?.refused.length ?? 0) > 0);
     expect(refused.gate?.refused[0]).toEqual({
       by: 'mallory',
       reason: `approval names ${base}, but the commit to push is ${sha}`,
@@ -150,14 +139,13 @@ describe('gates', () => {
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.head()).toBe(sha);
-    remote.cleanup();
   });
 
   it('a gate that times out with outcome "fail" ends the run', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const base = await remote.head();
     const end = await env.run(
-      request(remote.url, [greet('one')], {
+      shellRequest(remote.url, [greet('one')], {
         gates: { push: { mode: 'manual', timeoutMinutes: 0.02, onTimeout: 'fail' } },
       }),
     );
@@ -165,7 +153,6 @@ describe('gates', () => {
     expect(end.failureMessage).toBe('the push gate expired after 0.02 minute(s) without a decision');
     expect(end.result?.decisions[0]).toMatchObject({ gate: 'push', approved: false, by: 'timeout', expired: true });
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   });
 });
 
@@ -173,14 +160,13 @@ describe('gate expiry', () => {
   it('a gate that times out with outcome "approve" passes by itself and says so', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const end = await env.run(
-      request(remote.url, [greet('one')], {
+      shellRequest(remote.url, [greet('one')], {
         gates: { plan: { mode: 'manual', timeoutMinutes: 0.02, onTimeout: 'approve' } },
       }),
     );
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.decisions).toEqual([{ gate: 'plan', approved: true, by: 'timeout', expired: true }]);
     expect(await remote.show('main', 'one/greeting.txt')).toBe('hello from one\n');
-    remote.cleanup();
   });
 });
 
@@ -188,8 +174,10 @@ describe('suspend and resume', () => {
   it('a worker past its budget slice suspends; resume with a message and budget finishes it', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const spender = untilResumed('spender', `echo '::flotilla {"costUsd": 2, "turns": 3}'; sleep 30`);
-    const handle = await env.start(request(remote.url, [spender, greet('calm')], { limits: { workerBudgetUsd: 1 } }));
-    const s = await waitForStatus(handle.workflowId, 'the suspension', (x) => x.workers[0].state === 'suspended');
+    const handle = await env.start(
+      shellRequest(remote.url, [spender, greet('calm')], { limits: { workerBudgetUsd: 1 } }),
+    );
+    const s = await waitForStatus(handle, 'the suspension', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0]).toMatchObject({
       state: 'suspended',
       costUsd: 2,
@@ -214,27 +202,25 @@ describe('suspend and resume', () => {
     const report = end.result?.workers.find((w) => w.workerId === 'spender');
     expect(report).toMatchObject({ status: 'done', costUsd: 2.25, turns: 4, runs: 2 });
     expect(end.result?.costUsd).toBe(2.25);
-    remote.cleanup();
   });
 
   it('a worker past its turn limit suspends; resume lets it finish', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const chatty = untilResumed('chatty', `echo '::flotilla {"turns": 7}'`);
-    const handle = await env.start(request(remote.url, [chatty], { limits: { maxTurns: 5 } }));
-    const s = await waitForStatus(handle.workflowId, 'the suspension', (x) => x.workers[0].state === 'suspended');
+    const handle = await env.start(shellRequest(remote.url, [chatty], { limits: { maxTurns: 5 } }));
+    const s = await waitForStatus(handle, 'the suspension', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0]).toMatchObject({ turns: 7, reason: 'the agent reached its turn limit (5)' });
     await handle.signal(resumeSignal, { workerId: 'chatty', message: 'wrap up' });
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'chatty/answer.txt')).toBe('wrap up\n');
-    remote.cleanup();
   });
 
   it('an agent that asks a question suspends with it; the answer reaches the agent', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const asker = untilResumed('asker', `echo '::flotilla {"question": "Which colour should the button be?"}'`);
-    const handle = await env.start(request(remote.url, [asker]));
-    const s = await waitForStatus(handle.workflowId, 'the question', (x) => x.workers[0].state === 'suspended');
+    const handle = await env.start(shellRequest(remote.url, [asker]));
+    const s = await waitForStatus(handle, 'the question', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].question).toBe('Which colour should the button be?');
     expect((await flotilla(env.taskQueue, ['status', handle.workflowId])).out).toContain(
       'question: Which colour should the button be?',
@@ -243,18 +229,17 @@ describe('suspend and resume', () => {
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'asker/answer.txt')).toBe('green\n');
-    remote.cleanup();
   });
 
   it('pause stops a running agent and keeps its workspace; resume continues it', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const marker = `sleep 3${Math.floor(Math.random() * 1e6)}`;
     const slow = untilResumed('slow', `mkdir -p slow && echo started > slow/progress.txt && ${marker}`);
-    const handle = await env.start(request(remote.url, [slow]));
+    const handle = await env.start(shellRequest(remote.url, [slow]));
     await waitFor('the agent process', async () => ((await processesRunning(marker)).length ? true : undefined));
     const paused = await flotilla(env.taskQueue, ['pause', handle.workflowId, '--worker', 'slow']);
     expect(paused.err).toBe('');
-    const s = await waitForStatus(handle.workflowId, 'the pause', (x) => x.workers[0].state === 'suspended');
+    const s = await waitForStatus(handle, 'the pause', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].reason).toBe('paused by an operator');
     await waitFor('the agent to be killed', async () =>
       (await processesMatching(marker)).length === 0 ? true : undefined,
@@ -265,19 +250,17 @@ describe('suspend and resume', () => {
     expect(await remote.show('main', 'slow/answer.txt')).toBe('carry on\n');
     // The first run's file survived the pause: same workspace.
     expect(await remote.show('main', 'slow/progress.txt')).toBe('started\n');
-    remote.cleanup();
   });
 
   it('a suspension that is never resumed expires with a clear outcome', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const asker = untilResumed('asker', `echo '::flotilla {"question": "anyone?"}'`);
-    const end = await env.run(request(remote.url, [asker], { limits: { suspendTimeoutMinutes: 0.02 } }));
+    const end = await env.run(shellRequest(remote.url, [asker], { limits: { suspendTimeoutMinutes: 0.02 } }));
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toContain(
       'asker: suspended (the agent needs an answer) and not resumed within 0 minute(s)',
     );
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 });
 
@@ -286,7 +269,7 @@ describe('cancel', () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const base = await remote.head();
     const marker = `sleep 4${Math.floor(Math.random() * 1e6)}`;
-    const handle = await env.start(request(remote.url, [{ id: 'busy', command: marker }, greet('quick')]));
+    const handle = await env.start(shellRequest(remote.url, [subTask('busy', marker), greet('quick')]));
     await waitFor('the agent process', async () => ((await processesRunning(marker)).length ? true : undefined));
     const r = await flotilla(env.taskQueue, ['cancel', handle.workflowId]);
     expect(r.out).toContain('the run was cancelled; nothing was pushed');
@@ -295,10 +278,9 @@ describe('cancel', () => {
     expect(await processesMatching(marker)).toEqual([]);
     expect(env.sandboxesLeft()).toEqual([]);
     expect(await remote.head()).toBe(base);
-    const s = await statusOf(handle.workflowId);
+    const s = await handle.query(statusQuery);
     expect(s.phase).toBe('cancelled');
     expect(s.workers.find((w) => w.id === 'busy')?.state).toBe('cancelled');
-    remote.cleanup();
   });
 });
 
@@ -306,10 +288,9 @@ describe('the Temporal CLI', () => {
   it('queries status and resumes a worker with the same messages', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const asker = untilResumed('asker', `echo '::flotilla {"question": "name?"}'`);
-    const handle = await env.start(request(remote.url, [asker]));
-    await waitForStatus(handle.workflowId, 'the question', (x) => x.workers[0].state === 'suspended');
-    const temporal = (...args: string[]) =>
-      run(temporalBinary(), [...args, '--address', inject('temporalAddress'), '--workflow-id', handle.workflowId]);
+    const handle = await env.start(shellRequest(remote.url, [asker]));
+    await waitForStatus(handle, 'the question', (x) => x.workers[0].state === 'suspended');
+    const temporal = (...args: string[]) => temporalCli(...args, '--workflow-id', handle.workflowId);
     const q = await temporal('workflow', 'query', '--type', 'status', '--output', 'json');
     expect(JSON.parse(q.out).queryResult[0].workers[0]).toMatchObject({
       id: 'asker',
@@ -328,17 +309,15 @@ describe('the Temporal CLI', () => {
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'asker/answer.txt')).toBe('flotilla\n');
-    remote.cleanup();
   });
 
   it('the Temporal CLI rejects with an update, pauses with a signal and cancels, as the README shows', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const base = await remote.head();
-    const temporal = (id: string, ...args: string[]) =>
-      run(temporalBinary(), [...args, '--address', inject('temporalAddress'), '--workflow-id', id]);
+    const temporal = (id: string, ...args: string[]) => temporalCli(...args, '--workflow-id', id);
 
-    const gated = await env.start(request(remote.url, [greet('one')], { gates: { plan: manual } }));
-    await waitForStatus(gated.workflowId, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
+    const gated = await env.start(shellRequest(remote.url, [greet('one')], withGates('plan')));
+    await waitForStatus(gated, 'the plan gate', (x) => x.phase === 'awaiting-plan-approval');
     const rejected = await temporal(
       gated.workflowId,
       'workflow',
@@ -354,8 +333,8 @@ describe('the Temporal CLI', () => {
     expect(end.failureType).toBe('rejected');
     expect(end.failureMessage).toContain('ana rejected the plan gate: wrong split');
 
-    const running = await env.start(request(remote.url, [{ id: 'slow', command: 'sleep 600' }]));
-    await waitForStatus(running.workflowId, 'the worker to run', (x) => x.workers[0].state === 'running');
+    const running = await env.start(shellRequest(remote.url, [subTask('slow', 'sleep 600')]));
+    await waitForStatus(running, 'the worker to run', (x) => x.workers[0].state === 'running');
     const paused = await temporal(
       running.workflowId,
       'workflow',
@@ -366,32 +345,24 @@ describe('the Temporal CLI', () => {
       JSON.stringify({ workerId: 'slow', by: 'ana' }),
     );
     expect(paused.code, paused.err).toBe(0);
-    await waitForStatus(running.workflowId, 'the pause', (x) => x.workers[0].state === 'suspended');
+    await waitForStatus(running, 'the pause', (x) => x.workers[0].state === 'suspended');
     const cancelled = await temporal(running.workflowId, 'workflow', 'cancel');
     expect(cancelled.code, cancelled.err).toBe(0);
     expect((await awaitRun(running)).failureType).toBe('cancelled');
     await waitFor('every sandbox to be gone', async () => (env.sandboxesLeft().length === 0 ? true : undefined));
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   });
 
   it('watch shows the open gate with the exact approve command and exits with the result', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const handle = await env.start(request(remote.url, [greet('one')], { gates: { push: manual } }));
-    const watcher = spawn(CLI[0], [...CLI.slice(1), 'watch', handle.workflowId], {
-      env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: env.taskQueue },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    watcher.stdout!.on('data', (b) => (out += b));
-    const exited = new Promise<number | null>((resolve) => watcher.once('exit', (code) => resolve(code)));
-    const s = await waitForStatus(handle.workflowId, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
+    const handle = await env.start(shellRequest(remote.url, [greet('one')], withGates('push')));
+    const watcher = spawnFlotilla(env.taskQueue, ['watch', handle.workflowId]);
+    const s = await waitForStatus(handle, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
     const approve = `approve: flotilla approve ${handle.workflowId} --gate push --sha ${s.gate!.sha}`;
-    await waitFor('watch to show the gate', async () => (out.includes(approve) ? true : undefined));
+    await waitFor('watch to show the gate', async () => (watcher.output().includes(approve) ? true : undefined));
     await handle.signal(approveSignal, { gate: 'push', sha: s.gate!.sha, by: 'ana' });
-    expect(await exited).toBe(0);
-    expect(out).toContain(`Run ${handle.workflowId}: pushed`);
-    remote.cleanup();
+    expect(await watcher.exited, watcher.stderr()).toBe(0);
+    expect(watcher.output()).toContain(`Run ${handle.workflowId}: pushed`);
   });
 });
 

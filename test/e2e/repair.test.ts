@@ -2,96 +2,33 @@
  * When the merge breaks: conflict resolution, the redone sub-task, repair rounds and hidden
  * oracle tests, end to end with scripted shell agents, real git and the suite's dev server.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type IntegrationAttempt } from '../../src/contracts/reports';
-import { type RequestError, parseLeaderRequest } from '../../src/contracts/request';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { LeaderRequestInput } from '../../src/contracts/request';
 import { statusQuery } from '../../src/contracts/messages';
 import { awaitRun } from '../../src/client/index';
-import { TestEnv, makeRemote, writeAgent } from '../support/helpers';
-import { flotilla, waitFor } from '../support/processes';
-
-const CHECK = `#!/bin/bash
-# Passes when every greeting file present says hello.
-for f in $(ls */greeting.txt 2>/dev/null); do grep -q hello "$f" || { echo "FAIL: $f does not greet"; exit 1; }; done
-echo "all greetings ok"
-`;
-const BOTH_NAMES = 'one\nleft\nright\nthree\n';
+import { TestEnv } from '../support/env';
+import { BOTH_NAMES, greetingsRemote, greetingsRequest, renamer } from '../support/greetings';
+import { makeRemote } from '../support/remotes';
+import { replayFinishedRuns } from '../support/replay';
+import { greet, shell, subTask, writeAgent } from '../support/requests';
+import { historyHits, waitForStatus } from '../support/runs';
+import { flotilla } from '../support/processes';
 
 let env: TestEnv;
-
 beforeAll(async () => {
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-});
 
-/** The full output an attempt's agent produced (its scripts print their prompt first). */
-function agentLog(attempt: IntegrationAttempt): string {
-  return readFileSync(path.join(env.dataDir, 'artifacts', `${attempt.logRef!.slice('sha256:'.length)}.log`), 'utf8');
-}
-
-function shell(command: string) {
-  return { kind: 'shell' as const, command };
-}
-
-function task(id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) {
-  return { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: shell(command) };
-}
-
-/** Renames "two" in the shared list after itself; redone on a tree where "left" is there already, it adds itself below. */
-function renamer(id: string, onRedo = `printf '${BOTH_NAMES.replace(/\n/g, '\\n')}' > shared/names.txt`) {
-  return task(
-    id,
-    `${writeAgent(`${id}/greeting.txt`, 'hello')} && if grep -qx left shared/names.txt; then ${onRedo}; else sed -i 's/two/${id}/' shared/names.txt; fi && git commit -qam 'rename two'`,
-  );
-}
-
-async function sampleRemote() {
-  return makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK, 'shared/names.txt': 'one\ntwo\nthree\n' });
-}
-
-function request(url: string, subTasks: ReturnType<typeof task>[], extra: object = {}) {
-  return { objective: 'greetings', repo: { url, baseRef: 'main' }, testCmd: './check.sh', subTasks, ...extra };
-}
-
-const conflicting = (url: string, extra: object) =>
-  request(url, [renamer('left'), renamer('right')], { sharedPaths: ['shared'], ...extra });
+const conflicting = (url: string, fields: Partial<LeaderRequestInput>) =>
+  greetingsRequest(url, [renamer('left'), renamer('right')], { sharedPaths: ['shared'], ...fields });
 
 /** A resolver that stages the conflicted file as it is, markers and all. */
 const LAZY_RESOLVER = shell('cat "$FLOTILLA_PROMPT_FILE"; git add -A');
 
-describe('the request', () => {
-  it("refuses inline oracle files, saying what to use instead, and checks the fixers' bounds", () => {
-    const bad = {
-      ...request('/remote.git', [task('alpha')]),
-      resolver: { agent: shell('true'), maxRounds: 0 },
-      repair: { maxRounds: 2 },
-      oracle: { files: { 'h/t.sh': 'exit 0' } },
-    };
-    const problems = (() => {
-      try {
-        parseLeaderRequest(bad);
-        return [];
-      } catch (err) {
-        return (err as RequestError).problems;
-      }
-    })();
-    expect(problems).toEqual([
-      'resolver.maxRounds: Too small: expected number to be >=1',
-      'repair.agent: is required',
-      'oracle.files: is no longer accepted (oracle contents would be stored in workflow history); ' +
-        'put the hidden tests in a repository and name it with oracle: { repo: <url>, ref: <branch> }',
-    ]);
-  });
-});
-
 describe('conflicts', () => {
   it('a resolver reconciles two workers that changed the same lines; both intents are pushed', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const resolver = shell(
       `cat "$FLOTILLA_PROMPT_FILE"; echo; printf '${BOTH_NAMES.replace(/\n/g, '\\n')}' > shared/names.txt; echo '::flotilla {"costUsd": 0.1}'`,
     );
@@ -114,19 +51,18 @@ describe('conflicts', () => {
     expect(attempt.diffstat).toContain('shared/names.txt');
     expect(end.result?.integration?.costUsd).toBe(0.1);
     // The resolver saw the hunks, fenced as data, and the rules.
-    const prompt = agentLog(attempt);
+    const prompt = env.artifact(attempt.logRef!);
     expect(prompt).toMatch(/BEGIN UNTRUSTED DATA [0-9a-f]{16}: the conflicting hunks/);
     expect(prompt).toMatch(/<<<<<<< [0-9a-f]{40}\n.*left\n.*=======\n.*right\n.*>>>>>>> [0-9a-f]{40}/);
     expect(prompt).toMatch(/END UNTRUSTED DATA [0-9a-f]{16}/);
     expect(prompt).toContain('Do not commit');
     expect(prompt).toContain('Verify your work by running: git diff --check, then ./check.sh');
-    expect(await remote.log('main', end.result!.baseSha)).toContain('Integrate right: write right/greeting.txt');
+    expect(await remote.log('main', end.result!.baseSha)).toContain('Integrate right: rename two to right');
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('a resolver that leaves a conflict marker: the sub-task is redone on the integrated tree and the run pushes', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const end = await env.run(conflicting(remote.url, { resolver: { agent: LAZY_RESOLVER, maxRounds: 1 } }));
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
@@ -154,26 +90,24 @@ describe('conflicts', () => {
     const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
     expect(status.integration?.attempts).toEqual(attempts);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('a redone sub-task is a worker in the status: its question suspends it and `flotilla resume` answers it', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     // Redone (on a tree where "left" is there), it first asks whether to keep both names.
     const right = renamer('right');
     right.agent.command =
       `if [ -z "\${FLOTILLA_RESUME_MESSAGE:-}" ] && grep -qx left shared/names.txt; then ` +
       `echo '::flotilla {"question": "keep both names?", "costUsd": 0.05}'; exit 0; fi; ${right.agent.command}`;
     const handle = await env.start(
-      request(remote.url, [renamer('left'), right], {
+      greetingsRequest(remote.url, [renamer('left'), right], {
         sharedPaths: ['shared'],
         resolver: { agent: LAZY_RESOLVER, maxRounds: 1 },
       }),
     );
-    const asking = await waitFor('the redone worker to ask', async () => {
-      const s = await handle.query(statusQuery);
-      return s.workers.find((w) => w.id === 'right.redo' && w.state === 'suspended') ? s : undefined;
-    });
+    const asking = await waitForStatus(handle, 'the redone worker to ask', (s) =>
+      s.workers.some((w) => w.id === 'right.redo' && w.state === 'suspended'),
+    );
     expect(asking.workers.find((w) => w.id === 'right.redo')).toMatchObject({
       question: 'keep both names?',
       costUsd: 0.05,
@@ -211,11 +145,10 @@ describe('conflicts', () => {
       costUsd: 0.05,
     });
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it("no redo starts once the run's budget is spent", async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const pricey = shell(`git add -A; echo '::flotilla {"costUsd": 0.2}'`);
     const end = await env.run(
@@ -229,14 +162,13 @@ describe('conflicts', () => {
     expect(status.workers.find((w) => w.id === 'right.redo')).toMatchObject({ state: 'failed', costUsd: 0 });
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('resolver and redone sub-task both fail: a conflict report names workers, files and what was tried; nothing is pushed', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const end = await env.run(
-      request(remote.url, [renamer('left'), renamer('right', 'echo "cannot redo this" >&2; exit 3')], {
+      greetingsRequest(remote.url, [renamer('left'), renamer('right', 'echo "cannot redo this" >&2; exit 3')], {
         sharedPaths: ['shared'],
         // Round 2 commits the markers itself: the host takes only the tree, and checks it the same.
         resolver: {
@@ -261,7 +193,6 @@ describe('conflicts', () => {
     ]);
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 });
 
@@ -273,9 +204,9 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
   );
 
   it('tests fail on the merged tree; the repair agent fixes them in round 2; both rounds are reported', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const end = await env.run(
-      request(remote.url, [task('alpha'), task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
+      greetingsRequest(remote.url, [greet('alpha'), subTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
         repair: { agent: lateRepair, maxRounds: 3, budgetUsd: 5 },
       }),
     );
@@ -299,7 +230,7 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
     expect(second.failed).toContain('FAIL: grumpy/greeting.txt does not greet');
     expect(second.diffstat).toMatch(/grumpy\/greeting\.txt \| 2 \+-/);
     expect(end.result?.integration?.costUsd).toBe(0.5);
-    const prompt = agentLog(first);
+    const prompt = env.artifact(first.logRef!);
     expect(prompt).toMatch(/BEGIN UNTRUSTED DATA [0-9a-f]{16}: the output of the failing command \(exit 1\)/);
     expect(prompt).toContain('FAIL: grumpy/greeting.txt does not greet');
     expect(prompt).toContain('Change only these paths: alpha, grumpy.');
@@ -308,18 +239,17 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
       'Repair round 2: make the tests pass',
       'Repair round 1: make the tests pass',
     ]);
-    remote.cleanup();
   });
 
   it('repair rounds run out: every round is reported, a question or an edit to the test script fails its round, nothing is pushed', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const cheat = shell(
       `if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then printf '#!/bin/bash\\nexit 0\\n' > check.sh; ` +
         `else echo hello > grumpy/greeting.txt; echo '::flotilla {"question": "may I change the greeting?"}'; fi`,
     );
     const end = await env.run(
-      request(remote.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
+      greetingsRequest(remote.url, [subTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
         repair: { agent: cheat, maxRounds: 2 },
       }),
     );
@@ -338,13 +268,12 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
     expect(end.result?.test?.exitCode).toBe(1);
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
   it('a repair budget ends the rounds once it is spent', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const spender = shell(`echo '::flotilla {"costUsd": 0.6}'; echo meh > grumpy/greeting.txt`);
     const end = await env.run(
-      request(remote.url, [task('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
+      greetingsRequest(remote.url, [subTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))], {
         repair: { agent: spender, maxRounds: 5, budgetUsd: 1 },
       }),
     );
@@ -357,7 +286,6 @@ if grep -q 'This is round 2 of' "$FLOTILLA_PROMPT_FILE"; then echo hello > grump
       [2, 'failed', 'the repair agent was stopped at its budget', 0.6],
     ]);
     expect(end.result?.integration?.costUsd).toBe(1.2);
-    remote.cleanup();
   });
 });
 
@@ -374,17 +302,17 @@ echo "oracle ok"
   const RUN_ALL = `./check.sh && for t in $(find . -name '*.check.sh' -not -path './.git/*'); do bash "$t" || exit 1; done`;
 
   it('are hidden from workers and the repair agent, gate the push, and are never committed', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const hidden = await makeRemote({ [ORACLE_PATH]: ORACLE });
     // Split, so that the agents' own commands do not carry the secret into history.
     const secret = `"${SECRET.slice(0, 6)}""${SECRET.slice(6)}"`;
     const probe = `{ find . -name '*.check.sh' -not -path './.git/*'; grep -rl ${secret} . /tmp; git log --all -p | grep -c ${secret}; }`;
-    const worker = task('alpha', `${probe} 2>&1; ${writeAgent('alpha/greeting.txt', 'hello')}`);
+    const worker = subTask('alpha', `${probe} 2>&1; ${writeAgent('alpha/greeting.txt', 'hello')}`);
     const repair = shell(
       `cat "$FLOTILLA_PROMPT_FILE"; ${probe} > alpha/probe.txt 2>&1; echo 'hello, world' > alpha/greeting.txt`,
     );
     const handle = await env.start(
-      request(remote.url, [worker], {
+      greetingsRequest(remote.url, [worker], {
         testCmd: RUN_ALL,
         oracle: { repo: hidden.url, ref: 'main' },
         repair: { agent: repair, maxRounds: 2 },
@@ -404,7 +332,7 @@ echo "oracle ok"
     expect(round.failed).not.toContain('ORACLE FAIL');
     expect(result.test?.tail).toContain('oracle ok');
     // The repair agent was told only that hidden tests fail.
-    const prompt = agentLog(round);
+    const prompt = env.artifact(round.logRef!);
     expect(prompt).toContain('hidden tests that gate the result fail on it');
     expect(prompt).not.toContain('ORACLE FAIL');
     expect(prompt).not.toContain('hello, world');
@@ -429,17 +357,15 @@ echo "oracle ok"
       ).toEqual([]);
     }
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
-    hidden.cleanup();
   });
 });
 
 describe('oracle source', () => {
   it('hidden tests that cannot be fetched end the run before any worker starts, saying which setting', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const end = await env.run(
-      request(remote.url, [task('alpha')], { oracle: { repo: remote.url, ref: 'no-such-branch' } }),
+      greetingsRequest(remote.url, [greet('alpha')], { oracle: { repo: remote.url, ref: 'no-such-branch' } }),
     );
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toMatch(
@@ -448,53 +374,28 @@ describe('oracle source', () => {
     const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
     expect(status.workers.map((w) => w.state)).toEqual(['queued']);
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   });
 
   it('a tree with a file of its own at a hidden test path fails the run, counting it without naming it', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const hidden = await makeRemote({ 'qa/accept.check.sh': 'exit 0\n' });
     const base = await remote.head();
-    const squatter = {
-      id: 'qa',
-      prompt: 'write qa/accept.check.sh',
-      ownedPaths: ['qa'],
-      agent: shell(writeAgent('qa/accept.check.sh', 'exit 0')),
-    };
-    const end = await env.run(request(remote.url, [squatter], { oracle: { repo: hidden.url, ref: 'main' } }));
+    const squatter = subTask('qa', writeAgent('qa/accept.check.sh', 'exit 0'));
+    const end = await env.run(greetingsRequest(remote.url, [squatter], { oracle: { repo: hidden.url, ref: 'main' } }));
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toBe(
       'the integrated tree has 1 file(s) of its own at hidden test paths; nothing is pushed',
     );
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
-    hidden.cleanup();
   });
 });
 
 describe('determinism', () => {
   it('the histories of these runs and of their workers, redone ones included, replay', async () => {
-    const { replayed, errors } = await env.replayFinishedRuns();
+    const { replayed, errors } = await replayFinishedRuns(env);
     expect(errors).toEqual([]);
     // 11 leaders; 19 workers, of which 3 redone (and one not started).
     expect(replayed).toBe(30);
   });
 });
-
-/** Which kinds of history event carry `needle` in a payload. */
-function historyHits(history: { events?: unknown[] | null }, needle: string): string[] {
-  const hits: string[] = [];
-  for (const event of history.events ?? []) {
-    for (const [key, attrs] of Object.entries(event as Record<string, unknown>)) {
-      if (key.endsWith('EventAttributes') && attrs && payloadText(attrs).includes(needle)) hits.push(key);
-    }
-  }
-  return hits;
-}
-
-function payloadText(value: unknown): string {
-  if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
-  if (value && typeof value === 'object') return Object.values(value).map(payloadText).join('\n');
-  return '';
-}

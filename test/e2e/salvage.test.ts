@@ -6,31 +6,18 @@
  */
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, formatRunEnd } from '../../src/client/index';
-import { TestEnv, describeReplay, makeRemote, writeAgent } from '../support/helpers';
+import { TestEnv } from '../support/env';
 import { processesRunning, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { describeReplay } from '../support/replay';
+import { shellRequest, subTask, writeAgent } from '../support/requests';
 
 let env: TestEnv;
-
 beforeAll(async () => {
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-});
-
-function request(url: string, id: string, command: string, extra: object = {}) {
-  return {
-    objective: 'salvage',
-    repo: { url, baseRef: 'main' },
-    testCmd: 'true',
-    subTasks: [
-      { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } },
-    ],
-    ...extra,
-  };
-}
 
 const staging = () => simpleGit(path.join(env.dataDir, 'staging.git'));
 
@@ -40,7 +27,9 @@ describe('salvage', () => {
     const base = await remote.head();
     // One commit, one file left uncommitted, then a sleep far past the 3-second limit.
     const agent = `${writeAgent('slow/greeting.txt', 'hello, salvaged')} && echo 'half done' > slow/notes.txt && sleep 300`;
-    const end = await env.run(request(remote.url, 'slow', agent, { limits: { workerTimeoutMinutes: 0.05 } }));
+    const end = await env.run(
+      shellRequest(remote.url, [subTask('slow', agent)], { limits: { workerTimeoutMinutes: 0.05 } }),
+    );
 
     expect(end.failureType).toBe('failed');
     const slow = end.result?.workers.find((w) => w.workerId === 'slow');
@@ -61,14 +50,15 @@ describe('salvage', () => {
 
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('an agent that commits and then hits a sandbox limit: its activity fails for good, the reason says why, its commit is salvaged', async () => {
     const remote = await makeRemote({ 'README.md': '# sample\n' });
     const base = await remote.head();
     const agent = `${writeAgent('full/greeting.txt', 'hello before the limit')} && head -c 64M /dev/zero > /tmp/fill`;
-    const end = await env.run(request(remote.url, 'full', agent, { sandbox: { limits: { tmpMiB: 8 } } }));
+    const end = await env.run(
+      shellRequest(remote.url, [subTask('full', agent)], { sandbox: { limits: { tmpMiB: 8 } } }),
+    );
 
     expect(end.failureType).toBe('failed');
     const full = end.result?.workers.find((w) => w.workerId === 'full');
@@ -83,23 +73,21 @@ describe('salvage', () => {
 
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('an agent that fails having changed nothing: nothing is salvaged and the result says nothing of it', async () => {
     const remote = await makeRemote({ 'README.md': '# sample\n' });
-    const end = await env.run(request(remote.url, 'idle', 'echo "giving up" >&2; exit 3'));
+    const end = await env.run(shellRequest(remote.url, [subTask('idle', 'echo "giving up" >&2; exit 3')]));
     const idle = end.result?.workers.find((w) => w.workerId === 'idle');
     expect(idle).toMatchObject({ status: 'failed', reason: 'the agent exited with code 3' });
     expect(idle?.salvaged).toBeUndefined();
     expect(formatRunEnd(end)).not.toContain('salvaged');
-    remote.cleanup();
   });
 
   it('work that cannot be collected (over the policy) leaves the reason the agent failed, says why beside it, and nothing in staging', async () => {
     const remote = await makeRemote({ 'README.md': '# sample\n' });
     const agent = `mkdir -p huge && head -c 5000 /dev/zero > huge/blob.bin && git add -A && git commit -qm blob && exit 9`;
-    const end = await env.run(request(remote.url, 'huge', agent, { policy: { maxFileBytes: 1000 } }));
+    const end = await env.run(shellRequest(remote.url, [subTask('huge', agent)], { policy: { maxFileBytes: 1000 } }));
     const huge = end.result?.workers.find((w) => w.workerId === 'huge');
     expect(huge?.status).toBe('failed');
     expect(huge?.reason).toBe('the agent exited with code 9');
@@ -109,14 +97,15 @@ describe('salvage', () => {
     expect(formatRunEnd(end)).toContain(`not salvaged: ${why}`);
     expect(await staging().raw(['for-each-ref', '--format=%(refname)', 'refs/'])).not.toContain('workers/huge');
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('a cancelled run collects nothing: the committed work goes with its sandbox', async () => {
     const remote = await makeRemote({ 'README.md': '# sample\n' });
     const marker = `sleep 5${Math.floor(Math.random() * 1e6)}`;
     const handle = await env.start(
-      request(remote.url, 'patient', `${writeAgent('patient/greeting.txt', 'hello, cancelled')} && ${marker}`),
+      shellRequest(remote.url, [
+        subTask('patient', `${writeAgent('patient/greeting.txt', 'hello, cancelled')} && ${marker}`),
+      ]),
     );
     // The sleep starts only once the commit is made.
     await waitFor('the agent to commit and sleep', async () =>
@@ -126,7 +115,6 @@ describe('salvage', () => {
     expect((await awaitRun(handle)).failureType).toBe('cancelled');
     expect(await staging().raw(['for-each-ref', '--format=%(refname)', `refs/`])).not.toContain('workers/patient');
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 });
 

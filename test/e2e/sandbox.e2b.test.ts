@@ -1,36 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import {
-  AuthenticationError,
-  CommandExitError,
-  FileNotFoundError,
-  InvalidArgumentError,
-  NotEnoughSpaceError,
-  RateLimitError,
-  SandboxError,
-  SandboxNotFoundError,
-  ServiceBusyError,
-  TemplateError,
-  TimeoutError,
-} from 'e2b';
-import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
-import {
-  type E2BApi,
-  type E2BCreateOpts,
-  E2BSandboxProvider,
-  classifyE2BError,
-  e2bSdk,
-} from '../../src/sandbox/e2b/provider';
+import { AuthenticationError, CommandExitError, RateLimitError, SandboxNotFoundError, TimeoutError } from 'e2b';
+import { describe, it, expect, beforeAll, vi } from 'vitest';
+import { type E2BApi, type E2BCreateOpts, E2BSandboxProvider, e2bSdk } from '../../src/sandbox/e2b/provider';
+import { releaseAtEnd } from '../support/cleanup';
+import { machineHas } from '../support/requirements';
 import { sandboxContract } from '../support/sandbox-contract';
 import { E2BDouble, type DoubleCall } from '../support/e2b-double';
 
-sandboxContract('e2b (test double)', async () => {
-  // Pages of one, so every lookup has to page through the list.
-  const double = await E2BDouble.start({ pageSize: 1 });
-  return { provider: new E2BSandboxProvider({ api: double }), cleanup: () => double.cleanup() };
-});
+// Pages of one, so every lookup has to page through the list.
+sandboxContract(
+  'e2b (test double)',
+  async () => new E2BSandboxProvider({ api: await E2BDouble.start({ pageSize: 1 }) }),
+);
 
-describe.skipIf(!process.env.E2B_API_KEY)('against the real E2B API (E2B_API_KEY is set)', () => {
+describe.runIf(machineHas('e2b'))('against the real E2B API (E2B_API_KEY is set)', () => {
   const sdk = e2bSdk();
   const created = new Set<string>();
   const recording: E2BApi = {
@@ -62,12 +46,10 @@ describe.skipIf(!process.env.E2B_API_KEY)('against the real E2B API (E2B_API_KEY
 
   sandboxContract(
     'e2b (real SDK)',
-    async () => ({
-      provider: new E2BSandboxProvider({ api: recording, template: process.env.E2B_TEMPLATE }),
-      cleanup: async () => {
-        await Promise.all([...created].map((id) => sdk.kill(id)));
-      },
-    }),
+    async () => {
+      releaseAtEnd(() => Promise.all([...created].map((id) => sdk.kill(id))));
+      return new E2BSandboxProvider({ api: recording, template: process.env.E2B_TEMPLATE });
+    },
     { findProcesses, killLatencyMs: 10_000, testTimeoutMs: 120_000 },
   );
 });
@@ -84,9 +66,6 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
   let double: E2BDouble;
   beforeAll(async () => {
     double = await E2BDouble.start();
-  });
-  afterAll(async () => {
-    await double?.cleanup();
   });
 
   const uniq = () => randomBytes(4).toString('hex');
@@ -288,33 +267,6 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
       nonRetryable: true,
       type: 'InvalidEnvName',
     });
-  });
-
-  it('classifies SDK errors as retryable or fatal', () => {
-    const withStatus = (statusCode: number) => Object.assign(new SandboxError(`${statusCode}: x`), { statusCode });
-    const fatal = [
-      new AuthenticationError('Unauthorized, please check your credentials.'),
-      new TemplateError('You need to update the template to use the new SDK.'),
-      new InvalidArgumentError("cwd '/nope' does not exist"),
-      new SandboxNotFoundError('Paused sandbox abc not found'),
-      new FileNotFoundError("path '/x' does not exist"),
-      new NotEnoughSpaceError('no space left'),
-      withStatus(400),
-      withStatus(403),
-      withStatus(404),
-    ];
-    const retryable = [
-      new RateLimitError('Rate limit exceeded, please try again later'),
-      new ServiceBusyError('Service temporarily unavailable, please retry'),
-      new TimeoutError('[unavailable] sandbox timeout'),
-      withStatus(409),
-      withStatus(500),
-      withStatus(502),
-      new TypeError('fetch failed'),
-      new SandboxError('Process exited without a result'),
-    ];
-    expect(fatal.map(classifyE2BError)).toEqual(fatal.map(() => 'fatal'));
-    expect(retryable.map(classifyE2BError)).toEqual(retryable.map(() => 'retryable'));
   });
 
   it('throws non-retryable failures for fatal errors and plain errors for retryable ones', async () => {

@@ -6,20 +6,18 @@
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../support/helpers';
+import { describe, expect, it } from 'vitest';
+import { releaseAtEnd } from '../support/cleanup';
 import { run } from '../support/processes';
+import { machineHas } from '../support/requirements';
+import { tempDir } from '../support/temp';
 
 const ns = `flotilla-netns-${process.pid}`;
-const asRoot = process.getuid?.() === 0;
 
-describe.skipIf(!asRoot)('a worker in a network namespace of its own', () => {
-  afterAll(() => {
-    execFileSync('ip', ['netns', 'delete', ns], { stdio: 'ignore' });
-  });
-
+describe.runIf(machineHas('netns'))('a worker in a network namespace of its own', () => {
   it('runs sandbox commands although /sys/fs/cgroup is empty there', async () => {
     execFileSync('ip', ['netns', 'add', ns]);
+    releaseAtEnd(() => execFileSync('ip', ['netns', 'delete', ns], { stdio: 'ignore' }));
     const tsx = createRequire(__filename).resolve('tsx/cjs');
     const r = await run('timeout', [
       '60',

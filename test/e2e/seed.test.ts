@@ -5,15 +5,18 @@
  * goes with the run's last sandbox. A stale index.lock left by a killed git does not lose work.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
 import { acquireRunObjects, releaseRunObjects } from '../../src/git/run-mirror';
 import { runKeyOf } from '../../src/contracts/names';
-import { type RunStatus, statusQuery } from '../../src/contracts/messages';
-import { TestEnv, makeRemote, tempDir } from '../support/helpers';
+import { TestEnv } from '../support/env';
 import { waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
+import { waitForStatus } from '../support/runs';
+import { tempDir } from '../support/temp';
 
 const FILES = 3000;
 const COMMITS = 400;
@@ -23,9 +26,6 @@ let remote: string;
 beforeAll(async () => {
   env = await TestEnv.start();
   remote = deepRemote();
-});
-afterAll(async () => {
-  await env?.stop();
 });
 
 /** A bare remote of FILES files over COMMITS commits, built with fast-import (seconds, not minutes). */
@@ -58,14 +58,9 @@ const inspect = (id: string) =>
   'gitkb=$(du -sk .git | cut -f1) alternates=$(cat .git/objects/info/alternates 2>/dev/null | wc -l)"; ' +
   `mkdir -p ${id} && echo seen > ${id}/out.txt && git add -A && git commit -qm ${id}`;
 
-function request(id: string, command = inspect(id), url = remote, testCmd = 'true') {
-  return {
-    objective: 'seed',
-    repo: { url, baseRef: 'main' },
-    testCmd,
-    subTasks: [{ id, prompt: 'p', ownedPaths: [id], agent: { kind: 'shell' as const, command } }],
-  };
-}
+/** A run of one sub-task, `id`, on the deep remote unless told otherwise. */
+const request = (id: string, command = inspect(id), url = remote, testCmd = 'true') =>
+  shellRequest(url, [subTask(id, command)], { testCmd });
 
 /** What the data directory holds of run object stores (stores, their user lists, leftovers). */
 function storesLeft(): string[] {
@@ -149,10 +144,7 @@ describe('seeding', () => {
     const other = await makeRemote({ 'secret.txt': 'only run A may read this\n' });
     const otherBase = (await other.head())!;
     const a = await env.start(request('waiting', `echo '::flotilla {"question": "hold on?"}'`, other.url));
-    await waitFor('run A to wait for an answer', async () => {
-      const s: RunStatus = await a.query(statusQuery);
-      return s.workers[0]?.state === 'suspended' ? s : undefined;
-    });
+    await waitForStatus(a, 'run A to wait for an answer', (s) => s.workers[0]?.state === 'suspended');
     const runKeyA = runKeyOf(a.workflowId, (await a.describe()).runId);
     const storeA = path.join(env.dataDir, 'run-objects', `${runKeyA}.git`);
     expect(existsSync(path.join(storeA, 'objects'))).toBe(true);
@@ -179,7 +171,6 @@ describe('seeding', () => {
     } finally {
       await a.cancel();
       await awaitRun(a).catch(() => undefined);
-      other.cleanup();
     }
     // Cancelled: its sandboxes are destroyed and its store with them.
     await waitFor('run A to close', async () => ((await a.describe()).status.name !== 'RUNNING' ? true : undefined));
@@ -220,7 +211,6 @@ describe('seeding', () => {
     expect(existsSync(dirs[0])).toBe(true);
     await Promise.all([releaseRunObjects(dataDir, keys[0]), releaseRunObjects(dataDir, `${runKey}/never-used`)]);
     expect(left()).toEqual([]);
-    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('a git the agent killed leaves index.lock behind: its staged work is still collected and pushed', async () => {

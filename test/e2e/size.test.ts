@@ -3,11 +3,12 @@
  * control characters included), the RunResult and every payload of the leader's history stay
  * under 64 KiB; each worker's full output stays in its artifact.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { TestEnv, makeRemote } from '../support/helpers';
+import { TestEnv } from '../support/env';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
+import { payloadSizes } from '../support/runs';
 
 const LIMIT = 64 * 1024;
 const N = 100;
@@ -15,9 +16,6 @@ const N = 100;
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
-});
-afterAll(async () => {
-  await env?.stop();
 });
 
 /** A chatty agent: ~20 KB of output, then its change, then a last line that names it. */
@@ -28,38 +26,14 @@ function chatty(id: string, exit = 0): string {
   );
 }
 
+/** N chatty sub-tasks, 20 at a time. */
 function request(url: string, exit = 0) {
-  return {
-    objective: 'a hundred chatty workers',
-    repo: { url, baseRef: 'main' },
-    testCmd: 'ls',
-    subTasks: Array.from({ length: N }, (_, i) => ({
-      id: `w${i}`,
-      prompt: 'p',
-      ownedPaths: [`w${i}`],
-      agent: { kind: 'shell' as const, command: chatty(`w${i}`, exit) },
-    })),
-    limits: { maxParallel: 20 },
-  };
+  const tasks = Array.from({ length: N }, (_, i) => subTask(`w${i}`, chatty(`w${i}`, exit)));
+  return shellRequest(url, tasks, { testCmd: 'ls', limits: { maxParallel: 20 } });
 }
 
-/** Sizes of every payload in a workflow's history, found wherever the event keeps them. */
-async function payloadSizes(workflowId: string): Promise<number[]> {
-  const history = await env.client.workflow.getHandle(workflowId).fetchHistory();
-  const sizes: number[] = [];
-  const visit = (v: unknown): void => {
-    if (!v || typeof v !== 'object') return;
-    if (v instanceof Uint8Array) return;
-    const p = v as { data?: unknown; metadata?: unknown };
-    if (p.data instanceof Uint8Array && p.metadata && typeof p.metadata === 'object') {
-      sizes.push(p.data.length);
-      return;
-    }
-    for (const value of Object.values(v)) visit(value);
-  };
-  for (const e of history.events ?? []) visit(e);
-  return sizes;
-}
+const historyPayloadSizes = async (workflowId: string) =>
+  payloadSizes(await env.client.workflow.getHandle(workflowId).fetchHistory());
 
 describe('result size at 100 sub-tasks', () => {
   it('100 chatty workers that push: the result and every history payload stay under 64 KiB', async () => {
@@ -74,18 +48,17 @@ describe('result size at 100 sub-tasks', () => {
     expect(bytes, `RunResult of ${N} workers is ${bytes} bytes`).toBeLessThan(LIMIT);
     // The same measure Temporal applies: the payload as encoded.
     expect(defaultPayloadConverter.toPayload(result)!.data!.length).toBeLessThan(LIMIT);
-    const sizes = await payloadSizes(end.workflowId);
+    const sizes = await historyPayloadSizes(end.workflowId);
     expect(sizes.length).toBeGreaterThan(N);
     expect(Math.max(...sizes)).toBeLessThan(LIMIT);
 
     // Short inline, whole in the artifact: the tail still ends with what the agent said last.
     for (const w of result.workers) {
       expect(w.tail).toContain(`last line of ${w.workerId}`);
-      const log = readFileSync(path.join(env.dataDir, 'artifacts', `${w.logRef!.slice('sha256:'.length)}.log`), 'utf8');
+      const log = env.artifact(w.logRef!);
       expect(log).toContain(`300 — ünïcödé`);
       expect(log).toContain(`last line of ${w.workerId}`);
     }
-    remote.cleanup();
   }, 900_000);
 
   it('100 failing chatty workers: the failure and its result stay under 64 KiB and say how many failed', async () => {
@@ -100,8 +73,7 @@ describe('result size at 100 sub-tasks', () => {
       end.result?.workers.every((w) => w.status === 'failed' && w.tail?.includes(`last line of ${w.workerId}`)),
     ).toBe(true);
     expect(Buffer.byteLength(JSON.stringify(end.result))).toBeLessThan(LIMIT);
-    expect(Math.max(...(await payloadSizes(end.workflowId)))).toBeLessThan(LIMIT);
+    expect(Math.max(...(await historyPayloadSizes(end.workflowId)))).toBeLessThan(LIMIT);
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   }, 900_000);
 });

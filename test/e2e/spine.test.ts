@@ -1,48 +1,23 @@
 /**
  * The spine end to end: a real dev server, real git remotes, real sandboxes, shell agents.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { statusQuery } from '../../src/contracts/messages';
-import { TestEnv, makeRemote, writeAgent } from '../support/helpers';
-import { waitFor } from '../support/processes';
-
-const CHECK = `#!/bin/bash
-# Passes when every greeting file present says hello.
-for f in $(ls */greeting.txt 2>/dev/null); do grep -q hello "$f" || { echo "FAIL: $f does not greet"; exit 1; }; done
-echo "all greetings ok"
-`;
+import { beforeAll, describe, expect, it } from 'vitest';
+import { TestEnv } from '../support/env';
+import { greetingsRemote, greetingsRequest } from '../support/greetings';
+import { replayFinishedRuns } from '../support/replay';
+import { greet, subTask, writeAgent } from '../support/requests';
+import { payloadSizes, waitForStatus } from '../support/runs';
 
 let env: TestEnv;
-
 beforeAll(async () => {
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-});
-
-function greetingTask(id: string, command = writeAgent(`${id}/greeting.txt`, `hello from ${id}`)) {
-  return { id, prompt: `write ${id}/greeting.txt`, ownedPaths: [id], agent: { kind: 'shell' as const, command } };
-}
-
-async function sampleRemote() {
-  return makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK, 'shared/names.txt': 'one\ntwo\nthree\n' });
-}
-
-function request(url: string, subTasks: ReturnType<typeof greetingTask>[], extra: object = {}) {
-  return { objective: 'greetings', repo: { url, baseRef: 'main' }, testCmd: './check.sh', subTasks, ...extra };
-}
 
 describe('spine', () => {
   it('three workers with disjoint changes: all three land and the tests pass on them', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
-    const end = await env.run(
-      request(
-        remote.url,
-        ['alpha', 'beta', 'gamma'].map((id) => greetingTask(id)),
-      ),
-    );
+    const end = await env.run(greetingsRequest(remote.url, ['alpha', 'beta', 'gamma'].map(greet)));
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     const head = await remote.head();
@@ -55,40 +30,37 @@ describe('spine', () => {
     expect(end.result?.test?.tail).toContain('all greetings ok');
     expect(end.result?.workers.map((w) => w.isolation)).toEqual(['bubblewrap', 'bubblewrap', 'bubblewrap']);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('uncommitted work the agent leaves is committed, not lost', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const end = await env.run(
-      request(remote.url, [greetingTask('lazy', writeAgent('lazy/greeting.txt', 'hello, uncommitted', false))]),
+      greetingsRequest(remote.url, [subTask('lazy', writeAgent('lazy/greeting.txt', 'hello, uncommitted', false))]),
     );
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'lazy/greeting.txt')).toBe('hello, uncommitted\n');
-    remote.cleanup();
   });
 
   it('a worker that writes outside its ownedPaths fails the run, naming the path', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const sneaky = `${writeAgent('rogue/greeting.txt', 'hello')} && echo four >> shared/names.txt && git commit -qam sneak`;
-    const end = await env.run(request(remote.url, [greetingTask('good'), greetingTask('rogue', sneaky)]));
+    const end = await env.run(greetingsRequest(remote.url, [greet('good'), subTask('rogue', sneaky)]));
     expect(end.failureType).toBe('failed');
     const rogue = end.result?.workers.find((w) => w.workerId === 'rogue');
     expect(rogue?.status).toBe('failed');
     expect(rogue?.outOfScope).toEqual(['shared/names.txt']);
     expect(end.failureMessage).toContain('shared/names.txt');
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   });
 
   it('two workers editing the same lines: a conflict report names both, nothing is pushed', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const edit = (id: string) =>
       `${writeAgent(`${id}/greeting.txt`, 'hello')} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`;
     const end = await env.run(
-      request(remote.url, [greetingTask('left', edit('left')), greetingTask('right', edit('right'))], {
+      greetingsRequest(remote.url, [subTask('left', edit('left')), subTask('right', edit('right'))], {
         sharedPaths: ['shared'],
       }),
     );
@@ -97,30 +69,26 @@ describe('spine', () => {
     expect(end.failureMessage).toMatch(/right.*left.*shared\/names\.txt/);
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('a failing test command: nothing is pushed and the result carries the output tail', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const end = await env.run(
-      request(remote.url, [greetingTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))]),
+      greetingsRequest(remote.url, [subTask('grumpy', writeAgent('grumpy/greeting.txt', 'go away'))]),
     );
     expect(end.failureType).toBe('tests-failed');
     expect(end.result?.test?.exitCode).toBe(1);
     expect(end.result?.test?.tail).toContain('FAIL: grumpy/greeting.txt does not greet');
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   });
 
   it('the target ref moves between base resolution and push: "raced", remote unchanged', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const slow = `sleep 3 && ${writeAgent('slow/greeting.txt', 'hello')}`;
-    const handle = await env.start(request(remote.url, [greetingTask('slow', slow)]));
+    const handle = await env.start(greetingsRequest(remote.url, [subTask('slow', slow)]));
     // Once workers run, the base is resolved; someone else pushes meanwhile.
-    await waitFor('the workers to run', async () =>
-      (await handle.query(statusQuery)).phase === 'running' ? true : undefined,
-    );
+    await waitForStatus(handle, 'the workers to run', (s) => s.phase === 'running');
     const theirs = await remote.advance('README.md', '# changed elsewhere\n');
     const end = await handle.result().then(
       () => undefined,
@@ -130,27 +98,25 @@ describe('spine', () => {
     expect(end?.message).toContain('moved');
     expect(await remote.head()).toBe(theirs);
     expect(await remote.show('main', 'slow/greeting.txt')).toBeNull();
-    remote.cleanup();
   });
 
   it('pushes to a new target branch with a create-only lease', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const end = await env.run({
-      ...request(remote.url, [greetingTask('feature')]),
+      ...greetingsRequest(remote.url, [greet('feature')]),
       repo: { url: remote.url, baseRef: 'main', targetRef: 'flotilla/feature' },
     });
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.head('flotilla/feature')).toBe(end.result?.pushedSha);
     expect(await remote.head('main')).toBe(base);
-    remote.cleanup();
   });
 
   it('an agent that exits non-zero: the worker reports it, the run fails cleanly, no sandbox is left', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const base = await remote.head();
     const end = await env.run(
-      request(remote.url, [greetingTask('ok'), greetingTask('broken', 'echo "cannot do this" >&2; exit 7')]),
+      greetingsRequest(remote.url, [greet('ok'), subTask('broken', 'echo "cannot do this" >&2; exit 7')]),
     );
     expect(end.failureType).toBe('failed');
     const broken = end.result?.workers.find((w) => w.workerId === 'broken');
@@ -159,16 +125,15 @@ describe('spine', () => {
     expect(end.failureMessage).toContain('broken: the agent exited with code 7');
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    remote.cleanup();
   });
 
   it('the git credential reaches neither a sandbox nor workflow history', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const token = `tok-${Date.now()}-secret`;
     process.env.FLOTILLA_GIT_TOKEN = token;
     try {
       const snoop = `mkdir -p snoop && { env; cat .git/config; git config --list; } > snoop/env.txt && echo hello > snoop/greeting.txt && git add -A && git commit -qm snoop`;
-      const end = await env.run(request(remote.url, [greetingTask('snoop', snoop)]));
+      const end = await env.run(greetingsRequest(remote.url, [subTask('snoop', snoop)]));
       expect(end.failureMessage).toBeUndefined();
       expect(end.result?.outcome).toBe('pushed');
       const seen = (await remote.show('main', 'snoop/env.txt'))!;
@@ -183,7 +148,6 @@ describe('spine', () => {
     } finally {
       delete process.env.FLOTILLA_GIT_TOKEN;
     }
-    remote.cleanup();
   });
 
   it.each([
@@ -204,10 +168,7 @@ describe('spine', () => {
       'repo.targetRef: branch name contains ".."',
     ],
   ])('a request with %s is refused inside the workflow, naming the field', async (_what, spoil, expected) => {
-    const req = request('/nonexistent/remote.git', [greetingTask('alpha'), greetingTask('beta')]) as Record<
-      string,
-      unknown
-    >;
+    const req = greetingsRequest('/nonexistent/remote.git', [greet('alpha'), greet('beta')]) as Record<string, unknown>;
     spoil(req);
     const end = await env.run(req);
     expect(end.failureType).toBe('InvalidRequest');
@@ -215,11 +176,11 @@ describe('spine', () => {
   });
 
   it('workers producing megabytes of changes and output keep every history payload small', async () => {
-    const remote = await sampleRemote();
+    const remote = await greetingsRemote();
     const heavy = (id: string) =>
       `mkdir -p ${id} && head -c 3000000 /dev/urandom | base64 > ${id}/blob.txt && seq 1 300000 && echo hello > ${id}/greeting.txt && git add -A && git commit -qm big`;
     const end = await env.run(
-      request(remote.url, [greetingTask('heavy1', heavy('heavy1')), greetingTask('heavy2', heavy('heavy2'))]),
+      greetingsRequest(remote.url, [subTask('heavy1', heavy('heavy1')), subTask('heavy2', heavy('heavy2'))]),
     );
     expect(end.result?.outcome).toBe('pushed');
     expect((await remote.show('main', 'heavy1/blob.txt'))!.length).toBeGreaterThan(3_000_000);
@@ -230,23 +191,11 @@ describe('spine', () => {
       expect(sizes.length).toBeGreaterThan(0);
       expect(Math.max(...sizes)).toBeLessThan(64 * 1024);
     }
-    remote.cleanup();
   });
 
   it('the histories of finished runs replay without nondeterminism', async () => {
-    const { replayed, errors } = await env.replayFinishedRuns();
+    const { replayed, errors } = await replayFinishedRuns(env);
     expect(replayed).toBeGreaterThan(10);
     expect(errors).toEqual([]);
   });
 });
-
-/** Sizes of every payload anywhere in a history. */
-function payloadSizes(value: unknown, out: number[] = []): number[] {
-  if (value && typeof value === 'object') {
-    if (value instanceof Uint8Array) return out;
-    const obj = value as Record<string, unknown>;
-    if ('metadata' in obj && obj.data instanceof Uint8Array) out.push(obj.data.length);
-    for (const v of Object.values(obj)) payloadSizes(v, out);
-  }
-  return out;
-}

@@ -10,48 +10,40 @@ import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { simpleGit } from 'simple-git';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { beforeAll, describe, expect, it, inject } from 'vitest';
 import { createActivities } from '../../src/activities/index';
 import { defaultDeps } from '../../src/activities/deps';
 import { awaitRun } from '../../src/client/index';
 import type { GcReport } from '../../src/retention/gc';
 import { leaderWorkflow } from '../../src/workflows/index';
-import { approveSignal, statusQuery } from '../../src/contracts/messages';
-import { makeRemote, manual, tempDir, writeAgent } from '../support/helpers';
-import { flotilla, waitFor } from '../support/processes';
+import { approveSignal } from '../../src/contracts/messages';
+import type { LeaderRequestInput } from '../../src/contracts/request';
+import { workflowBundle } from '../support/bundle';
+import { releaseAtEnd } from '../support/cleanup';
+import { installQuietRuntime } from '../support/env';
 import { type ServedStore, fileStore, serveStore } from '../support/git-daemon';
+import { renamer } from '../support/greetings';
+import { flotilla, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shell, shellRequest, subTask, withGates, writeAgent } from '../support/requests';
+import { waitForStatus } from '../support/runs';
+import { tempDir } from '../support/temp';
 
 type Activities = ReturnType<typeof createActivities>;
 
 let connection: NativeConnection;
 let client: Client;
-let workflowBundle: { code: string };
 
 beforeAll(async () => {
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  installQuietRuntime();
   const address = inject('temporalAddress');
   connection = await NativeConnection.connect({ address });
+  releaseAtEnd(() => connection.close());
   client = new Client({ connection: await Connection.connect({ address }) });
-  workflowBundle = await bundleWorkflowCode({
-    workflowsPath: path.join(__dirname, '../../src/workflows/index.ts'),
-    logger: quiet,
-  });
+  releaseAtEnd(() => client.connection.close());
 });
-afterAll(async () => {
-  await connection?.close();
-  await client?.connection.close();
-});
-
-const quiet = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: () => undefined,
-  error: console.error,
-};
 
 /** The activity at which a host goes away, and which of its calls. */
 interface Leaving {
@@ -87,21 +79,22 @@ async function startHost(dataDir: string, store: ServedStore, taskQueue: string,
     connection,
     namespace: 'default',
     taskQueue,
-    workflowBundle,
+    workflowBundle: workflowBundle(),
     activities,
     maxHeartbeatThrottleInterval: '2 seconds',
     // The activity left behind reports its failure before the worker is gone.
     shutdownGraceTime: '30 seconds',
   });
   const running = worker.run();
-  return {
-    gone,
-    async stop() {
+  let done: Promise<void> | undefined;
+  const stop = () =>
+    (done ??= (async () => {
       worker.shutdown();
       stopped();
       await running;
-    },
-  };
+    })());
+  releaseAtEnd(stop);
+  return { gone, stop };
 }
 
 const CHECK = `#!/bin/bash
@@ -110,23 +103,15 @@ test -f one/repaired.txt || { echo "FAIL needs-repair-5c1e: one/repaired.txt is 
 echo "all greetings ok"
 `;
 
-function request(url: string, targetRef: string, extra: object = {}) {
-  const task = (id: string) => ({
-    id,
-    prompt: `greet from ${id}`,
-    ownedPaths: [id],
-    agent: {
-      kind: 'shell' as const,
-      command: `echo "agent ${id} at work" && ${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)}`,
-    },
-  });
-  return {
-    objective: 'greetings across hosts',
+/** Greetings by one and two, each agent saying it is at work, tested by check.sh and pushed to `targetRef`. */
+function request(url: string, targetRef: string, fields: Partial<LeaderRequestInput> = {}) {
+  const task = (id: string) =>
+    subTask(id, `echo "agent ${id} at work" && ${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)}`);
+  return shellRequest(url, [task('one'), task('two')], {
     repo: { url, baseRef: 'main', targetRef },
     testCmd: './check.sh',
-    subTasks: [task('one'), task('two')],
-    ...extra,
-  };
+    ...fields,
+  });
 }
 
 /** Until the host goes away, or the run ends first (then the assertions on its result say why). */
@@ -134,11 +119,11 @@ async function leaves(host: { gone: Promise<void> }, run: { result(): Promise<un
   await Promise.race([host.gone, run.result().catch(() => undefined)]);
 }
 
-function startRun(taskQueue: string, req: object) {
+function startRun(taskQueue: string, req: LeaderRequestInput) {
   return client.workflow.start(leaderWorkflow, {
     taskQueue,
     workflowId: `store-${randomUUID()}`,
-    args: [req as never],
+    args: [req],
   });
 }
 
@@ -199,9 +184,6 @@ describe('one run across two hosts through the shared store', () => {
     expect((await defaultDeps(dataB, { stagingUrl: store.url }).artifacts.get(logRef)).toString()).toContain(
       'agent one at work',
     );
-    remote.cleanup();
-    rmSync(dataB, { recursive: true, force: true });
-    await store.stop();
   });
 
   it("a repair on B reads the failing test's log written on A; the tests run again on A (file://)", async () => {
@@ -213,10 +195,7 @@ describe('one run across two hosts through the shared store', () => {
     // The repair agent fixes only what the failing output it was shown asks for.
     const repair = {
       maxRounds: 1,
-      agent: {
-        kind: 'shell' as const,
-        command: `grep -q needs-repair-5c1e "$FLOTILLA_PROMPT_FILE" && echo fixed > one/repaired.txt`,
-      },
+      agent: shell(`grep -q needs-repair-5c1e "$FLOTILLA_PROMPT_FILE" && echo fixed > one/repaired.txt`),
     };
     const a = await startHost(dataA, store, taskQueue, {
       activity: 'provisionSandbox',
@@ -236,9 +215,6 @@ describe('one run across two hosts through the shared store', () => {
     expect(end.result?.integration?.attempts.map((x) => [x.kind, x.state])).toEqual([['repair', 'succeeded']]);
     expect(await remote.show('repaired', 'one/repaired.txt')).toBe('fixed\n');
     expect(await remote.show('repaired', 'two/greeting.txt')).toBe('hello from two\n');
-    remote.cleanup();
-    rmSync(dataA, { recursive: true, force: true });
-    await store.stop();
   });
 });
 
@@ -251,27 +227,12 @@ describe('a conflict across hosts', () => {
       'check.sh': check,
       'shared/names.txt': 'one\ntwo\nthree\n',
     });
-    const renamer = (id: string) => ({
-      id,
-      prompt: `rename two to ${id}`,
-      ownedPaths: [id],
-      agent: {
-        kind: 'shell' as const,
-        command: `${writeAgent(`${id}/greeting.txt`, `hello from ${id}`)} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`,
-      },
-    });
-    const resolver = {
-      maxRounds: 1,
-      agent: { kind: 'shell' as const, command: `printf 'one\\nleft\\nright\\nthree\\n' > shared/names.txt` },
-    };
-    const req = {
-      objective: 'rename',
+    const req = shellRequest(remote.url, [renamer('left'), renamer('right')], {
       repo: { url: remote.url, baseRef: 'main', targetRef: 'renamed' },
       testCmd: './check.sh',
       sharedPaths: ['shared'],
-      subTasks: [renamer('left'), renamer('right')],
-      resolver,
-    };
+      resolver: { maxRounds: 1, agent: shell(`printf 'one\\nleft\\nright\\nthree\\n' > shared/names.txt`) },
+    });
     const taskQueue = `store-${randomUUID()}`;
     const dataA = tempDir('host-a');
     const dataB = tempDir('host-b');
@@ -288,10 +249,7 @@ describe('a conflict across hosts', () => {
       ['resolve', 'right', 'succeeded'],
     ]);
     expect(await remote.show('renamed', 'shared/names.txt')).toBe('one\nleft\nright\nthree\n');
-    expect(await remote.show('renamed', 'right/greeting.txt')).toBe('hello from right\n');
-    remote.cleanup();
-    rmSync(dataB, { recursive: true, force: true });
-    await store.stop();
+    expect(await remote.show('renamed', 'right/greeting.txt')).toBe('hello\n');
   });
 });
 
@@ -305,18 +263,16 @@ describe('flotilla gc with a shared store', () => {
     const taskQueue = `store-${randomUUID()}`;
     const dataA = tempDir('host-a');
     const host = await startHost(dataA, store, taskQueue);
-    const start = (targetRef: string, extra: object = {}) =>
+    const start = (targetRef: string, fields: Partial<LeaderRequestInput> = {}) =>
       client.workflow.start(leaderWorkflow, {
         taskQueue,
         workflowId: `store-gc-${targetRef}-${randomUUID()}`,
-        args: [request(remote.url, targetRef, extra) as never],
+        args: [request(remote.url, targetRef, fields)],
       });
     const done = await awaitRun(await start('done'));
     expect(done.result?.outcome, done.result?.message).toBe('pushed');
-    const open = await start('open', { gates: { plan: manual } });
-    await waitFor('the plan gate', async () =>
-      (await open.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
-    );
+    const open = await start('open', withGates('plan'));
+    await waitForStatus(open, 'the plan gate', (s) => s.phase === 'awaiting-plan-approval');
     const keyOf = (workflowId: string) => async () =>
       (await store.refs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${workflowId.slice(0, 60)}-`));
     const doneKey = (await keyOf(done.workflowId)())!;
@@ -364,9 +320,5 @@ describe('flotilla gc with a shared store', () => {
     expect(own.removedRuns.map((x) => x.runKey).sort()).toEqual([doneKey, openKey].sort());
     expect(await refsIn(dataA, 'refs/flotilla/')).toEqual([]);
     expect(await remote.head('done')).toBe(done.result?.pushedSha);
-    remote.cleanup();
-    rmSync(dataA, { recursive: true, force: true });
-    rmSync(elsewhere, { recursive: true, force: true });
-    await store.stop();
   });
 });

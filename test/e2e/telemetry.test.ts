@@ -5,19 +5,21 @@
  * payloads; without one, nothing of OpenTelemetry is loaded and nothing is sent.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { temporal as proto } from '@temporalio/proto';
-import { Worker } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { awaitRun } from '../../src/client/index';
-import { TRACED_WORKFLOW_MODULES, startTracing } from '../../src/temporal/telemetry';
-import { greet, makeRemote, shellRequest, tempDir } from '../support/helpers';
+import { startTracing } from '../../src/temporal/telemetry';
+import { releaseAtEnd } from '../support/cleanup';
 import { CLI, flotilla, run, startWorkerProcess, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { fixtureHistories, fixtureReleases, replay } from '../support/replay';
+import { greet, shellRequest } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 interface Span {
   traceId: string;
@@ -29,9 +31,7 @@ interface Span {
 }
 
 /** An OTLP/HTTP collector that keeps every span it is sent, and counts the requests. */
-async function receiver(
-  port = 0,
-): Promise<{ url: string; spans: Span[]; requests: () => number; close(): Promise<void> }> {
+async function receiver(port = 0): Promise<{ url: string; spans: Span[]; requests: () => number }> {
   const spans: Span[] = [];
   let requests = 0;
   const server = http.createServer((req, res) => {
@@ -52,43 +52,19 @@ async function receiver(
     });
   });
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    spans,
-    requests: () => requests,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
-  };
-}
-
-/** Replays histories on the current workflow code, with or without the tracing interceptors. */
-async function replay(
-  histories: Parameters<typeof Worker.runReplayHistories>[1],
-  interceptors: { workflowModules?: string[] },
-) {
-  const errors: string[] = [];
-  let replayed = 0;
-  const workflowsPath = path.join(__dirname, '../../src/workflows/index.ts');
-  for await (const r of Worker.runReplayHistories(
-    { workflowsPath, interceptors, replayName: 'telemetry' },
-    histories,
-  )) {
-    replayed++;
-    if (r.error) errors.push(`${r.workflowId}: ${r.error}`);
-  }
-  return { replayed, errors };
+  releaseAtEnd(() => new Promise((resolve) => server.close(resolve)));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, requests: () => requests };
 }
 
 let client: Client;
 beforeAll(async () => {
   client = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
-});
-afterAll(async () => {
-  await client?.connection.close();
+  releaseAtEnd(() => client.connection.close());
 });
 
 function requestFile(url: string, objective: string): string {
   const file = path.join(tempDir('telemetry-req'), 'flotilla.yaml');
-  writeFileSync(file, YAML.stringify(shellRequest(objective, url, [greet('one'), greet('two')])));
+  writeFileSync(file, YAML.stringify(shellRequest(url, [greet('one'), greet('two')], { objective })));
   return file;
 }
 
@@ -111,97 +87,85 @@ describe('with an OTLP endpoint', () => {
     const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_BSP_SCHEDULE_DELAY: '200' };
     const worker = await startWorkerProcess(taskQueue, { ...otel, FLOTILLA_HOME: tempDir('traced') });
     const remote = await makeRemote({ 'README.md': 'traced\n' });
-    try {
-      expect(worker.output()).toContain(`Tracing to ${otlp.url}/v1/traces`);
-      const objective = `objective-${randomUUID()}`;
-      const workflowId = `traced-${randomUUID()}`;
-      const started = await flotilla(
-        taskQueue,
-        ['start', requestFile(remote.url, objective), '--id', workflowId, '--json'],
-        otel,
-      );
-      expect(started.err).toBe('');
-      expect(started.code).toBe(0);
-      expect((await awaitRun(client.workflow.getHandle(workflowId))).result?.outcome).toBe('pushed');
+    expect(worker.output()).toContain(`Tracing to ${otlp.url}/v1/traces`);
+    const objective = `objective-${randomUUID()}`;
+    const workflowId = `traced-${randomUUID()}`;
+    const started = await flotilla(
+      taskQueue,
+      ['start', requestFile(remote.url, objective), '--id', workflowId, '--json'],
+      otel,
+    );
+    expect(started.err).toBe('');
+    expect(started.code).toBe(0);
+    expect((await awaitRun(client.workflow.getHandle(workflowId))).result?.outcome).toBe('pushed');
 
-      const spans = await waitFor("the run's spans", async () => {
-        const names = new Set(otlp.spans.map((s) => s.name));
-        return EXPECTED.every((n) => names.has(n)) ? otlp.spans : undefined;
-      }).catch((err: Error) => {
-        throw new Error(`${err.message}; received ${[...new Set(otlp.spans.map((s) => s.name))].join(', ')}`);
-      });
-      const start = spans.find((s) => s.name === 'StartWorkflow:leaderWorkflow')!;
-      expect(start.service).toBe('flotilla-cli');
-      expect(new Set(spans.map((s) => s.traceId)), 'every span is in the trace flotilla start opened').toEqual(
-        new Set([start.traceId]),
-      );
-      const byId = new Map(spans.map((s) => [s.spanId, s]));
-      const parentOf = (name: string) => byId.get(spans.find((s) => s.name === name)!.parentSpanId ?? '')?.name;
-      expect(parentOf('RunWorkflow:leaderWorkflow')).toBe('StartWorkflow:leaderWorkflow');
-      expect(parentOf('RunWorkflow:workerWorkflow')).toBe('StartChildWorkflow:workerWorkflow');
-      expect(parentOf('RunActivity:runAgent')).toBe('StartActivity:runAgent');
-      expect(spans.filter((s) => s.name === 'RunActivity:runAgent')).toHaveLength(2);
-      for (const s of spans.filter((x) => x.name !== start.name)) expect(s.service).toBe('flotilla-worker');
+    const spans = await waitFor("the run's spans", async () => {
+      const names = new Set(otlp.spans.map((s) => s.name));
+      return EXPECTED.every((n) => names.has(n)) ? otlp.spans : undefined;
+    }).catch((err: Error) => {
+      throw new Error(`${err.message}; received ${[...new Set(otlp.spans.map((s) => s.name))].join(', ')}`);
+    });
+    const start = spans.find((s) => s.name === 'StartWorkflow:leaderWorkflow')!;
+    expect(start.service).toBe('flotilla-cli');
+    expect(new Set(spans.map((s) => s.traceId)), 'every span is in the trace flotilla start opened').toEqual(
+      new Set([start.traceId]),
+    );
+    const byId = new Map(spans.map((s) => [s.spanId, s]));
+    const parentOf = (name: string) => byId.get(spans.find((s) => s.name === name)!.parentSpanId ?? '')?.name;
+    expect(parentOf('RunWorkflow:leaderWorkflow')).toBe('StartWorkflow:leaderWorkflow');
+    expect(parentOf('RunWorkflow:workerWorkflow')).toBe('StartChildWorkflow:workerWorkflow');
+    expect(parentOf('RunActivity:runAgent')).toBe('StartActivity:runAgent');
+    expect(spans.filter((s) => s.name === 'RunActivity:runAgent')).toHaveLength(2);
+    for (const s of spans.filter((x) => x.name !== start.name)) expect(s.service).toBe('flotilla-worker');
 
-      // Identifiers only: no request text, no repository, whatever the workflow's info holds.
-      const keys = new Set(spans.flatMap((s) => s.attributes.map((a) => a.key)));
-      expect([...keys].sort()).toEqual(expect.arrayContaining(['temporalWorkflowId']));
-      for (const key of keys)
-        expect([
-          'temporalWorkflowId',
-          'run_id',
-          'temporalActivityId',
-          'temporalUpdateId',
-          'workflowId',
-          'runId',
-          'workflowType',
-          'taskQueue',
-          'namespace',
-          'attempt',
-        ]).toContain(key);
-      expect(JSON.stringify(spans)).not.toContain(objective);
-      expect(JSON.stringify(spans)).not.toContain(remote.url);
-    } finally {
-      await worker.stop();
-      await otlp.close();
-      remote.cleanup();
-    }
+    // Identifiers only: no request text, no repository, whatever the workflow's info holds.
+    const keys = new Set(spans.flatMap((s) => s.attributes.map((a) => a.key)));
+    expect([...keys].sort()).toEqual(expect.arrayContaining(['temporalWorkflowId']));
+    for (const key of keys)
+      expect([
+        'temporalWorkflowId',
+        'run_id',
+        'temporalActivityId',
+        'temporalUpdateId',
+        'workflowId',
+        'runId',
+        'workflowType',
+        'taskQueue',
+        'namespace',
+        'attempt',
+      ]).toContain(key);
+    expect(JSON.stringify(spans)).not.toContain(objective);
+    expect(JSON.stringify(spans)).not.toContain(remote.url);
   });
 
   it("a workflow's memo never reaches a span, though the workflow sink is handed the whole workflow info", async () => {
     const otlp = await receiver();
     const taskQueue = `traced-memo-${randomUUID()}`;
     const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_BSP_SCHEDULE_DELAY: '200' };
-    const worker = await startWorkerProcess(taskQueue, { ...otel, FLOTILLA_HOME: tempDir('traced-memo') });
+    await startWorkerProcess(taskQueue, { ...otel, FLOTILLA_HOME: tempDir('traced-memo') });
     const remote = await makeRemote({ 'README.md': 'memo\n' });
-    try {
-      // This process traces too (its client starts the run), so the trace starts here.
-      const tracing = startTracing('flotilla-test', (line) => console.error(line), otel)!;
-      const traced = new Client({
-        connection: client.connection,
-        interceptors: { workflow: tracing.clientInterceptors },
-      });
-      const marker = `memo-${randomUUID()}`;
-      const handle = await traced.workflow.start('leaderWorkflow', {
-        taskQueue,
-        workflowId: `memo-${randomUUID()}`,
-        args: [shellRequest('memo', remote.url, [greet('one')])],
-        memo: { note: marker },
-      });
-      expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
-      await tracing.flush();
-      const spans = await waitFor("the leader's span", async () =>
-        otlp.spans.some((s) => s.name === 'RunWorkflow:leaderWorkflow') ? otlp.spans : undefined,
-      );
-      expect(spans.find((s) => s.name === 'RunWorkflow:leaderWorkflow')!.attributes.map((a) => a.key)).toContain(
-        'workflowType',
-      );
-      expect(JSON.stringify(spans)).not.toContain(marker);
-    } finally {
-      await worker.stop();
-      await otlp.close();
-      remote.cleanup();
-    }
+    // This process traces too (its client starts the run), so the trace starts here.
+    const tracing = startTracing('flotilla-test', (line) => console.error(line), otel)!;
+    const traced = new Client({
+      connection: client.connection,
+      interceptors: { workflow: tracing.clientInterceptors },
+    });
+    const marker = `memo-${randomUUID()}`;
+    const handle = await traced.workflow.start('leaderWorkflow', {
+      taskQueue,
+      workflowId: `memo-${randomUUID()}`,
+      args: [shellRequest(remote.url, [greet('one')], { objective: 'memo' })],
+      memo: { note: marker },
+    });
+    expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
+    await tracing.flush();
+    const spans = await waitFor("the leader's span", async () =>
+      otlp.spans.some((s) => s.name === 'RunWorkflow:leaderWorkflow') ? otlp.spans : undefined,
+    );
+    expect(spans.find((s) => s.name === 'RunWorkflow:leaderWorkflow')!.attributes.map((a) => a.key)).toContain(
+      'workflowType',
+    );
+    expect(JSON.stringify(spans)).not.toContain(marker);
   });
 });
 
@@ -223,27 +187,21 @@ describe('without an OTLP endpoint', () => {
     const taskQueue = `untraced-${randomUUID()}`;
     const worker = await startWorkerProcess(taskQueue, { FLOTILLA_HOME: tempDir('untraced') });
     const remote = await makeRemote({ 'README.md': 'untraced\n' });
-    try {
-      expect(worker.output()).not.toContain('Tracing to');
-      const workflowId = `untraced-${randomUUID()}`;
-      const started = await flotilla(taskQueue, [
-        'start',
-        requestFile(remote.url, 'untraced'),
-        '--id',
-        workflowId,
-        '--json',
-      ]);
-      expect(started.code).toBe(0);
-      expect((await awaitRun(client.workflow.getHandle(workflowId))).result?.outcome).toBe('pushed');
-      // A worker flushes its spans when it stops, and the CLI when it exits: after both, none came.
-      await worker.stop();
-      expect(otlp.requests()).toBe(0);
-      expect(otlp.spans).toEqual([]);
-    } finally {
-      await worker.stop();
-      await otlp.close();
-      remote.cleanup();
-    }
+    expect(worker.output()).not.toContain('Tracing to');
+    const workflowId = `untraced-${randomUUID()}`;
+    const started = await flotilla(taskQueue, [
+      'start',
+      requestFile(remote.url, 'untraced'),
+      '--id',
+      workflowId,
+      '--json',
+    ]);
+    expect(started.code).toBe(0);
+    expect((await awaitRun(client.workflow.getHandle(workflowId))).result?.outcome).toBe('pushed');
+    // A worker flushes its spans when it stops, and the CLI when it exits: after both, none came.
+    await worker.stop();
+    expect(otlp.requests()).toBe(0);
+    expect(otlp.spans).toEqual([]);
   });
 });
 
@@ -265,21 +223,9 @@ describe('replay', () => {
   // code awaits, which can reorder its commands. If the SDK ever makes them transparent, this fails,
   // and traced and untraced workers could share runs.
   it('the committed histories, recorded untraced, do not all replay on traced workflow code', async () => {
-    const History = proto.api.history.v1.History;
-    const root = path.join(__dirname, '../history');
-    const histories = readdirSync(root).flatMap((release) =>
-      readdirSync(path.join(root, release))
-        .filter((f) => f.endsWith('.json'))
-        .map((f) => {
-          // As test/replay.test.ts names them: <scenario>.leader.json is history-<scenario>, <scenario>.<worker>.json its child.
-          const [scenario, ...rest] = f.replace(/\.json$/, '').split('.');
-          const name = rest.join('.');
-          const history = History.fromObject(JSON.parse(readFileSync(path.join(root, release, f), 'utf8')));
-          return { workflowId: name === 'leader' ? `history-${scenario}` : `history-${scenario}/${name}`, history };
-        }),
-    );
+    const histories = fixtureReleases().flatMap(fixtureHistories);
     expect(histories.length).toBeGreaterThan(5);
-    const traced = await replay(histories, { workflowModules: TRACED_WORKFLOW_MODULES });
+    const traced = await replay(histories, 'telemetry', true);
     expect(traced.replayed).toBe(histories.length);
     expect(traced.errors.length).toBeGreaterThan(0);
     for (const error of traced.errors)

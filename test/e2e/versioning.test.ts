@@ -3,21 +3,25 @@
  * Two real versioned workers on the suite's dev server, versions made current with the real
  * `temporal` CLI exactly as the README's rainbow deploy says.
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, bundleWorkflowCode } from '@temporalio/worker';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { NativeConnection } from '@temporalio/worker';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
-import { type DeploymentVersion, deploymentSetting } from '../../src/config/settings';
-import { temporalBinary } from '../../src/temporal/server';
-import { type FlotillaWorker, createFlotillaWorker, defaultBuildId } from '../../src/worker';
+import type { DeploymentVersion } from '../../src/config/settings';
+import { createFlotillaWorker, defaultBuildId } from '../../src/worker';
 import { leaderWorkflow } from '../../src/workflows/index';
-import { approveSignal, statusQuery } from '../../src/contracts/messages';
-import { makeRemote, tempDir, writeAgent } from '../support/helpers';
-import { CLI, run, waitFor } from '../support/processes';
+import { approveSignal } from '../../src/contracts/messages';
+import type { LeaderRequestInput } from '../../src/contracts/request';
+import { workflowBundle } from '../support/bundle';
+import { releaseAtEnd } from '../support/cleanup';
+import { installQuietRuntime } from '../support/env';
+import { CLI, run, startWorkerProcess, temporalCli, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { greet, shellRequest, withGates } from '../support/requests';
+import { waitForStatus } from '../support/runs';
+import { tempDir } from '../support/temp';
 
 const address = () => inject('temporalAddress');
 const deploymentName = `flotilla-${randomUUID().slice(0, 8)}`;
@@ -25,55 +29,52 @@ const taskQueue = `test-${randomUUID()}`;
 
 let client: Client;
 let connection: NativeConnection;
-let workflowBundle: { code: string };
+/** The suite's workflow code, whose hash names a build. */
+let workflowCode: string;
 const dataDir = tempDir('data');
-const running: { worker: FlotillaWorker; done: Promise<void> }[] = [];
 
 beforeAll(async () => {
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  installQuietRuntime();
   connection = await NativeConnection.connect({ address: address() });
+  releaseAtEnd(() => connection.close());
   client = new Client({ connection: await Connection.connect({ address: address() }) });
-  workflowBundle = await bundleWorkflowCode({
-    workflowsPath: path.join(__dirname, '../../src/workflows/index.ts'),
-    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error },
-  });
-});
-afterAll(async () => {
-  for (const r of running) r.worker.shutdown();
-  await Promise.all(running.map((r) => r.done));
-  await connection?.close();
-  await client?.connection.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  releaseAtEnd(() => client.connection.close());
+  workflowCode = readFileSync(workflowBundle().codePath, 'utf8');
 });
 
-/** A worker of `deployment` (none: unversioned), sharing one data directory as a deployment's workers do. */
+/**
+ * A worker of `deployment` (none: unversioned), sharing one data directory as a deployment's
+ * workers do; it runs until the file ends, as old builds do through a deploy.
+ */
 async function startWorker(deployment: DeploymentVersion | undefined, queue = taskQueue): Promise<void> {
   const worker = await createFlotillaWorker({
     connection,
     namespace: 'default',
     taskQueue: queue,
     dataDir,
-    workflowBundle,
+    workflowBundle: workflowBundle(),
     deployment,
   });
-  running.push({ worker, done: worker.run() });
+  const done = worker.run();
+  releaseAtEnd(async () => {
+    worker.shutdown();
+    await done;
+  });
 }
 
 /** The README's step: make a version current with the Temporal CLI, once its workers have polled. */
 async function setCurrent(buildId: string, name = deploymentName): Promise<void> {
   await waitFor(`version ${buildId} to be set current`, async () => {
-    const r = await run(temporalBinary(), [
+    const r = await temporalCli(
       'worker',
       'deployment',
       'set-current-version',
-      '--address',
-      address(),
       '--deployment-name',
       name,
       '--build-id',
       buildId,
       '--yes',
-    ]);
+    );
     return r.code === 0 ? true : undefined;
   });
 }
@@ -100,53 +101,35 @@ async function buildsThatRan(handle: WorkflowHandle): Promise<string[]> {
   return [...ids].sort();
 }
 
-function request(url: string, id: string, extra: object = {}) {
-  return {
-    objective: 'safe deploys',
-    repo: { url, baseRef: 'main' },
-    testCmd: 'true',
-    subTasks: [
-      {
-        id,
-        prompt: `do ${id}`,
-        ownedPaths: [id],
-        agent: { kind: 'shell', command: writeAgent(`${id}/greeting.txt`, `hello from ${id}`) },
-      },
-    ],
-    ...extra,
-  };
-}
+const request = (url: string, id: string, fields: Partial<LeaderRequestInput> = {}) =>
+  shellRequest(url, [greet(id)], fields);
 
 describe('worker deployment versioning', () => {
   it('a run waiting at a gate through a deploy finishes on the build that started it; new runs go to the new build', async () => {
     const remote = await makeRemote({ 'README.md': 'hi\n' });
     // The first build as the worker names it by default; its successor by hand (FLOTILLA_BUILD_ID).
-    const a = defaultBuildId(workflowBundle.code);
+    const a = defaultBuildId(workflowCode);
     await startWorker({ deploymentName, buildId: a });
     await setCurrent(a);
 
     const old = await client.workflow.start(leaderWorkflow, {
       taskQueue,
       workflowId: `run-${randomUUID()}`,
-      args: [request(remote.url, 'one', { gates: { plan: { mode: 'manual' } } }) as never],
+      args: [request(remote.url, 'one', withGates('plan'))],
     });
-    await waitFor('the plan gate', async () =>
-      (await old.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
-    );
+    await waitForStatus(old, 'the plan gate', (s) => s.phase === 'awaiting-plan-approval');
 
     // Deploy: build "b" starts polling and becomes current while the old run waits at its gate.
     await startWorker({ deploymentName, buildId: 'b' });
     await setCurrent('b');
 
     // The operator's view from the README: which runs still hold the old version.
-    const pinnedToOld = await run(temporalBinary(), [
+    const pinnedToOld = await temporalCli(
       'workflow',
       'list',
-      '--address',
-      address(),
       '--query',
       `TemporalWorkerDeploymentVersion = '${deploymentName}:${a}' AND ExecutionStatus = 'Running'`,
-    ]);
+    );
     expect(pinnedToOld.code).toBe(0);
     expect(pinnedToOld.out).toContain(old.workflowId);
     const described = await old.describe();
@@ -164,13 +147,12 @@ describe('worker deployment versioning', () => {
     const fresh = await client.workflow.start(leaderWorkflow, {
       taskQueue,
       workflowId: `run-${randomUUID()}`,
-      args: [request(remote.url, 'two') as never],
+      args: [request(remote.url, 'two')],
     });
     const freshEnd = await awaitRun(fresh);
     expect(freshEnd.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'two/greeting.txt')).toBe('hello from two\n');
     expect(await buildsThatRan(fresh)).toEqual([`${deploymentName}:b`]);
-    remote.cleanup();
   });
 
   it('adopting versioning: a run an unversioned worker started moves to the first current version and is pinned there', async () => {
@@ -181,11 +163,9 @@ describe('worker deployment versioning', () => {
     const before = await client.workflow.start(leaderWorkflow, {
       taskQueue: queue,
       workflowId: `run-${randomUUID()}`,
-      args: [request(remote.url, 'three', { gates: { plan: { mode: 'manual' } } }) as never],
+      args: [request(remote.url, 'three', withGates('plan'))],
     });
-    await waitFor('the plan gate', async () =>
-      (await before.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
-    );
+    await waitForStatus(before, 'the plan gate', (s) => s.phase === 'awaiting-plan-approval');
 
     // The old, unversioned workers keep polling while the first versioned build takes over.
     await startWorker({ deploymentName: name, buildId: 'first' }, queue);
@@ -197,106 +177,40 @@ describe('worker deployment versioning', () => {
       deploymentName: name,
       buildId: 'first',
     });
-    remote.cleanup();
   });
 });
 
-describe('deployment settings', () => {
-  const withEnv = <T>(env: Record<string, string | undefined>, f: () => T): T => {
-    const saved = {
-      FLOTILLA_DEPLOYMENT: process.env.FLOTILLA_DEPLOYMENT,
-      FLOTILLA_BUILD_ID: process.env.FLOTILLA_BUILD_ID,
-    };
-    Object.assign(process.env, { FLOTILLA_DEPLOYMENT: undefined, FLOTILLA_BUILD_ID: undefined });
-    for (const [k, v] of Object.entries({ ...saved, ...env })) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-    try {
-      return f();
-    } finally {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
-    }
-  };
-
-  it('unset means an unversioned worker; a build ID alone or a bad name is refused naming the variable', () => {
-    expect(
-      withEnv({ FLOTILLA_DEPLOYMENT: undefined, FLOTILLA_BUILD_ID: undefined }, deploymentSetting),
-    ).toBeUndefined();
-    expect(withEnv({ FLOTILLA_DEPLOYMENT: 'flotilla', FLOTILLA_BUILD_ID: undefined }, deploymentSetting)).toEqual({
-      deploymentName: 'flotilla',
-      buildId: undefined,
-    });
-    expect(withEnv({ FLOTILLA_DEPLOYMENT: 'flotilla', FLOTILLA_BUILD_ID: '0.1.0-abc' }, deploymentSetting)).toEqual({
-      deploymentName: 'flotilla',
-      buildId: '0.1.0-abc',
-    });
-    expect(() => withEnv({ FLOTILLA_DEPLOYMENT: undefined, FLOTILLA_BUILD_ID: 'b' }, deploymentSetting)).toThrow(
-      /FLOTILLA_BUILD_ID is set but FLOTILLA_DEPLOYMENT is not/,
-    );
-    expect(() => withEnv({ FLOTILLA_DEPLOYMENT: 'a.b', FLOTILLA_BUILD_ID: undefined }, deploymentSetting)).toThrow(
-      /FLOTILLA_DEPLOYMENT must be .*not "a.b"/,
-    );
-    expect(() => withEnv({ FLOTILLA_DEPLOYMENT: 'flotilla', FLOTILLA_BUILD_ID: 'x:y' }, deploymentSetting)).toThrow(
-      /FLOTILLA_BUILD_ID must be .*not "x:y"/,
-    );
-  });
-
+describe('the default build ID', () => {
   it('the default build ID is the package version and changes with the workflow code', () => {
-    expect(defaultBuildId(workflowBundle.code)).toMatch(/^0\.1\.0-[0-9a-f]{12}$/);
-    expect(defaultBuildId(workflowBundle.code)).toBe(defaultBuildId(workflowBundle.code));
-    expect(defaultBuildId(`${workflowBundle.code}\n// changed`)).not.toBe(defaultBuildId(workflowBundle.code));
+    expect(defaultBuildId(workflowCode)).toMatch(/^0\.1\.0-[0-9a-f]{12}$/);
+    expect(defaultBuildId(workflowCode)).toBe(defaultBuildId(workflowCode));
+    expect(defaultBuildId(`${workflowCode}\n// changed`)).not.toBe(defaultBuildId(workflowCode));
   });
 });
 
 describe('flotilla worker with FLOTILLA_DEPLOYMENT', () => {
   it('polls as <deployment>:<package version>-<hash of its workflow code>, the same ID a bundle of the same sources gets', async () => {
     const name = `flotilla-${randomUUID().slice(0, 8)}`;
-    const home = tempDir('cli');
-    let stderr = '';
-    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: address(),
-        FLOTILLA_TASK_QUEUE: `cli-${randomUUID()}`,
-        FLOTILLA_HOME: home,
-        FLOTILLA_DEPLOYMENT: name,
-        FLOTILLA_BUILD_ID: '',
-      },
+    const worker = await startWorkerProcess(`cli-${randomUUID()}`, {
+      FLOTILLA_HOME: tempDir('cli'),
+      FLOTILLA_DEPLOYMENT: name,
+      FLOTILLA_BUILD_ID: '',
     });
-    worker.stderr.on('data', (d) => (stderr += d));
-    const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
-    try {
-      const line = await waitFor(
-        'the worker to poll',
-        async () => stderr.split('\n').find((l) => l.includes('polling task queue')),
-        120_000,
+    const buildId = defaultBuildId(workflowCode);
+    expect(await worker.polling()).toContain(` as ${name}:${buildId} (runs pinned)`);
+    const version = await waitFor('the version to be registered', async () => {
+      const r = await temporalCli(
+        'worker',
+        'deployment',
+        'describe-version',
+        '--deployment-name',
+        name,
+        '--build-id',
+        buildId,
       );
-      const buildId = defaultBuildId(workflowBundle.code);
-      expect(line).toContain(` as ${name}:${buildId} (runs pinned)`);
-      const version = await waitFor('the version to be registered', async () => {
-        const r = await run(temporalBinary(), [
-          'worker',
-          'deployment',
-          'describe-version',
-          '--address',
-          address(),
-          '--deployment-name',
-          name,
-          '--build-id',
-          buildId,
-        ]);
-        return r.code === 0 ? r.out : undefined;
-      });
-      expect(version).toContain(buildId);
-    } finally {
-      worker.kill('SIGTERM');
-      await exited;
-      rmSync(home, { recursive: true, force: true });
-    }
+      return r.code === 0 ? r.out : undefined;
+    });
+    expect(version).toContain(buildId);
   });
 
   it('refuses a bad deployment name before it connects, naming the variable (exit 2)', async () => {

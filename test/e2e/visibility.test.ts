@@ -4,13 +4,12 @@
  * fresh namespace, and a worker that refuses one without them. Visibility is eventually
  * consistent: every read waits for its condition.
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import { simpleGit } from 'simple-git';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
 import type { RunRow } from '../../src/client/list';
 import {
@@ -22,24 +21,16 @@ import {
   FlotillaTargetRef,
   SEARCH_ATTRIBUTES,
 } from '../../src/contracts/search-attributes';
-import {
-  TestEnv,
-  describeReplay,
-  greet,
-  makeRemote,
-  manual,
-  shellRequest,
-  tempDir,
-  writeAgent,
-} from '../support/helpers';
-import { CLI, flotilla, run, waitFor } from '../support/processes';
+import { TestEnv } from '../support/env';
+import { CLI, flotilla, run, spawnWorker, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { describeReplay } from '../support/replay';
+import { greet, shellRequest, subTask, withGates, writeAgent } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
-});
-afterAll(async () => {
-  await env?.stop();
 });
 
 /** The run's attributes as describe (the run's page) shows them. */
@@ -99,12 +90,13 @@ describe('search attributes', () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const paid = `echo '::flotilla {"costUsd": 0.25}' && ${writeAgent('api/greeting.txt', 'hello')}`;
     const gated = await env.start(
-      shellRequest('gated run', remote.url, [{ id: 'api', command: paid }], {
+      shellRequest(remote.url, [subTask('api', paid)], {
+        objective: 'gated run',
         repo: { url: remote.url, baseRef: 'main', targetRef: 'feature' },
-        gates: { plan: manual, push: manual },
+        ...withGates('plan', 'push'),
       }),
     );
-    const finished = await env.start(shellRequest('finished run', remote.url, [greet('web')]));
+    const finished = await env.start(shellRequest(remote.url, [greet('web')], { objective: 'finished run' }));
     expect((await awaitRun(finished)).result?.outcome).toBe('pushed');
     const byRepo = `FlotillaRepo = '${remote.url}'`;
 
@@ -158,14 +150,13 @@ describe('search attributes', () => {
     await listFinds(['--awaiting', '--repo', remote.url], []);
     await listFinds(['--outcome', 'pushed', '--repo', remote.url], [gated.workflowId, finished.workflowId]);
     await listFinds(['--phase', 'done', '--repo', remote.url], [gated.workflowId, finished.workflowId]);
-    remote.cleanup();
   });
 
   it('a suspended worker makes its run await an answer; a cancelled run ends cancelled', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const spender = `echo '::flotilla {"costUsd": 2}'; sleep 60`;
     const handle = await env.start(
-      shellRequest('spend', remote.url, [{ id: 'spender', command: spender }], { limits: { workerBudgetUsd: 1 } }),
+      shellRequest(remote.url, [subTask('spender', spender)], { limits: { workerBudgetUsd: 1 } }),
     );
     await attributesWhen(handle, 'the suspension', (a) => a.awaiting === 'answer');
     await listFinds(['--awaiting', 'answer', '--repo', remote.url], [handle.workflowId]);
@@ -173,7 +164,6 @@ describe('search attributes', () => {
     await expect(handle.result()).rejects.toThrow();
     expect(await attributes(handle)).toMatchObject({ phase: 'cancelled', awaiting: 'none', outcome: 'cancelled' });
     await listFinds(['--outcome', 'cancelled', '--repo', remote.url], [handle.workflowId]);
-    remote.cleanup();
   });
 
   it('--repo is one quoted value: a quote or a backslash in it neither breaks nor widens the query', async () => {
@@ -181,7 +171,7 @@ describe('search attributes', () => {
     // A repository whose path holds a quote, so quoting has to keep it to find the run.
     const odd = path.join(tempDir('odd'), `it's-a-repo.git`);
     await simpleGit().clone(remote.url, odd, ['--bare']);
-    const handle = await env.start(shellRequest('odd path', odd, [greet('api')]));
+    const handle = await env.start(shellRequest(odd, [greet('api')]));
     const end = await awaitRun(handle);
     expect(end.result?.outcome, end.failureMessage).toBe('pushed');
     await listFinds(['--repo', odd], [handle.workflowId]);
@@ -194,7 +184,6 @@ describe('search attributes', () => {
     ]) {
       expect(await list('--repo', hostile), hostile).toEqual([]);
     }
-    remote.cleanup();
   });
 
   it('a bad filter value is refused, naming the option and the values it takes', async () => {
@@ -265,30 +254,19 @@ describe('FLOTILLA_REGISTER_SEARCH_ATTRIBUTES=1', () => {
       'the new namespace',
       async () => (await env.client.workflowService.describeNamespace({ namespace })) ?? undefined,
     );
-    const worker = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: inject('temporalAddress'),
-        TEMPORAL_NAMESPACE: namespace,
-        FLOTILLA_HOME: tempDir('home'),
-        FLOTILLA_REGISTER_SEARCH_ATTRIBUTES: '1',
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
+    const worker = spawnWorker({
+      ...process.env,
+      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      TEMPORAL_NAMESPACE: namespace,
+      FLOTILLA_HOME: tempDir('home'),
+      FLOTILLA_REGISTER_SEARCH_ATTRIBUTES: '1',
     });
-    let log = '';
-    worker.stderr.on('data', (chunk) => (log += chunk));
-    const exited = new Promise((resolve) => worker.once('exit', resolve));
-    try {
-      await waitFor('the worker to poll', async () => (log.includes('worker polling') ? true : undefined), 60_000);
-      expect(log).toContain(
-        `Registered search attributes in namespace "${namespace}": ${SEARCH_ATTRIBUTES.map((k) => k.name).join(', ')}`,
-      );
-      const { customAttributes } = await env.client.connection.operatorService.listSearchAttributes({ namespace });
-      expect(Object.keys(customAttributes ?? {})).toEqual(expect.arrayContaining(SEARCH_ATTRIBUTES.map((k) => k.name)));
-    } finally {
-      worker.kill('SIGTERM');
-      await exited;
-    }
+    await worker.polling(60_000);
+    expect(worker.output()).toContain(
+      `Registered search attributes in namespace "${namespace}": ${SEARCH_ATTRIBUTES.map((k) => k.name).join(', ')}`,
+    );
+    const { customAttributes } = await env.client.connection.operatorService.listSearchAttributes({ namespace });
+    expect(Object.keys(customAttributes ?? {})).toEqual(expect.arrayContaining(SEARCH_ATTRIBUTES.map((k) => k.name)));
   });
 });
 

@@ -6,19 +6,20 @@
 import { randomUUID } from 'node:crypto';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun, startRun } from '../../src/client/index';
 import { parseLeaderRequest } from '../../src/contracts/request';
-import { type RunStatus, statusQuery } from '../../src/contracts/messages';
-import { TestEnv, describeReplay, makeRemote, writeAgent } from '../support/helpers';
+import { type RunStatus } from '../../src/contracts/messages';
+import { TestEnv } from '../support/env';
 import { flotilla, waitFor } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { describeReplay } from '../support/replay';
+import { shell, shellRequest, subTask, withGates, writeAgent } from '../support/requests';
+import { waitForStatus } from '../support/runs';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
-});
-afterAll(async () => {
-  await env?.stop();
 });
 
 type Payload = temporal.api.common.v1.IPayload | null | undefined;
@@ -34,12 +35,8 @@ async function currentDetails(workflowId: string): Promise<string> {
   return meta.currentDetails ?? '';
 }
 
-async function waitForPhase(workflowId: string, phase: RunStatus['phase']): Promise<RunStatus> {
-  return waitFor(phase, async () => {
-    const s = await env.client.workflow.getHandle(workflowId).query(statusQuery);
-    return s.phase === phase ? s : undefined;
-  });
-}
+const waitForPhase = (workflowId: string, phase: RunStatus['phase']) =>
+  waitForStatus(env.client.workflow.getHandle(workflowId), phase, (s) => s.phase === phase);
 
 /** The summaries of the activities a workflow scheduled, in order. */
 async function activitySummaries(workflowId: string): Promise<string[]> {
@@ -52,18 +49,17 @@ async function activitySummaries(workflowId: string): Promise<string[]> {
 describe('the Web UI', () => {
   it('names the run, its gates with the command that passes them, and what each activity runs', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const request = parseLeaderRequest({
-      objective: 'greet in two languages\nwith a second line the summary leaves out',
-      repo: { url: remote.url, baseRef: 'main' },
-      testCmd: 'test -f api/greeting.txt',
-      gates: { plan: { mode: 'manual' }, push: { mode: 'manual' } },
-      subTasks: ['api', 'web'].map((id) => ({
-        id,
+    const greeting = (id: string) =>
+      subTask(id, writeAgent(`${id}/greeting.txt`, `hello from ${id}`), {
         prompt: `write the ${id} greeting\nin detail`,
-        ownedPaths: [id],
-        agent: { kind: 'shell', command: writeAgent(`${id}/greeting.txt`, `hello from ${id}`) },
-      })),
-    });
+      });
+    const request = parseLeaderRequest(
+      shellRequest(remote.url, [greeting('api'), greeting('web')], {
+        objective: 'greet in two languages\nwith a second line the summary leaves out',
+        testCmd: 'test -f api/greeting.txt',
+        ...withGates('plan', 'push'),
+      }),
+    );
     const workflowId = `run-${randomUUID()}`;
     env.runs.push(workflowId);
     const handle = await startRun(env.client, request, { taskQueue: env.taskQueue, workflowId });
@@ -110,23 +106,19 @@ describe('the Web UI', () => {
     expect(end.result?.outcome).toBe('pushed');
     expect(await currentDetails(workflowId)).toBe('');
     expect(await (await handle.describe()).staticSummary()).toBe('flotilla: greet in two languages');
-    remote.cleanup();
   });
 
   it('a suspended worker shows the resume command; a repair round and the tests after it say which round they are', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     // Over its budget until resumed; then writes the answer. The tests want a file only the repair writes.
     const spender = `if [ -n "\${FLOTILLA_RESUME_MESSAGE:-}" ]; then mkdir -p spender && echo "$FLOTILLA_RESUME_MESSAGE" > spender/answer.txt && git add -A && git commit -qm answer; else echo '::flotilla {"costUsd": 2}'; sleep 30; fi`;
-    const request = parseLeaderRequest({
-      objective: 'answer and repair',
-      repo: { url: remote.url, baseRef: 'main' },
-      testCmd: 'test -f spender/fixed.txt',
-      limits: { workerBudgetUsd: 1 },
-      repair: { agent: { kind: 'shell', command: 'echo fixed > spender/fixed.txt' }, maxRounds: 2 },
-      subTasks: [
-        { id: 'spender', prompt: 'answer', ownedPaths: ['spender'], agent: { kind: 'shell', command: spender } },
-      ],
-    });
+    const request = parseLeaderRequest(
+      shellRequest(remote.url, [subTask('spender', spender)], {
+        testCmd: 'test -f spender/fixed.txt',
+        limits: { workerBudgetUsd: 1 },
+        repair: { agent: shell('echo fixed > spender/fixed.txt'), maxRounds: 2 },
+      }),
+    );
     const workflowId = `run-${randomUUID()}`;
     env.runs.push(workflowId);
     const handle = await startRun(env.client, request, { taskQueue: env.taskQueue, workflowId });
@@ -164,7 +156,6 @@ describe('the Web UI', () => {
     expect(at('tests: test -f spender/fixed.txt')).toBeGreaterThan(-1);
     expect(at('repair round 1 by shell')).toBeGreaterThan(at('tests: test -f spender/fixed.txt'));
     expect(at('tests, repair round 1: test -f spender/fixed.txt')).toBeGreaterThan(at('repair round 1 by shell'));
-    remote.cleanup();
   });
 });
 

@@ -42,6 +42,7 @@ import type {
   E2BRunOpts,
   E2BSandboxInfo,
 } from '../../src/sandbox/e2b/provider';
+import { releaseAtEnd } from './cleanup';
 
 const HOME = '/home/user';
 const ROOTLESS = process.getuid?.() !== 0;
@@ -187,8 +188,11 @@ export class E2BDouble implements E2BApi {
     private readonly options: E2BDoubleOptions,
   ) {}
 
+  /** A double with no sandboxes; it kills what it holds when the test (or file) ends. */
   static async start(options: E2BDoubleOptions = {}): Promise<E2BDouble> {
-    return new E2BDouble(await mkdtemp(path.join(os.tmpdir(), 'flotilla-e2b-double-')), options);
+    const double = new E2BDouble(await mkdtemp(path.join(os.tmpdir(), 'flotilla-e2b-double-')), options);
+    releaseAtEnd(() => double.dispose());
+    return double;
   }
 
   /** The next call of `method` throws `err` instead of doing anything. */
@@ -210,7 +214,7 @@ export class E2BDouble implements E2BApi {
       }));
   }
 
-  async cleanup(): Promise<void> {
+  private async dispose(): Promise<void> {
     for (const sb of this.sandboxes.values()) await this.destroy(sb);
     await rm(this.root, { recursive: true, force: true });
   }

@@ -1,11 +1,12 @@
 /** A shared store as several hosts reach it: a bare repository served by `git daemon` (part of git) on loopback. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { tempDir } from './helpers';
-import { run, waitFor } from './processes';
+import { releaseAtEnd } from './cleanup';
 import { freePort } from './ports';
+import { run, waitFor } from './processes';
+import { tempDir } from './temp';
 
 export interface ServedStore {
   /** The git:// URL workers are given as FLOTILLA_STAGING_URL. */
@@ -14,7 +15,6 @@ export interface ServedStore {
   dir: string;
   /** Its refs under `prefix`. */
   refs(prefix?: string): Promise<string[]>;
-  stop(): Promise<void>;
 }
 
 async function bareRepo(root: string): Promise<string> {
@@ -29,7 +29,10 @@ function refsOf(dir: string) {
     (await simpleGit(dir).raw(['for-each-ref', '--format=%(refname)', prefix])).split('\n').filter(Boolean);
 }
 
-/** A store served read-write by git daemon on `address` (default loopback) at a free port; ready when it answers ls-remote. */
+/**
+ * A store served read-write by git daemon on `address` (default loopback) at a free port; ready
+ * when it answers ls-remote, stopped when the test (or file) ends.
+ */
 export async function serveStore(address = '127.0.0.1'): Promise<ServedStore> {
   const root = tempDir('store');
   const dir = await bareRepo(root);
@@ -48,35 +51,21 @@ export async function serveStore(address = '127.0.0.1'): Promise<ServedStore> {
     ],
     { stdio: 'ignore' },
   );
+  const exited = new Promise((resolve) => daemon.once('exit', resolve));
+  releaseAtEnd(async () => {
+    if (daemon.exitCode === null && daemon.signalCode === null) daemon.kill();
+    await exited;
+  });
   const url = `git://${address}:${port}/store.git`;
   await waitFor('git daemon to answer', async () =>
     (await run('git', ['ls-remote', url])).code === 0 ? true : undefined,
   );
-  return {
-    url,
-    dir,
-    refs: refsOf(dir),
-    async stop() {
-      if (daemon.exitCode === null) {
-        const exited = new Promise((resolve) => daemon.once('exit', resolve));
-        daemon.kill();
-        await exited;
-      }
-      rmSync(root, { recursive: true, force: true });
-    },
-  };
+  return { url, dir, refs: refsOf(dir) };
 }
 
 /** A store reached as file://, as a shared volume would be. */
 export async function fileStore(): Promise<ServedStore> {
   const root = tempDir('store');
   const dir = await bareRepo(root);
-  return {
-    url: `file://${dir}`,
-    dir,
-    refs: refsOf(dir),
-    async stop() {
-      rmSync(root, { recursive: true, force: true });
-    },
-  };
+  return { url: `file://${dir}`, dir, refs: refsOf(dir) };
 }

@@ -1,17 +1,24 @@
 /**
- * One real Temporal dev server for the whole suite (started from the installed `temporal`
- * binary through Flotilla's own embedding helper), on a free port with a throwaway database.
+ * What the whole e2e suite shares, made once: one real Temporal dev server (started from the
+ * installed `temporal` binary through Flotilla's own embedding helper) on a free port with a
+ * throwaway database, and the workflow code bundled by webpack, plain and traced, for every
+ * worker and replay the tests run in their own process (test/support/bundle.ts).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
+import { TRACED_WORKFLOW_MODULES } from '../../src/temporal/telemetry';
 import { ensureTemporal, type TemporalTarget } from '../../src/temporal/server';
 import { freePort } from './ports';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
+    /** Files holding the bundled workflow code, without and with the tracing interceptors. */
+    workflowBundle: string;
+    tracedWorkflowBundle: string;
   }
 }
 
@@ -19,19 +26,49 @@ let server: TemporalTarget | undefined;
 let dir: string | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
-  if (process.env.TEMPORAL_ADDRESS) {
-    project.provide('temporalAddress', process.env.TEMPORAL_ADDRESS);
-    return;
-  }
-  dir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-temporal-'));
-  // The UI listens on port + 1000; pick a port whose neighbour is very likely free too.
-  let port = await freePort();
-  while (port + 1000 > 65535) port = await freePort();
-  server = await ensureTemporal({ dataDir: dir, port });
-  project.provide('temporalAddress', server.address);
+  dir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-suite-'));
+  const [address, [plain, traced]] = await Promise.all([
+    process.env.TEMPORAL_ADDRESS ?? startServer(dir),
+    bundleWorkflows(dir),
+  ]);
+  project.provide('temporalAddress', address);
+  project.provide('workflowBundle', plain);
+  project.provide('tracedWorkflowBundle', traced);
 }
 
 export async function teardown(): Promise<void> {
   await server?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 }
+
+async function startServer(root: string): Promise<string> {
+  // The UI listens on port + 1000; pick a port whose neighbour is very likely free too.
+  let port = await freePort();
+  while (port + 1000 > 65535) port = await freePort();
+  server = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port });
+  return server.address;
+}
+
+/** Bundles the workflows as the build does (scripts/bundle-workflows.js), from the sources. */
+async function bundleWorkflows(root: string): Promise<[string, string]> {
+  const workflowsPath = path.join(__dirname, '../../src/workflows/index.ts');
+  const files: [string, string] = [path.join(root, 'workflow-bundle.js'), path.join(root, 'workflow-bundle-traced.js')];
+  const plain = await bundleWorkflowCode({ workflowsPath, logger: quietLogger });
+  writeFileSync(files[0], plain.code);
+  const traced = await bundleWorkflowCode({
+    workflowsPath,
+    workflowInterceptorModules: TRACED_WORKFLOW_MODULES,
+    logger: quietLogger,
+  });
+  writeFileSync(files[1], traced.code);
+  return files;
+}
+
+const quietLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: (msg: string) => console.error(msg),
+};

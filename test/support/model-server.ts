@@ -15,6 +15,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { releaseAtEnd } from './cleanup';
 
 /** A tool call: Write/Edit/Bash with their input for Claude Code; exec_command {cmd, workdir} for Codex. */
 export interface ToolCall {
@@ -104,6 +105,7 @@ export class ModelServer {
     readonly url: string,
   ) {}
 
+  /** A server on a free loopback port, closed when the test (or file) ends. */
   static async start(): Promise<ModelServer> {
     let self: ModelServer | undefined;
     const server = http.createServer((req, res) => self!.handle(req, res));
@@ -111,8 +113,10 @@ export class ModelServer {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
     });
-    self = new ModelServer(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-    return self;
+    const started = new ModelServer(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    self = started;
+    releaseAtEnd(() => started.close());
+    return started;
   }
 
   /** Scripts the conversation whose user messages contain `key`. */
@@ -120,7 +124,7 @@ export class ModelServer {
     this.scripts.set(key, steps);
   }
 
-  close(): Promise<void> {
+  private close(): Promise<void> {
     this.server.closeAllConnections();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }

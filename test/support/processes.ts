@@ -1,8 +1,10 @@
-/** Helpers for tests that drive runs from outside: processes, polling. */
+/** Helpers for tests that drive runs from outside: processes (our CLI, worker processes, the Temporal CLI), polling. */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { inject } from 'vitest';
+import { temporalBinary } from '../../src/temporal/server';
+import { releaseAtEnd } from './cleanup';
 
 export interface Ran {
   code: number;
@@ -99,30 +101,93 @@ function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-/** A real `flotilla worker` process (from the sources) on the suite's server, once it polls; `output()` is all it printed. */
-export async function startWorkerProcess(
-  taskQueue: string,
-  env: Record<string, string>,
-): Promise<{ child: ChildProcess; output(): string; stop(): Promise<void> }> {
-  const child = spawn(CLI[0], [...CLI.slice(1), 'worker'], {
-    env: { ...process.env, TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: taskQueue, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** A process a test started and watches, killed when the test (or file) ends. */
+export interface Spawned {
+  child: ChildProcess;
+  /** All it printed so far, stdout and stderr. */
+  output(): string;
+  /** What it printed on stderr. */
+  stderr(): string;
+  /** Its exit code (null when a signal ended it), once it has exited. */
+  exited: Promise<number | null>;
+  /** Sends `signal` unless it has exited already, and waits for its exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `command` with `env` as its whole environment. */
+export function spawnTracked(command: string, args: string[], env: NodeJS.ProcessEnv): Spawned {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
+  let err = '';
   child.stdout!.on('data', (b) => (out += b));
-  child.stderr!.on('data', (b) => (out += b));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await exited;
-  };
-  await waitFor(
-    'the worker to poll',
-    async () => (out.includes('polling task queue') ? true : undefined),
-    120_000,
-  ).catch(async (err: Error) => {
-    child.kill('SIGKILL');
-    throw new Error(`${err.message}; it printed:\n${out}`);
+  child.stderr!.on('data', (b) => {
+    out += b;
+    err += b;
   });
-  return { child, output: () => out, stop };
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(null));
+  });
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return exited;
+  };
+  releaseAtEnd(() => stop('SIGKILL'));
+  return { child, output: () => out, stderr: () => err, exited, stop };
+}
+
+/** Our CLI as a process that runs on (`watch`), pointed at the suite's server and `taskQueue`. */
+export function spawnFlotilla(taskQueue: string, args: string[]): Spawned {
+  return spawnTracked(CLI[0], [...CLI.slice(1), ...args], {
+    ...process.env,
+    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    FLOTILLA_TASK_QUEUE: taskQueue,
+  });
+}
+
+/** A `flotilla worker` process started by a test. */
+export interface WorkerProcess extends Spawned {
+  /** The line saying it polls, once it does; after `ms`, fails with all it printed. */
+  polling(ms?: number): Promise<string>;
+}
+
+/**
+ * `flotilla worker [args]` from the sources, with `env` as its whole environment, under `prefix`
+ * (a command such as nsenter that runs it) if given.
+ */
+export function spawnWorker(env: NodeJS.ProcessEnv, prefix: string[] = [], args: string[] = []): WorkerProcess {
+  const [command, ...rest] = [...prefix, ...CLI, 'worker', ...args];
+  const worker = spawnTracked(command, rest, env);
+  const polling = async (ms = 120_000) => {
+    const line = pollingLine(worker.output());
+    if (line) return line;
+    const polls = waitFor('the worker to poll', async () => pollingLine(worker.output()), ms);
+    // A worker that refuses to start says why at once: no need to wait out `ms`.
+    const died = worker.exited.then((code) => {
+      throw new Error(`the worker exited (code ${code}) before it polled`);
+    });
+    return Promise.race([polls, died]).catch((e: Error) => {
+      throw new Error(`${e.message}; it printed:\n${worker.output()}`);
+    });
+  };
+  return { ...worker, polling };
+}
+
+const pollingLine = (output: string) => output.split('\n').find((l) => l.includes('polling task queue'));
+
+/** A worker process on the suite's server and `taskQueue`, `env` added to this process's, once it polls. */
+export async function startWorkerProcess(taskQueue: string, env: Record<string, string>): Promise<WorkerProcess> {
+  const worker = spawnWorker({
+    ...process.env,
+    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    FLOTILLA_TASK_QUEUE: taskQueue,
+    ...env,
+  });
+  await worker.polling();
+  return worker;
+}
+
+/** The Temporal CLI (`temporal <args…>`) against the suite's server. */
+export function temporalCli(...args: string[]): Promise<Ran> {
+  return run(temporalBinary(), [...args, '--address', inject('temporalAddress')]);
 }

@@ -6,11 +6,11 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes, randomInt } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import type { ExecOptions, ExecResult, Sandbox, SandboxProvider } from '../../src/sandbox/types';
+import { tempDir } from './temp';
 
 export interface SandboxContractOptions {
   /**
@@ -48,7 +48,8 @@ const sha256 = (data: Uint8Array) => createHash('sha256').update(data).digest('h
 
 export function sandboxContract(
   name: string,
-  makeProvider: () => Promise<{ provider: SandboxProvider; cleanup(): Promise<void> }>,
+  /** The provider under test; what it holds it releases itself (test/support/cleanup.ts). */
+  makeProvider: () => Promise<SandboxProvider>,
   opts: SandboxContractOptions = {},
 ): void {
   const findProcesses = opts.findProcesses ?? hostPgrep;
@@ -56,7 +57,6 @@ export function sandboxContract(
 
   describe(`sandbox contract: ${name}`, { timeout: opts.testTimeoutMs ?? 30_000 }, () => {
     let provider: SandboxProvider;
-    let cleanup: (() => Promise<void>) | undefined;
     // Slashes like real run keys, and a random part so parallel runs of the suite never share a sandbox.
     const runId = randomBytes(4).toString('hex');
     let counter = 0;
@@ -91,7 +91,7 @@ export function sandboxContract(
     beforeAll(async () => {
       // A host secret the sandbox must never see, whatever the caller passes as env.
       process.env[secretName] = secretValue;
-      ({ provider, cleanup } = await makeProvider());
+      provider = await makeProvider();
     });
 
     afterAll(async () => {
@@ -109,7 +109,6 @@ export function sandboxContract(
           }
         }
       }
-      await cleanup?.();
     });
 
     describe('exec', () => {
@@ -359,49 +358,42 @@ export function sandboxContract(
 
       it('copies host files in and out, byte for byte, and refuses what is outside or not a regular file', async () => {
         const sb = await provision('copy');
-        const host = await mkdtemp(path.join(os.tmpdir(), 'flotilla-contract-copy-'));
-        try {
-          // Several MiB of random bytes (more than one stream chunk), with every byte value.
-          const big = Buffer.concat([Buffer.from(allBytes), randomBytes(3 * 1024 * 1024 + 17)]);
-          await writeFile(path.join(host, 'in.bin'), big);
-          const inside = `${sb.scratch}/deep/in.bin`;
-          await sb.copyIn(path.join(host, 'in.bin'), inside);
-          expect((await run(sb, `sha256sum < ${q(inside)}`)).output.split(' ')[0]).toBe(sha256(big));
-          // A command's output goes back out: what it made, not what was copied in.
-          expect(
-            (
-              await run(
-                sb,
-                `head -c 1000 ${q(inside)} > ${q(`${sb.workspace}/out.bin`)}; cat ${q(inside)} >> ${q(`${sb.workspace}/out.bin`)}`,
-              )
-            ).exitCode,
-          ).toBe(0);
-          await sb.copyOut(`${sb.workspace}/out.bin`, path.join(host, 'out.bin'));
-          expect(sha256(await readFile(path.join(host, 'out.bin')))).toBe(
-            sha256(Buffer.concat([big.subarray(0, 1000), big])),
-          );
-          // Copying over an existing host file replaces it.
-          await sb.writeFile(`${sb.workspace}/small.txt`, 'small');
-          await sb.copyOut(`${sb.workspace}/small.txt`, path.join(host, 'out.bin'));
-          expect(await readFile(path.join(host, 'out.bin'), 'utf8')).toBe('small');
+        const host = tempDir('contract-copy');
+        // Several MiB of random bytes (more than one stream chunk), with every byte value.
+        const big = Buffer.concat([Buffer.from(allBytes), randomBytes(3 * 1024 * 1024 + 17)]);
+        await writeFile(path.join(host, 'in.bin'), big);
+        const inside = `${sb.scratch}/deep/in.bin`;
+        await sb.copyIn(path.join(host, 'in.bin'), inside);
+        expect((await run(sb, `sha256sum < ${q(inside)}`)).output.split(' ')[0]).toBe(sha256(big));
+        // A command's output goes back out: what it made, not what was copied in.
+        expect(
+          (
+            await run(
+              sb,
+              `head -c 1000 ${q(inside)} > ${q(`${sb.workspace}/out.bin`)}; cat ${q(inside)} >> ${q(`${sb.workspace}/out.bin`)}`,
+            )
+          ).exitCode,
+        ).toBe(0);
+        await sb.copyOut(`${sb.workspace}/out.bin`, path.join(host, 'out.bin'));
+        expect(sha256(await readFile(path.join(host, 'out.bin')))).toBe(
+          sha256(Buffer.concat([big.subarray(0, 1000), big])),
+        );
+        // Copying over an existing host file replaces it.
+        await sb.writeFile(`${sb.workspace}/small.txt`, 'small');
+        await sb.copyOut(`${sb.workspace}/small.txt`, path.join(host, 'out.bin'));
+        expect(await readFile(path.join(host, 'out.bin'), 'utf8')).toBe('small');
 
-          await expect(sb.copyOut('/etc/passwd', path.join(host, 'x')), 'copyOut /etc/passwd').rejects.toThrow();
-          await expect(
-            sb.copyIn(path.join(host, 'in.bin'), `${sb.workspace}/../x.bin`),
-            'copyIn outside',
-          ).rejects.toThrow();
-          await expect(
-            sb.copyOut(`${sb.workspace}/nope.bin`, path.join(host, 'x')),
-            'copyOut missing',
-          ).rejects.toThrow();
-          // A FIFO would hang a reader that waits for a writer: refused, promptly.
-          expect((await run(sb, `mkfifo ${q(`${sb.workspace}/fifo`)}`)).exitCode).toBe(0);
-          await expect(sb.copyOut(`${sb.workspace}/fifo`, path.join(host, 'x')), 'copyOut fifo').rejects.toThrow(
-            /not a regular file/,
-          );
-        } finally {
-          await rm(host, { recursive: true, force: true });
-        }
+        await expect(sb.copyOut('/etc/passwd', path.join(host, 'x')), 'copyOut /etc/passwd').rejects.toThrow();
+        await expect(
+          sb.copyIn(path.join(host, 'in.bin'), `${sb.workspace}/../x.bin`),
+          'copyIn outside',
+        ).rejects.toThrow();
+        await expect(sb.copyOut(`${sb.workspace}/nope.bin`, path.join(host, 'x')), 'copyOut missing').rejects.toThrow();
+        // A FIFO would hang a reader that waits for a writer: refused, promptly.
+        expect((await run(sb, `mkfifo ${q(`${sb.workspace}/fifo`)}`)).exitCode).toBe(0);
+        await expect(sb.copyOut(`${sb.workspace}/fifo`, path.join(host, 'x')), 'copyOut fifo').rejects.toThrow(
+          /not a regular file/,
+        );
       });
     });
 

@@ -6,12 +6,13 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { tempDir } from './helpers';
-import { waitFor } from './processes';
+import { releaseAtEnd } from './cleanup';
 import { freePort } from './ports';
+import { waitFor } from './processes';
+import { tempDir } from './temp';
 
 export interface TlsProxy {
   address: string;
@@ -21,7 +22,6 @@ export interface TlsProxy {
   caPath: string;
   wrongCaPath: string;
   dir: string;
-  stop(): Promise<void>;
 }
 
 function openssl(dir: string, args: string[]): void {
@@ -91,6 +91,7 @@ function listening(port: number): Promise<true | undefined> {
   });
 }
 
+/** The proxy in front of `upstream`, once both listeners answer; stopped when the test (or file) ends. */
 export async function startTlsProxy(upstream: string): Promise<TlsProxy> {
   const dir = tempDir('tls');
   makeCertificates(dir);
@@ -136,8 +137,11 @@ http {
   const nginx = spawn('nginx', ['-p', dir, '-e', `${dir}/error.log`, '-c', `${dir}/nginx.conf`, '-g', 'daemon off;'], {
     stdio: 'ignore',
   });
-  let exited = false;
-  nginx.once('exit', () => (exited = true));
+  const exited = new Promise((resolve) => nginx.once('exit', resolve));
+  releaseAtEnd(async () => {
+    if (nginx.exitCode === null && nginx.signalCode === null) nginx.kill('SIGTERM');
+    await exited;
+  });
   await waitFor(
     `nginx listening on ${port} and ${keyedPort}`,
     async () => (await listening(port)) && (await listening(keyedPort)),
@@ -152,13 +156,5 @@ http {
     caPath: path.join(dir, 'ca.pem'),
     wrongCaPath: path.join(dir, 'wrong-ca.pem'),
     dir,
-    stop: async () => {
-      if (!exited) {
-        const gone = new Promise((r) => nginx.once('exit', r));
-        nginx.kill('SIGTERM');
-        await gone;
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
   };
 }

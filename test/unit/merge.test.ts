@@ -6,20 +6,13 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mergeWorkers } from '../../src/git/merge';
-import { makeRemote } from '../support/helpers';
-
-let cleanups: (() => void)[] = [];
-afterEach(() => {
-  for (const c of cleanups) c();
-  cleanups = [];
-});
+import { makeRemote } from '../support/remotes';
 
 /** A bare repository with main, and one branch per worker made by `edit` on top of main. */
 async function staging(workers: Record<string, Record<string, string>>) {
   const remote = await makeRemote({ 'names.txt': 'one\ntwo\nthree\n', 'README.md': '# r\n' });
-  cleanups.push(remote.cleanup);
   const work = simpleGit(path.join(remote.root, 'work'));
   const base = (await work.revparse(['HEAD'])).trim();
   const heads: Record<string, string> = {};

@@ -1,11 +1,15 @@
-/** Request validation: every refusal names the field and the reason. */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+/** Request validation: every refusal names the field and the reason; the JSON Schema agrees. */
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import Ajv from 'ajv';
 import { describe, expect, it } from 'vitest';
+import YAML from 'yaml';
 import { loadRequestFile } from '../../src/client/index';
 import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
 import { repoUrlProblem } from '../../src/contracts/names';
+import { tempDir } from '../support/temp';
+
+const ROOT = path.join(__dirname, '../..');
 
 const valid = () => ({
   objective: 'o',
@@ -155,23 +159,50 @@ describe('request files', () => {
   });
 
   it('names the file and the parse error of broken YAML', () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-spec-'));
-    try {
-      const file = path.join(dir, 'broken.yaml');
-      // A flow map that never closes.
-      writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
-      expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
-      expect(() => loadRequestFile(file)).toThrow(
-        /must be sufficiently indented and end with a \} at line 4, column 1/,
-      );
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const file = path.join(tempDir('spec'), 'broken.yaml');
+    // A flow map that never closes.
+    writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
+    expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
+    expect(() => loadRequestFile(file)).toThrow(/must be sufficiently indented and end with a \} at line 4, column 1/);
   });
 
   it('names the file and the parse error of broken JSON', () => {
     expect(() => loadRequestFile(path.join(__dirname, 'request.test.ts'))).toThrow(
       /request\.test\.ts is not valid JSON: /,
+    );
+  });
+});
+
+describe('fixers and hidden tests', () => {
+  it("refuses inline oracle files, saying what to use instead, and checks the fixers' bounds", () => {
+    expect(
+      problems((r) => {
+        r.resolver = { agent: { kind: 'shell', command: 'true' }, maxRounds: 0 };
+        r.repair = { maxRounds: 2 };
+        r.oracle = { files: { 'h/t.sh': 'exit 0' } };
+      }),
+    ).toEqual([
+      'resolver.maxRounds: Too small: expected number to be >=1',
+      'repair.agent: is required',
+      'oracle.files: is no longer accepted (oracle contents would be stored in workflow history); ' +
+        'put the hidden tests in a repository and name it with oracle: { repo: <url>, ref: <branch> }',
+    ]);
+  });
+});
+
+describe('the JSON Schema', () => {
+  it('the committed JSON Schema validates the example request and rejects a misspelled field', () => {
+    const schema = JSON.parse(readFileSync(path.join(ROOT, 'schema/request.schema.json'), 'utf8'));
+    const validate = new Ajv({ strict: false }).compile(schema);
+    const good = YAML.parse(readFileSync(path.join(ROOT, 'examples/request.yaml'), 'utf8'));
+    expect(validate(good), JSON.stringify(validate.errors)).toBe(true);
+    expect(validate({ ...good, testCommand: 'npm test' })).toBe(false);
+    expect(validate.errors).toContainEqual(
+      expect.objectContaining({ keyword: 'additionalProperties', params: { additionalProperty: 'testCommand' } }),
+    );
+    expect(validate({ ...good, repo: { ...good.repo, baseref: 'main' } })).toBe(false);
+    expect(validate.errors).toContainEqual(
+      expect.objectContaining({ instancePath: '/repo', params: { additionalProperty: 'baseref' } }),
     );
   });
 });

@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { summarizeTests } from '../../src/contracts/test-summary';
-import { tempDir } from '../support/helpers';
+import { tempDir } from '../support/temp';
 import { run } from '../support/processes';
 
 describe('summarizeTests', () => {

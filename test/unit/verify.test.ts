@@ -1,4 +1,4 @@
-/** The host's lineage checks of imported commits (src/git/verify.ts), in a real staging repository. */
+/** The host's checks of imported commits (src/git/verify.ts): lineage in a real staging repository, symlink targets without one. */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,7 +8,7 @@ import { hostGitEnv } from '../../src/git/env';
 import { commitTree } from '../../src/git/merge';
 import { gitText } from '../../src/git/spawn';
 import { StagingRepo } from '../../src/git/staging';
-import { verifyWork } from '../../src/git/verify';
+import { leavesRepository, verifyWork } from '../../src/git/verify';
 
 let dataDir: string;
 let staging: StagingRepo;
@@ -63,5 +63,17 @@ describe("verifying a sub-task's commits", () => {
       `the worker's commits do not descend from the base commit ${base.slice(0, 12)}`,
     );
     await expect(verify(root, base)).rejects.toThrow('do not descend from the base commit');
+  });
+});
+
+describe('symbolic link targets', () => {
+  it('inside the repository are fine; absolute, up and out, or into .git are not', () => {
+    expect(leavesRepository('a/link', 'b.txt')).toBe(false);
+    expect(leavesRepository('a/b/link', '../../c.txt')).toBe(false);
+    expect(leavesRepository('a/link', '/etc/passwd')).toBe(true);
+    expect(leavesRepository('a/link', '../../etc')).toBe(true);
+    expect(leavesRepository('link', '..')).toBe(true);
+    expect(leavesRepository('a/link', '../.git/hooks')).toBe(true);
+    expect(leavesRepository('link', '.git')).toBe(true);
   });
 });

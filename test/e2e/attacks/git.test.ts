@@ -3,26 +3,14 @@
  * workspace, unrelated history, links out of the repository, submodules, and work too large to
  * collect. Real runs: dev server, bubblewrap sandboxes, git; the shell agent attempts each attack.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { leavesRepository } from '../../../src/git/verify';
-import { TestEnv, makeRemote } from '../../support/helpers';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { TestEnv } from '../../support/env';
+import { makeRemote } from '../../support/remotes';
+import { shellRequest, subTask } from '../../support/requests';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
-});
-afterAll(async () => {
-  await env?.stop();
-});
-
-const shell = (command: string) => ({ kind: 'shell' as const, command });
-const task = (id: string, command: string) => ({ id, prompt: `attack ${id}`, ownedPaths: [id], agent: shell(command) });
-const request = (url: string, subTasks: ReturnType<typeof task>[], extra: object = {}) => ({
-  objective: 'attacks',
-  repo: { url },
-  testCmd: 'true',
-  subTasks,
-  ...extra,
 });
 
 /** Commits `id/work.txt`, the sub-task's legitimate change. */
@@ -76,7 +64,11 @@ echo pwned > evil.txt && git add evil.txt && git commit -qm swapped --no-verify 
       `echo '* filter=evil' > commondir/.gitattributes && echo 'work of commondir' > commondir/work.txt`,
     ].join(' && ');
     const end = await env.run(
-      request(remote.url, [task('reftx', refTx), task('postcommit', postCommit), task('commondir', commonDir)]),
+      shellRequest(remote.url, [
+        subTask('reftx', refTx),
+        subTask('postcommit', postCommit),
+        subTask('commondir', commonDir),
+      ]),
     );
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
@@ -93,7 +85,6 @@ echo pwned > evil.txt && git add evil.txt && git commit -qm swapped --no-verify 
     expect(await remote.show('main', 'postcommit/work.txt')).toBe('work of postcommit\n');
     expect(await remote.show('main', 'reftx/work.txt')).toBe('work of reftx\n');
     expect(await remote.log('main', base)).not.toContain('swapped');
-    remote.cleanup();
   });
 });
 
@@ -118,11 +109,11 @@ describe('the staging repository refuses what the policy does not allow', () => 
       'git update-ref HEAD $(git commit-tree $bad -p HEAD -m corrupt)',
     ].join(' && ');
     const end = await env.run(
-      request(remote.url, [
-        task('unrelated', unrelated),
-        task('symlink', symlink),
-        task('gitlink', gitlink),
-        task('corrupt', corrupt),
+      shellRequest(remote.url, [
+        subTask('unrelated', unrelated),
+        subTask('symlink', symlink),
+        subTask('gitlink', gitlink),
+        subTask('corrupt', corrupt),
       ]),
     );
     expect(end.result?.outcome).not.toBe('pushed');
@@ -136,7 +127,6 @@ describe('the staging repository refuses what the policy does not allow', () => 
     expect(reason('corrupt')?.reason).toContain("the worker's commits failed git's integrity check");
     expect(reason('corrupt')?.reason).toContain('duplicateEntries');
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
   });
 
   it('a file over the size limit and more files than the limit fail once, not retried, with the reason', async () => {
@@ -147,7 +137,7 @@ describe('the staging repository refuses what the policy does not allow', () => 
     const hidden = `mkdir hidden && head -c 5000 /dev/zero > hidden/blob.bin && touch -d 2001-01-01 hidden/blob.bin && git add -A && git commit -qm big`;
     const many = `mkdir many && for i in $(seq 1 60); do echo $i > many/f$i; done`;
     const end = await env.run(
-      request(remote.url, [task('big', big), task('hidden', hidden), task('many', many)], {
+      shellRequest(remote.url, [subTask('big', big), subTask('hidden', hidden), subTask('many', many)], {
         policy: { maxFileBytes: 1000, maxChangedFiles: 50 },
       }),
     );
@@ -162,18 +152,5 @@ describe('the staging repository refuses what the policy does not allow', () => 
     expect(worker('many')?.reason).toContain('change more than 50 files (policy.maxChangedFiles)');
     for (const id of ['big', 'hidden', 'many']) expect(await attempts(end.workflowId, id, 'collectWork')).toEqual([1]);
     expect(await remote.head()).toBe(base);
-    remote.cleanup();
-  });
-});
-
-describe('symbolic link targets', () => {
-  it('inside the repository are fine; absolute, up and out, or into .git are not', () => {
-    expect(leavesRepository('a/link', 'b.txt')).toBe(false);
-    expect(leavesRepository('a/b/link', '../../c.txt')).toBe(false);
-    expect(leavesRepository('a/link', '/etc/passwd')).toBe(true);
-    expect(leavesRepository('a/link', '../../etc')).toBe(true);
-    expect(leavesRepository('link', '..')).toBe(true);
-    expect(leavesRepository('a/link', '../.git/hooks')).toBe(true);
-    expect(leavesRepository('link', '.git')).toBe(true);
   });
 });

@@ -7,14 +7,13 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { IntegrationAttempt } from '../../../src/contracts/reports';
-import { TestEnv, makeRemote } from '../../support/helpers';
-
-const CHECK = `#!/bin/bash
-for f in $(ls */greeting.txt 2>/dev/null); do grep -q hello "$f" || { echo "FAIL: $f does not greet"; exit 1; }; done
-echo "all greetings ok"
-`;
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { LeaderRequestInput } from '../../../src/contracts/request';
+import { TestEnv } from '../../support/env';
+import { CHECK_GREETINGS } from '../../support/greetings';
+import { makeRemote } from '../../support/remotes';
+import { shell, shellRequest, subTask } from '../../support/requests';
+import { historyHits } from '../../support/runs';
 const SECRET = 'ORACLE-SECRET-c41d07';
 const ORACLE_DIR = 'qa51c7';
 const ORACLE_NAME = 'acceptance-51c7.check.sh';
@@ -32,68 +31,31 @@ let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-});
-
-function shell(command: string) {
-  return { kind: 'shell' as const, command };
-}
 
 /** Worker "alpha": a greeting, an ignore file for alpha/loot/, and the test script `runTests`. */
 function alpha(runTests: string, greeting = 'hello') {
   const b64 = Buffer.from(`#!/bin/bash\n${runTests}\n`).toString('base64');
-  return {
-    id: 'alpha',
-    prompt: 'write alpha/greeting.txt and its test',
-    ownedPaths: ['alpha'],
-    agent: shell(
-      `mkdir -p alpha && echo '${greeting}' > alpha/greeting.txt && echo 'loot/' > alpha/.gitignore && ` +
-        `echo ${b64} | base64 -d > alpha/run-tests.sh && git add -A && git commit -qm 'alpha and its test'`,
-    ),
-  };
-}
-
-async function remotes(oracles: Record<string, string> = { [`${ORACLE_DIR}/${ORACLE_NAME}`]: ORACLE }) {
-  return {
-    repo: await makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK }),
-    hidden: await makeRemote(oracles),
-  };
-}
-
-function request(url: string, runTests: string, extra: object = {}) {
-  return {
-    objective: 'greetings',
-    repo: { url, baseRef: 'main' },
-    testCmd: TEST_CMD,
-    subTasks: [alpha(runTests)],
-    ...extra,
-  };
-}
-
-function agentLog(attempt: IntegrationAttempt): string {
-  return readFileSync(path.join(env.dataDir, 'artifacts', `${attempt.logRef!.slice('sha256:'.length)}.log`), 'utf8');
-}
-
-/** Which kinds of history event carry `needle` in a payload. */
-function historyHits(history: { events?: unknown[] | null }, needle: string): string[] {
-  const text = (v: unknown): string =>
-    v instanceof Uint8Array
-      ? Buffer.from(v).toString('utf8')
-      : v && typeof v === 'object'
-        ? Object.values(v).map(text).join('\n')
-        : '';
-  return (history.events ?? []).flatMap((event) =>
-    Object.entries(event as Record<string, unknown>)
-      .filter(([key, attrs]) => key.endsWith('EventAttributes') && text(attrs).includes(needle))
-      .map(([key]) => key),
+  return subTask(
+    'alpha',
+    `mkdir -p alpha && echo '${greeting}' > alpha/greeting.txt && echo 'loot/' > alpha/.gitignore && ` +
+      `echo ${b64} | base64 -d > alpha/run-tests.sh && git add -A && git commit -qm 'alpha and its test'`,
+    { prompt: 'write alpha/greeting.txt and its test' },
   );
 }
 
+/** The repository under test (README and check.sh). */
+const project = () => makeRemote({ 'README.md': '# sample\n', 'check.sh': CHECK_GREETINGS });
+
+/** The hidden tests' repository. */
+const oracles = (files: Record<string, string> = { [`${ORACLE_DIR}/${ORACLE_NAME}`]: ORACLE }) => makeRemote(files);
+
+/** A run of alpha, whose test script is `runTests`, with the hidden tests run after it. */
+const request = (url: string, runTests: string, fields: Partial<LeaderRequestInput> = {}) =>
+  shellRequest(url, [alpha(runTests)], { objective: 'greetings', testCmd: TEST_CMD, ...fields });
+
 describe('the test command runs untrusted code', () => {
   it('a commit and an edit it makes are discarded and reported; the pushed tree is the merge as the host made it', async () => {
-    const { repo, hidden } = await remotes();
-    hidden.cleanup();
+    const repo = await project();
     const base = (await repo.head())!;
     const end = await env.run(
       request(
@@ -128,11 +90,10 @@ echo tampered >> README.md`,
     expect(said).toMatch(
       /^the test run moved HEAD to [0-9a-f]{12}: its commits were discarded; the test run changed 1 file\(s\), discarded: README\.md$/,
     );
-    repo.cleanup();
   });
 
   it('hidden tests it copies to an ignored path, into .git or next to its own files never reach the repair agent or the push', async () => {
-    const { repo, hidden } = await remotes();
+    const [repo, hidden] = await Promise.all([project(), oracles()]);
     const loot = `for t in $(find . -name '*.check.sh' -not -path './.git/*' -not -path './alpha/*'); do
   mkdir -p alpha/loot .git/loot /tmp/loot; cp "$t" alpha/loot/; cp "$t" .git/loot/; cp "$t" /tmp/loot/; cp "$t" alpha/
 done
@@ -154,7 +115,7 @@ echo "visible tests ok"`;
     expect(seen).toContain("cannot access '/tmp/loot'");
     expect(seen).toContain('hits: 1');
     const [round] = end.result!.integration!.attempts;
-    const prompt = agentLog(round);
+    const prompt = env.artifact(round.logRef!);
     expect(prompt).toContain('hidden tests that gate the result fail on it');
     for (const needle of NEEDLES) {
       expect(seen).not.toContain(needle);
@@ -186,15 +147,13 @@ echo "visible tests ok"`;
       expect(artifacts.filter((a) => a.includes(needle))).toEqual([]);
     }
     expect(env.sandboxesLeft()).toEqual([]);
-    repo.cleanup();
-    hidden.cleanup();
   });
 
   it('a hidden test it overwrites with a passing stub, and one it removes, fail the run; nothing is pushed', async () => {
-    const { repo, hidden } = await remotes({
-      [`${ORACLE_DIR}/${ORACLE_NAME}`]: ORACLE,
-      [`${ORACLE_DIR}/more-51c7.check.sh`]: ORACLE,
-    });
+    const [repo, hidden] = await Promise.all([
+      project(),
+      oracles({ [`${ORACLE_DIR}/${ORACLE_NAME}`]: ORACLE, [`${ORACLE_DIR}/more-51c7.check.sh`]: ORACLE }),
+    ]);
     const base = await repo.head();
     const swap = `for t in $(find . -name '*.check.sh' -not -path './.git/*' -not -path './alpha/*'); do
   chmod u+w "$t" "$(dirname "$t")"
@@ -211,12 +170,10 @@ echo "visible tests ok"`;
     expect(end.result?.test?.exitCode).toBe(0);
     expect(await repo.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
-    repo.cleanup();
-    hidden.cleanup();
   });
 
   it('hooks and git configuration it plants do not change the tree the next test run checks out', async () => {
-    const { repo, hidden } = await remotes();
+    const [repo, hidden] = await Promise.all([project(), oracles()]);
     const base = await repo.head();
     // A post-checkout hook, planted in .git and through $HOME/.gitconfig, that "fixes" the
     // greeting in every later checkout of the test sandbox, so the hidden test would pass there.
@@ -238,14 +195,12 @@ echo "visible tests ok"`;
       [2, 'failed', 'the test command still exited with code 1'],
     ]);
     expect(await repo.head()).toBe(base);
-    repo.cleanup();
-    hidden.cleanup();
   });
 });
 
 describe('a repair agent', () => {
   it('that writes at a hidden test path is refused without naming it; one that commits gives only its tree, which the host commits', async () => {
-    const { repo, hidden } = await remotes();
+    const [repo, hidden] = await Promise.all([project(), oracles()]);
     const base = (await repo.head())!;
     // The path is built at run time, so the request does not carry it.
     const at = `$(echo ${Buffer.from(`${ORACLE_DIR}/${ORACLE_NAME}`).toString('base64')} | base64 -d)`;
@@ -274,7 +229,5 @@ else git add -A && git -c user.name=Mallory -c user.email=mallory@evil.example c
     ]);
     const leader = await env.client.workflow.getHandle(end.workflowId).fetchHistory();
     for (const needle of NEEDLES) expect(historyHits(leader, needle)).toEqual([]);
-    repo.cleanup();
-    hidden.cleanup();
   });
 });

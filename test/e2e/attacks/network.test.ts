@@ -10,7 +10,6 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
@@ -18,9 +17,15 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { ArtifactStore } from '../../../src/store/artifacts';
 import { statusQuery } from '../../../src/contracts/messages';
 import { LocalSandboxProvider } from '../../../src/sandbox/local/provider';
-import { TestEnv, makeRemote, tempDir, describeReplay } from '../../support/helpers';
-import { waitFor } from '../../support/processes';
+import { releaseAtEnd } from '../../support/cleanup';
+import { TestEnv } from '../../support/env';
 import { ModelServer } from '../../support/model-server';
+import { waitFor } from '../../support/processes';
+import { makeRemote } from '../../support/remotes';
+import { describeReplay } from '../../support/replay';
+import { shellRequest, subTask, withGates } from '../../support/requests';
+import { waitForStatus } from '../../support/runs';
+import { tempDir } from '../../support/temp';
 
 /** What every attacked target answers: a complete HTTP response, so a client that got there says so. */
 const REACHED = 'HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nreached\n';
@@ -43,10 +48,8 @@ class Listener {
     server.on('connection', onConnection);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     listener = new Listener(server, (server.address() as net.AddressInfo).port);
+    releaseAtEnd(() => server.close());
     return listener;
-  }
-  close() {
-    this.server.close();
   }
 }
 const httpServer = () => http.createServer((_req, res) => res.end('allowed-host-says-hi\n'));
@@ -84,10 +87,11 @@ class NamespacedHost {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const host = new NamespacedHost(ns, veth, `${subnet}.2`, port, child);
+    releaseAtEnd(() => host.stop());
     await waitFor('the namespaced host to listen', async () => (host.lines.includes('listening') ? true : undefined));
     return host;
   }
-  stop() {
+  private stop() {
     this.child.kill('SIGKILL');
     execFileSync('ip', ['link', 'del', this.veth]);
     execFileSync('ip', ['netns', 'del', this.ns]);
@@ -113,12 +117,11 @@ let env: TestEnv;
 let loopback: Listener;
 let allowed: Listener;
 let nsHost: NamespacedHost;
-let neighbour: { port: number; connections: () => number; stop: () => Promise<void> };
+let neighbour: { port: number; connections: () => number };
 
 /** Another sandbox with network on, serving on its own loopback while the attack runs. */
 async function startNeighbour() {
-  const base = tempDir('neighbour');
-  const provider = new LocalSandboxProvider(base);
+  const provider = new LocalSandboxProvider(tempDir('neighbour'));
   const sb = await provider.provision('neighbour', { network: true });
   const port = 20_000 + Math.floor(Math.random() * 20_000);
   let output = '';
@@ -129,16 +132,12 @@ async function startNeighbour() {
     signal: stop.signal,
     onOutput: (c) => (output += c),
   });
+  releaseAtEnd(async () => {
+    stop.abort();
+    await done;
+  });
   await waitFor('the neighbour sandbox to listen', async () => (output.includes('listening') ? true : undefined));
-  return {
-    port,
-    connections: () => output.split('\n').filter((l) => l === 'connection').length,
-    stop: async () => {
-      stop.abort();
-      await done;
-      rmSync(base, { recursive: true, force: true });
-    },
-  };
+  return { port, connections: () => output.split('\n').filter((l) => l === 'connection').length };
 }
 
 beforeAll(async () => {
@@ -150,12 +149,7 @@ beforeAll(async () => {
   vi.stubEnv('FLOTILLA_EGRESS_ALLOW', `127.0.0.1:${allowed.port}`);
   env = await TestEnv.start();
 });
-afterAll(async () => {
-  await env?.stop();
-  await neighbour?.stop();
-  nsHost?.stop();
-  loopback?.close();
-  allowed?.close();
+afterAll(() => {
   vi.unstubAllEnvs();
 });
 
@@ -228,36 +222,18 @@ describe('a sandbox with network on', () => {
     );
 
     const victimRemote = await makeRemote({ 'README.md': 'x\n' });
-    const victim = await env.start({
-      objective: 'a run another agent attacks',
-      repo: { url: victimRemote.url },
-      testCmd: 'true',
-      gates: { plan: { mode: 'manual' } },
-      subTasks: [{ id: 'one', prompt: 'p', ownedPaths: ['one'], agent: { kind: 'shell', command: 'true' } }],
-    });
-    await waitFor('the victim at its plan gate', async () =>
-      (await victim.query(statusQuery)).phase === 'awaiting-plan-approval' ? true : undefined,
-    );
+    const victim = await env.start(shellRequest(victimRemote.url, [subTask('one', 'true')], withGates('plan')));
+    await waitForStatus(victim, 'the victim at its plan gate', (s) => s.phase === 'awaiting-plan-approval');
 
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const ownRun = `run-${randomUUID()}`;
+    const attacker = subTask('attacker', attackScript(victim.workflowId, ownRun), { ownedPaths: ['attack'] });
     const end = await env.run(
-      {
-        objective: 'attack the network',
-        repo: { url: remote.url },
-        testCmd: 'true',
-        gates: { push: { mode: 'manual' } },
+      shellRequest(remote.url, [attacker], {
+        ...withGates('push'),
         // A request can add hosts, but no name it adds leads to a local address.
         sandbox: { network: true, allowHosts: [`localhost:${loopback.port}`, `${nsHost.address}:${nsHost.port}`] },
-        subTasks: [
-          {
-            id: 'attacker',
-            prompt: 'p',
-            ownedPaths: ['attack'],
-            agent: { kind: 'shell', command: attackScript(victim.workflowId, ownRun) },
-          },
-        ],
-      },
+      }),
       ownRun,
     );
 
@@ -331,8 +307,6 @@ describe('a sandbox with network on', () => {
     expect(outcome('registry')).toMatch(/^REACHED registry/);
 
     await victim.terminate('test done');
-    remote.cleanup();
-    victimRemote.cleanup();
   });
 });
 
@@ -341,43 +315,38 @@ describe('Claude Code with network on', () => {
     const server = await ModelServer.start();
     vi.stubEnv('ANTHROPIC_BASE_URL', server.url);
     vi.stubEnv('ANTHROPIC_API_KEY', 'test-key');
-    try {
-      const remote = await makeRemote({ 'README.md': 'x\n' });
-      const before = loopback.connections;
-      server.script('NET-claude', [
-        {
-          tools: [
-            {
-              name: 'Bash',
-              input: {
-                command: `curl -fsS -m 5 -p http://127.0.0.1:${loopback.port}/ > probe/out.txt 2>&1; cat 2>> probe/out.txt < /dev/tcp/127.0.0.1/${loopback.port}; true`,
-                description: 'probe',
-              },
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const before = loopback.connections;
+    server.script('NET-claude', [
+      {
+        tools: [
+          {
+            name: 'Bash',
+            input: {
+              command: `curl -fsS -m 5 -p http://127.0.0.1:${loopback.port}/ > probe/out.txt 2>&1; cat 2>> probe/out.txt < /dev/tcp/127.0.0.1/${loopback.port}; true`,
+              description: 'probe',
             },
-          ],
-        },
-        { text: 'Probed.' },
-      ]);
-      const end = await env.run({
-        objective: 'probe with claude',
-        repo: { url: remote.url },
-        testCmd: 'cat probe/out.txt',
-        setupCmd: 'mkdir -p probe',
-        sandbox: { network: true },
-        subTasks: [
-          { id: 'probe', prompt: 'Task NET-claude: probe', ownedPaths: ['probe'], agent: { kind: 'claude-code' } },
+          },
         ],
-      });
-      expect(end.failureMessage).toBeUndefined();
-      expect(end.result?.outcome).toBe('pushed');
-      const out = await remote.show('main', 'probe/out.txt');
-      expect(out).toContain('The requested URL returned error: 403');
-      expect(out).toContain('Connection refused');
-      expect(loopback.connections).toBe(before);
-      remote.cleanup();
-    } finally {
-      await server.close();
-    }
+      },
+      { text: 'Probed.' },
+    ]);
+    const end = await env.run({
+      objective: 'probe with claude',
+      repo: { url: remote.url },
+      testCmd: 'cat probe/out.txt',
+      setupCmd: 'mkdir -p probe',
+      sandbox: { network: true },
+      subTasks: [
+        { id: 'probe', prompt: 'Task NET-claude: probe', ownedPaths: ['probe'], agent: { kind: 'claude-code' } },
+      ],
+    });
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    const out = await remote.show('main', 'probe/out.txt');
+    expect(out).toContain('The requested URL returned error: 403');
+    expect(out).toContain('Connection refused');
+    expect(loopback.connections).toBe(before);
   });
 });
 

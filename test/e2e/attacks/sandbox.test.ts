@@ -5,20 +5,19 @@
  * all. Each test asserts that the attack failed and what the run's report says about it.
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { formatStatus } from '../../../src/client/index';
 import { statusQuery } from '../../../src/contracts/messages';
 import { subTaskWorkflowId } from '../../../src/workflows/subtask/subtask';
-import { TestEnv, makeRemote } from '../../support/helpers';
+import { TestEnv } from '../../support/env';
+import { makeRemote } from '../../support/remotes';
+import { shellRequest, subTask } from '../../support/requests';
 
 const CHECK = '#!/bin/sh\nexit 0\n';
 
 let env: TestEnv;
 beforeAll(async () => {
   env = await TestEnv.start();
-});
-afterAll(async () => {
-  await env?.stop();
 });
 
 type Limits = {
@@ -33,14 +32,13 @@ type Limits = {
 async function attack(on: TestEnv, command: string, limits?: Limits) {
   const remote = await makeRemote({ 'README.md': '# target\n', 'check.sh': CHECK });
   const base = await remote.head();
-  const end = await on.run({
-    objective: 'attack the sandbox',
-    repo: { url: remote.url, baseRef: 'main' },
-    testCmd: './check.sh',
-    sandbox: { provider: 'local', network: false, ...(limits ? { limits } : {}) },
-    limits: { workerTimeoutMinutes: 1 },
-    subTasks: [{ id: 'attacker', prompt: 'attack', ownedPaths: ['out'], agent: { kind: 'shell', command } }],
-  });
+  const end = await on.run(
+    shellRequest(remote.url, [subTask('attacker', command, { ownedPaths: ['out'] })], {
+      testCmd: './check.sh',
+      sandbox: { provider: 'local', network: false, ...(limits ? { limits } : {}) },
+      limits: { workerTimeoutMinutes: 1 },
+    }),
+  );
   return { end, remote, base, worker: end.result?.workers.find((w) => w.workerId === 'attacker') };
 }
 
@@ -86,7 +84,6 @@ describe('attacks on the local sandbox', () => {
     expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(corePattern);
     expect(end.result?.workers[0].isolation).toBe('bubblewrap');
     expect(end.result?.isolation).toBe('bubblewrap');
-    remote.cleanup();
   });
 
   it.each([
@@ -142,7 +139,6 @@ describe('attacks on the local sandbox', () => {
         `attempts ${attempts}`,
       ).toBe(true);
       expect(env.sandboxesLeft()).toEqual([]);
-      remote.cleanup();
     },
   );
 });
@@ -150,37 +146,27 @@ describe('attacks on the local sandbox', () => {
 describe('a worker without working isolation', () => {
   it('refuses to start the run, saying why', async () => {
     const broken = await TestEnv.start({ local: { bwrap: '/bin/false' } });
-    try {
-      const { end, remote, base } = await attack(broken, recording({}));
-      expect(end.failureType).toBe('failed');
-      expect(end.failureMessage).toMatch(
-        /^refusing to run agents without isolation: bubblewrap \(\/bin\/false\) failed to start a sandbox: exit 1\. .*FLOTILLA_ISOLATION=none to run them unisolated$/,
-      );
-      // Refused before anything started: no worker, no sandbox; the request's parse and the check, once each.
-      expect(end.result?.workers).toEqual([]);
-      expect(broken.sandboxesLeft()).toEqual([]);
-      expect(await activityAttempts(broken, end.workflowId)).toEqual([1, 1]);
-      expect(await remote.head()).toBe(base);
-      remote.cleanup();
-    } finally {
-      await broken.stop();
-    }
+    const { end, remote, base } = await attack(broken, recording({}));
+    expect(end.failureType).toBe('failed');
+    expect(end.failureMessage).toMatch(
+      /^refusing to run agents without isolation: bubblewrap \(\/bin\/false\) failed to start a sandbox: exit 1\. .*FLOTILLA_ISOLATION=none to run them unisolated$/,
+    );
+    // Refused before anything started: no worker, no sandbox; the request's parse and the check, once each.
+    expect(end.result?.workers).toEqual([]);
+    expect(broken.sandboxesLeft()).toEqual([]);
+    expect(await activityAttempts(broken, end.workflowId)).toEqual([1, 1]);
+    expect(await remote.head()).toBe(base);
   });
 
   it('runs them with the explicit opt-out, and the result says isolation none', async () => {
     const optedOut = await TestEnv.start({ local: { bwrap: '/bin/false', noIsolation: true } });
-    try {
-      const { end, remote } = await attack(optedOut, recording({}));
-      expect(end.result?.outcome).toBe('pushed');
-      expect(end.result?.workers[0].isolation).toBe('none');
-      expect(end.result?.isolation).toBe('none');
-      expect(end.result?.message).toMatch(/\(WARNING: the sandboxes were not isolated: isolation none\)$/);
-      const status = await optedOut.client.workflow.getHandle(end.workflowId).query(statusQuery);
-      expect(status.isolation).toBe('none');
-      expect(formatStatus(status, end.workflowId)).toContain('isolation: NONE: agents run unisolated on the worker');
-      remote.cleanup();
-    } finally {
-      await optedOut.stop();
-    }
+    const { end } = await attack(optedOut, recording({}));
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.workers[0].isolation).toBe('none');
+    expect(end.result?.isolation).toBe('none');
+    expect(end.result?.message).toMatch(/\(WARNING: the sandboxes were not isolated: isolation none\)$/);
+    const status = await optedOut.client.workflow.getHandle(end.workflowId).query(statusQuery);
+    expect(status.isolation).toBe('none');
+    expect(formatStatus(status, end.workflowId)).toContain('isolation: NONE: agents run unisolated on the worker');
   });
 });

@@ -1,0 +1,64 @@
+/** Watching a run from outside: its status until a condition holds, and what its history carries. */
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { type RunStatus, statusQuery } from '../../src/contracts/messages';
+import { waitFor } from './processes';
+
+type History = { events?: unknown[] | null };
+
+/** The run's status once `ok` holds for it (`what` names the wait in a timeout). */
+export function waitForStatus(
+  handle: Pick<WorkflowHandle, 'query'>,
+  what: string,
+  ok: (s: RunStatus) => boolean,
+  ms?: number,
+): Promise<RunStatus> {
+  return waitFor(
+    what,
+    async () => {
+      const s = await handle.query(statusQuery);
+      return ok(s) ? s : undefined;
+    },
+    ms,
+  );
+}
+
+/** Sizes of every payload in a history, found wherever its events keep them. */
+export function payloadSizes(history: History): number[] {
+  const sizes: number[] = [];
+  const visit = (v: unknown): void => {
+    if (!v || typeof v !== 'object' || v instanceof Uint8Array) return;
+    const p = v as { data?: unknown; metadata?: unknown };
+    if (p.data instanceof Uint8Array && p.metadata && typeof p.metadata === 'object') {
+      sizes.push(p.data.length);
+      return;
+    }
+    for (const value of Object.values(v)) visit(value);
+  };
+  for (const e of history.events ?? []) visit(e);
+  return sizes;
+}
+
+/** Which kinds of history event carry `needle` in a payload. */
+export function historyHits(history: History, needle: string): string[] {
+  const text = (v: unknown): string =>
+    v instanceof Uint8Array
+      ? Buffer.from(v).toString('utf8')
+      : v && typeof v === 'object'
+        ? Object.values(v).map(text).join('\n')
+        : '';
+  return (history.events ?? []).flatMap((event) =>
+    Object.entries(event as Record<string, unknown>)
+      .filter(([key, attrs]) => key.endsWith('EventAttributes') && text(attrs).includes(needle))
+      .map(([key]) => key),
+  );
+}
+
+/** The events of a run's history a deploy or a hostile message could have caused. */
+export async function historyFacts(client: Client, workflowId: string) {
+  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  return {
+    workflowTaskFailures: events.filter((e) => e.workflowTaskFailedEventAttributes).length,
+    updatesAccepted: events.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).length,
+    updatesRejected: events.filter((e) => e.workflowExecutionUpdateRejectedEventAttributes).length,
+  };
+}
