@@ -9,7 +9,7 @@ import { permanent } from '../contracts/failures';
 import { BUNDLE_REF, runRef } from '../git/staging';
 import { mountedObjects } from '../git/run-mirror';
 import { type AgentSpec, CommitPolicy } from '../contracts/request';
-import { modelApiRules } from '../sandbox/egress/proxy';
+import { modelApiRules } from '../sandbox/egress/rules';
 import { type VerifiedWork, verifyWork } from '../git/verify';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';

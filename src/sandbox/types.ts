@@ -1,10 +1,10 @@
 /**
  * The one interface Flotilla uses to run anything an agent or a repository controls. Every
- * provider (local, E2B) passes the same contract suite in test/sandbox.contract.ts.
+ * provider (local, E2B) passes the same contract suite, test/support/sandbox-contract.ts.
  */
 import type { Isolation } from '../contracts/reports';
 import type { SandboxLimitsRequest } from '../contracts/request';
-import type { EgressRules } from './egress/proxy';
+import type { EgressRules } from './egress/rules';
 
 export interface ExecOptions {
   /** Working directory inside the sandbox; defaults to the workspace. */
@@ -65,7 +65,7 @@ export interface Sandbox {
 }
 
 export interface SandboxOptions {
-  /** Whether commands may reach the network: only through the allowlisting proxy (see egress.ts). */
+  /** Whether commands may reach the network: only through the allowlisting egress proxy (see egress/sandbox-net.ts). */
   network: boolean;
   /** Hosts the request adds to the allowlist; public addresses only. */
   allowHosts?: string[];

@@ -12,7 +12,7 @@ import { readCarryOver } from '../../src/agents/carry-over';
 import { priceClaudeReply, priceTokens } from '../../src/agents/prices';
 import { ShellHarness, TEXT_VARIABLE_CAP } from '../../src/agents/shell';
 import type { AgentOutcome, AgentTask, Harness, OutputParser } from '../../src/agents/types';
-import { modelApiRules } from '../../src/sandbox/egress/proxy';
+import { modelApiRules } from '../../src/sandbox/egress/rules';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import type { Sandbox } from '../../src/sandbox/types';
 import { INPUT_TOKENS, ModelServer, OUTPUT_TOKENS, type RecordedRequest, userTexts } from '../support/model-server';

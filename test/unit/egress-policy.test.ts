@@ -1,11 +1,12 @@
 /**
  * The egress policy's decisions, host by host: what the allowlist matches, and which addresses
  * no name on it may lead to. (The proxy and the sandbox around it are attacked for real in
- * test/attacks/network.test.ts.)
+ * test/e2e/attacks/network.test.ts.)
  */
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { EgressPolicy, cloudAllowList, operatorRules, sandboxRules, urlEndpoint } from '../../src/sandbox/egress/proxy';
+import { EgressPolicy } from '../../src/sandbox/egress/policy';
+import { cloudAllowList, operatorRules, sandboxRules, urlEndpoint } from '../../src/sandbox/egress/rules';
 
 const notListed = (target: string) => ({ refused: `${target} is not on the sandbox's allowlist` });
 const local = (name: string, address: string) => ({

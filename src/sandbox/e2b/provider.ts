@@ -37,7 +37,7 @@ import {
 } from 'e2b';
 import { MODEL_APIS } from '../../agents';
 import type { Isolation } from '../../contracts/reports';
-import { cloudAllowList, modelApiRules, sandboxRules } from '../egress/proxy';
+import { cloudAllowList, modelApiRules, sandboxRules } from '../egress/rules';
 import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from '../types';
 
 /** The part of the `e2b` SDK this provider uses: `e2bSdk()` is the real one, tests pass a double. */

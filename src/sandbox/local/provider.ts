@@ -34,7 +34,8 @@ import { permanent } from '../../contracts/failures';
 import { SANDBOX_OBJECTS } from '../../git/run-mirror';
 import type { Isolation } from '../../contracts/reports';
 import type { SandboxLimitsRequest } from '../../contracts/request';
-import { type SandboxNet, sandboxRules, withSandboxNet } from '../egress/proxy';
+import { sandboxRules } from '../egress/rules';
+import { type SandboxNet, withSandboxNet } from '../egress/sandbox-net';
 import type { ExecOptions, ExecResult, Sandbox, SandboxOptions, SandboxProvider } from '../types';
 
 /** Output kept in ExecResult.output; more is only streamed through onOutput. */
