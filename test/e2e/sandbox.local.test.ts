@@ -25,13 +25,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import {
-  DEFAULT_LIMITS,
-  LocalSandboxProvider,
-  MAX_LIMITS,
-  parseMaxLimits,
-  probeBubblewrap,
-} from '../../src/sandbox/local/provider';
+import { DEFAULT_LIMITS, MAX_LIMITS, parseMaxLimits } from '../../src/sandbox/local/limits';
+import { probeBubblewrap } from '../../src/sandbox/local/probe';
+import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import type { Sandbox } from '../../src/sandbox/types';
 import { sandboxContract } from '../support/sandbox-contract';
 
