@@ -25,7 +25,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import { DEFAULT_LIMITS, MAX_LIMITS, parseMaxLimits } from '../../src/sandbox/local/limits';
 import { probeBubblewrap } from '../../src/sandbox/local/probe';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import type { Sandbox } from '../../src/sandbox/types';
@@ -366,24 +365,6 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     await env.provider.destroy(key);
     expect(leftovers.map(existsSync)).toEqual([false, false]);
     expect(readdirSync('/sys/fs/cgroup/memory/flotilla').filter((n) => n.startsWith(sb.id))).toEqual([]);
-  });
-
-  it("takes its limits from the defaults, the request, and the worker's caps", () => {
-    const capped = new LocalSandboxProvider(env.baseDir, { maxLimits: { memoryMiB: 512 } });
-    expect(capped.limitsFor()).toEqual({ ...DEFAULT_LIMITS, memoryMiB: 512 });
-    expect(capped.limitsFor({ processes: 10, memoryMiB: 100_000, tmpMiB: MAX_LIMITS.tmpMiB * 2 })).toEqual({
-      ...DEFAULT_LIMITS,
-      processes: 10,
-      memoryMiB: 512,
-      tmpMiB: MAX_LIMITS.tmpMiB,
-    });
-    // How an operator sets the caps: FLOTILLA_SANDBOX_MAX_LIMITS.
-    expect(parseMaxLimits(' memoryMiB=8192, processes=512 ')).toEqual({ memoryMiB: 8192, processes: 512 });
-    expect(parseMaxLimits(undefined)).toEqual({});
-    expect(() => parseMaxLimits('memory=1')).toThrow('FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "memory"');
-    expect(() => parseMaxLimits('tmpMiB=0')).toThrow(
-      'FLOTILLA_SANDBOX_MAX_LIMITS: tmpMiB must be a positive whole number (got "0")',
-    );
   });
 });
 
