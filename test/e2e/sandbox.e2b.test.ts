@@ -14,13 +14,9 @@ import {
   TimeoutError,
 } from 'e2b';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
-import {
-  type E2BApi,
-  type E2BCreateOpts,
-  E2BSandboxProvider,
-  classifyE2BError,
-  e2bSdk,
-} from '../../src/sandbox/e2b/provider';
+import { type E2BApi, type E2BCreateOpts, e2bSdk } from '../../src/sandbox/e2b/api';
+import { classifyE2BError } from '../../src/sandbox/e2b/errors';
+import { E2BSandboxProvider } from '../../src/sandbox/e2b/provider';
 import { sandboxContract } from '../support/sandbox-contract';
 import { E2BDouble, type DoubleCall } from '../support/e2b-double';
 
