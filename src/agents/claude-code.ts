@@ -16,7 +16,8 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { priceClaudeReply } from './prices';
-import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn, shellQuote } from './protocol';
+import { shellQuote } from '../sandbox/shell';
+import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn } from './protocol';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
 /** Anthropic's API, or wherever ANTHROPIC_BASE_URL points it. */

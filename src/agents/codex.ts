@@ -20,7 +20,8 @@
  */
 import path from 'node:path';
 import { JsonEventReader, firstLine, str, truncate } from './lines';
-import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn, shellQuote } from './protocol';
+import { shellQuote } from '../sandbox/shell';
+import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn } from './protocol';
 import { priceTokens } from './prices';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 

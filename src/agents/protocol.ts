@@ -6,11 +6,6 @@
 import { truncate } from './lines';
 import type { AgentTask } from './types';
 
-/** Single-quotes a word for bash. */
-export function shellQuote(word: string): string {
-  return `'${word.replace(/'/g, `'\\''`)}'`;
-}
-
 const NEEDS_ANSWER = 'NEEDS_ANSWER:';
 
 /** Appended to the agent's system instructions. */
