@@ -22,7 +22,7 @@ export const INTERRUPTED_NOTE =
   '(git status, git log, git diff) to see what was already done, and continue from there rather than redoing it.';
 
 /**
- * What a run of the agent is told beyond the task prompt: the interruption note and the
+ * What an invocation of the agent is told beyond the task prompt: the interruption note and the
  * operator's message. For a resumed session this is the whole prompt (the task is in its history).
  */
 export function followUp(task: AgentTask): string | undefined {

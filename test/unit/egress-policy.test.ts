@@ -15,7 +15,7 @@ const local = (name: string, address: string) => ({
 
 describe('the egress policy', () => {
   it('matches names exactly, wildcards on subdomains only, and ports 80 and 443 unless an entry names one', async () => {
-    const policy = new EgressPolicy({ hosts: ['*.example.test', 'exact.test', 'api.test:8443'], trusted: [] });
+    const policy = new EgressPolicy({ hostnames: ['*.example.test', 'exact.test', 'api.test:8443'], trusted: [] });
     expect(await policy.decide('evilexample.test', 443)).toEqual(notListed('evilexample.test:443'));
     expect(await policy.decide('example.test', 443)).toEqual(notListed('example.test:443'));
     expect(await policy.decide('exact.test', 22)).toEqual(notListed('exact.test:22'));
@@ -50,7 +50,7 @@ describe('the egress policy', () => {
       ...(ownAddress ? [ownAddress] : []),
     ];
     const policy = new EgressPolicy({
-      hosts: ['localhost', ...literals.map((a) => (a.includes(':') ? `[${a}]:443` : a))],
+      hostnames: ['localhost', ...literals.map((a) => (a.includes(':') ? `[${a}]:443` : a))],
       trusted: [],
     });
     expect(await policy.decide('localhost', 443)).toEqual(local('localhost', '127.0.0.1'));
@@ -62,7 +62,7 @@ describe('the egress policy', () => {
   });
 
   it('lets an exact trusted endpoint through on a local address, and nothing next to it', async () => {
-    const policy = new EgressPolicy({ hosts: [], trusted: ['127.0.0.1:8080', '[::1]:9090', 'localhost:7000'] });
+    const policy = new EgressPolicy({ hostnames: [], trusted: ['127.0.0.1:8080', '[::1]:9090', 'localhost:7000'] });
     expect(await policy.decide('127.0.0.1', 8080)).toEqual({ address: '127.0.0.1' });
     expect(await policy.decide('[::1]', 9090)).toEqual({ address: '::1' });
     expect(await policy.decide('localhost', 7000)).toMatchObject({
@@ -79,19 +79,19 @@ describe('egress rules', () => {
     expect(urlEndpoint('https://gateway.test')).toBe('gateway.test:443');
     expect(urlEndpoint('file:///etc/passwd')).toBeUndefined();
     expect(operatorRules({ FLOTILLA_EGRESS_ALLOW: 'mirror.test, 10.0.0.5:3000 *.corp.test' })).toEqual({
-      hosts: ['mirror.test', '*.corp.test'],
+      hostnames: ['mirror.test', '*.corp.test'],
       trusted: ['10.0.0.5:3000'],
     });
     // A request's hosts are never trusted, whatever they name.
     const rules = sandboxRules(['127.0.0.1:7233'], undefined, {});
     expect(rules.trusted).toEqual([]);
-    expect(rules.hosts).toContain('registry.npmjs.org');
+    expect(rules.hostnames).toContain('registry.npmjs.org');
   });
 
   it('gives a cloud firewall names and public addresses only', () => {
     expect(
       cloudAllowList({
-        hosts: ['pypi.org', 'api.test:8443', '*.corp.test', '8.8.8.8'],
+        hostnames: ['pypi.org', 'api.test:8443', '*.corp.test', '8.8.8.8'],
         trusted: ['127.0.0.1:4000', 'gateway.test:443', '[::1]:9'],
       }),
     ).toEqual(['pypi.org', 'api.test', '*.corp.test', '8.8.8.8', 'gateway.test']);

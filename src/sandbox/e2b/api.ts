@@ -35,7 +35,7 @@ export type E2BSandboxInfo = Pick<SandboxInfo, 'sandboxId' | 'metadata' | 'start
 
 /**
  * Commands always start in the background, so they can be killed while running. `timeoutMs` is
- * required because leaving it out means the SDK's own 60 s limit, which kills long agent runs.
+ * required because leaving it out means the SDK's own 60 s limit, which kills long agent invocations.
  */
 export type E2BRunOpts = Pick<CommandStartOpts, 'cwd' | 'envs' | 'onStdout' | 'onStderr'> &
   Required<Pick<CommandStartOpts, 'timeoutMs'>> & { background: true };

@@ -22,13 +22,13 @@ import { E2BSandbox, SCRATCH, WORKSPACE } from './sandbox';
 
 /**
  * The same allowlist as a local sandbox's, as E2B's firewall takes it: all traffic denied but
- * the registries, the request's and operator's hosts, and every agent kind's model API (E2B
+ * the registries, the request's and operator's hostnames, and every agent kind's model API (E2B
  * fixes the rules at creation, not per command).
  */
 function e2bNetwork(options: SandboxOptions): NonNullable<SandboxOpts['network']> {
   const models = MODEL_APIS.map((api) => modelApiRules(api));
   const rules = sandboxRules(options.allowHosts, {
-    hosts: models.flatMap((m) => m.hosts),
+    hostnames: models.flatMap((m) => m.hostnames),
     trusted: models.flatMap((m) => m.trusted),
   });
   return { allowOut: cloudAllowList(rules), denyOut: [ALL_TRAFFIC] };
@@ -134,7 +134,7 @@ export class E2BSandboxProvider implements SandboxProvider {
     }
   }
 
-  /** Freezes the sandbox (memory and files) and stops its clock, e.g. while a run is suspended. */
+  /** Freezes the sandbox (memory and files) and stops its clock, e.g. while its sub-task is suspended. */
   async pause(key: string): Promise<void> {
     const { sandboxId } = await this.existing(key);
     await call(`pausing E2B sandbox ${sandboxId}`, () => this.api.pause(sandboxId));

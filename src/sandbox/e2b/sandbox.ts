@@ -52,7 +52,7 @@ export class E2BSandbox implements Sandbox {
   /**
    * Every use resumes the sandbox if it is paused and keeps it alive for at least `busyMs` more.
    * Connect rather than setTimeout, because setTimeout also shortens: a file read during a long
-   * agent run would otherwise cut the sandbox's life under the agent.
+   * agent invocation would otherwise cut the sandbox's life under the agent.
    */
   private use(busyMs = 0): Promise<E2BHandle> {
     return call(`connecting to E2B sandbox ${this.id}`, () =>

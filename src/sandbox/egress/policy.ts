@@ -1,5 +1,5 @@
 /**
- * The egress proxy's decision for one connection. It lets a connection through only to a host on
+ * The egress proxy's decision for one connection. It lets a connection through only to a hostname on
  * the allowlist, and only when every address the name resolves to is public: the check is on the
  * resolved address, and the connection goes to that very address, so a name that resolves to
  * loopback or a private range (DNS rebinding) gets nowhere. A trusted entry (see rules.ts) is
@@ -17,7 +17,7 @@ export class EgressPolicy {
   constructor(private readonly rules: EgressRules) {}
 
   private listed(host: string, port: number): boolean {
-    return this.rules.hosts.some((entry) => {
+    return this.rules.hostnames.some((entry) => {
       const { name, port: entryPort } = splitEntry(entry);
       const portOk = entryPort === undefined ? port === 443 || port === 80 : port === entryPort;
       const nameOk = name.startsWith('*.') ? host.endsWith(name.slice(1)) : host === name;

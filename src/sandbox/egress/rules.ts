@@ -3,21 +3,21 @@
  * one port ("name:port"), or every subdomain ("*.domain"), and reachable on public addresses
  * only; the one exception is an exact host:port the worker's own configuration names (a model
  * server on loopback via ANTHROPIC_BASE_URL, an operator's FLOTILLA_EGRESS_ALLOW entry), which
- * is trusted whatever it resolves to. A request can add hosts, never such an exception.
+ * is trusted whatever it resolves to. A request can add hostnames, never such an exception.
  */
 import net from 'node:net';
 import os from 'node:os';
 
-/** Who may be reached. Host entries: "name" (ports 80 and 443), "name:port", "*.domain" (subdomains). */
+/** Who may be reached. Hostname entries: "name" (ports 80 and 443), "name:port", "*.domain" (subdomains). */
 export interface EgressRules {
   /** Reachable on public addresses only. */
-  hosts: string[];
+  hostnames: string[];
   /** Exact host:port entries named by the worker's configuration: reachable whatever they resolve to. */
   trusted: string[];
 }
 
 /** Package registries a setupCmd installs from. */
-export const REGISTRY_HOSTS = [
+export const REGISTRY_HOSTNAMES = [
   'registry.npmjs.org',
   'registry.yarnpkg.com',
   'pypi.org',
@@ -49,31 +49,33 @@ export function urlEndpoint(url: string | undefined): string | undefined {
 /**
  * The operator's additions, from the worker's environment: FLOTILLA_EGRESS_ALLOW, entries
  * separated by commas or spaces. An entry with a port is exact and trusted (it may be on a
- * private network, it is the operator's own); one without is a public host on ports 80 and 443.
+ * private network, it is the operator's own); one without is a public hostname on ports 80 and 443.
  */
 export function operatorRules(env: NodeJS.ProcessEnv = process.env): EgressRules {
   const entries = (env.FLOTILLA_EGRESS_ALLOW ?? '').split(/[\s,]+/).filter(Boolean);
-  return { hosts: entries.filter((e) => !hasPort(e)), trusted: entries.filter(hasPort).map(normalizeEntry) };
+  return { hostnames: entries.filter((e) => !hasPort(e)), trusted: entries.filter(hasPort).map(normalizeEntry) };
 }
 
-/** An agent's model API: its default hosts, and the exact endpoint the worker's environment points it at. */
+/** An agent's model API: its default hostnames, and the exact endpoint the worker's environment points it at. */
 export function modelApiRules(
-  api: { hosts: readonly string[]; baseUrlEnv: string } | undefined,
+  api: { hostnames: readonly string[]; baseUrlEnv: string } | undefined,
   env: NodeJS.ProcessEnv = process.env,
 ): EgressRules {
   const endpoint = api && urlEndpoint(env[api.baseUrlEnv]);
-  return { hosts: [...(api?.hosts ?? [])], trusted: endpoint ? [endpoint] : [] };
+  return { hostnames: [...(api?.hostnames ?? [])], trusted: endpoint ? [endpoint] : [] };
 }
 
-/** What a sandbox may reach: registries, the request's hosts, the operator's, and a command's own grant. */
+/** What a sandbox may reach: registries, the request's hostnames, the operator's, and a command's own grant. */
 export function sandboxRules(
-  requestHosts: readonly string[] = [],
+  requestHostnames: readonly string[] = [],
   grant?: EgressRules,
   env: NodeJS.ProcessEnv = process.env,
 ): EgressRules {
   const operator = operatorRules(env);
   return {
-    hosts: [...REGISTRY_HOSTS, ...requestHosts, ...operator.hosts, ...(grant?.hosts ?? [])].map(normalizeEntry),
+    hostnames: [...REGISTRY_HOSTNAMES, ...requestHostnames, ...operator.hostnames, ...(grant?.hostnames ?? [])].map(
+      normalizeEntry,
+    ),
     trusted: [...operator.trusted, ...(grant?.trusted ?? [])].map(normalizeEntry),
   };
 }
@@ -85,7 +87,7 @@ export function sandboxRules(
  */
 export function cloudAllowList(rules: EgressRules): string[] {
   const blocked = blockedAddresses();
-  const names = [...rules.hosts, ...rules.trusted].map((e) => splitEntry(e).name.replace(/^\[(.*)\]$/, '$1'));
+  const names = [...rules.hostnames, ...rules.trusted].map((e) => splitEntry(e).name.replace(/^\[(.*)\]$/, '$1'));
   return [...new Set(names)].filter((n) => !net.isIP(n) || !blocked.check(n, net.isIPv6(n) ? 'ipv6' : 'ipv4'));
 }
 
