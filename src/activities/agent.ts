@@ -83,7 +83,7 @@ export async function runHarness(
   const remainingUsd = input.budgetUsd === undefined ? undefined : Math.max(0, input.budgetUsd - carried.costUsd);
   const harness = harnessFor(input.agent);
   const run = harness.invocation({
-    workerId: input.workerId,
+    subTaskId: input.workerId,
     objective: input.objective,
     prompt: input.prompt,
     inputDir: sb.scratch,

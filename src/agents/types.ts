@@ -3,7 +3,8 @@
  * file (shell.ts, claude-code.ts, codex.ts); activities only ever see this interface.
  */
 export interface AgentTask {
-  workerId: string;
+  /** The sub-task the agent works on; for an agent that is none's, its role ("planner", "resolver", "repair"). */
+  subTaskId: string;
   objective: string;
   prompt: string;
   /**

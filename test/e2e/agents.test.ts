@@ -8,7 +8,6 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClaudeCodeHarness } from '../../src/agents/claude-code';
 import { CodexHarness } from '../../src/agents/codex';
-import { readCarryOver } from '../../src/agents/carry-over';
 import { priceClaudeReply, priceTokens } from '../../src/agents/prices';
 import { ShellHarness, TEXT_VARIABLE_CAP } from '../../src/agents/shell';
 import type { AgentOutcome, AgentTask, Harness, OutputParser } from '../../src/agents/types';
@@ -65,7 +64,7 @@ async function runAgent(
   opts: { sessionCostUsd?: number; watch?: (parser: OutputParser, chunk: string) => void } = {},
 ): Promise<Run> {
   const invocation = harness.invocation({
-    workerId: 'w1',
+    subTaskId: 'w1',
     objective: 'test the adapters',
     inputDir: sandbox.scratch,
     ...task,
@@ -433,30 +432,5 @@ describe('shell adapter', () => {
       `FLOTILLA_OBJECTIVE file=${bytes} var=`,
       `FLOTILLA_RESUME_MESSAGE file=${bytes} var=`,
     ]);
-  });
-});
-
-describe('carry-over between attempts', () => {
-  it('reads the session and totals an interrupted attempt left in its heartbeat, and nothing else', () => {
-    expect(
-      readCarryOver({ label: 'agent w1', agent: { sessionId: 'a1b2-c3', costUsd: 0.5, turns: 2, toolCalls: 3 } }),
-    ).toEqual({
-      sessionId: 'a1b2-c3',
-      costUsd: 0.5,
-      turns: 2,
-      toolCalls: 3,
-    });
-    const nothing = { sessionId: undefined, costUsd: 0, turns: 0, toolCalls: 0 };
-    for (const hostile of [
-      undefined,
-      null,
-      'x',
-      7,
-      { agent: 'x' },
-      { agent: { sessionId: '--help', costUsd: -1, turns: Number.NaN, toolCalls: '3' } },
-    ]) {
-      expect({ sessionId: undefined, ...readCarryOver(hostile) }).toEqual(nothing);
-    }
-    expect(readCarryOver({ agent: { sessionId: "x'; rm -rf /" } }).sessionId).toBeUndefined();
   });
 });
