@@ -1,6 +1,7 @@
 /**
- * How Flotilla drives one kind of coding agent. Each agent CLI has its own adapter beside this
- * file (shell.ts, claude-code.ts, codex.ts); activities only ever see this interface.
+ * How Flotilla drives one kind of coding agent: a harness per agent CLI beside this file
+ * (shell.ts, claude-code.ts, codex.ts). Activities only ever see this interface, and every
+ * harness passes the same contract suite, test/support/harness-contract.ts.
  */
 export interface AgentTask {
   /** The sub-task the agent works on; for an agent that is none's, its role ("planner", "resolver", "repair"). */
