@@ -10,7 +10,7 @@ const NEEDS_ANSWER = 'NEEDS_ANSWER:';
 
 /** Appended to the agent's system instructions. */
 export const UNATTENDED_INSTRUCTIONS = [
-  'You are running unattended, as one worker of a team of agents; nobody reads your messages while you work.',
+  'You are running unattended, as one of a team of agents, each on a sub-task of its own; nobody reads your messages while you work.',
   'Make the changes in this repository yourself. Whatever you leave uncommitted is committed for you when you finish.',
   'If you cannot proceed without an answer from a human, stop working and end your final message with a line of the form',
   `${NEEDS_ANSWER} <your question>`,
