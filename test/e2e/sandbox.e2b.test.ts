@@ -109,7 +109,12 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
       [
         'base',
         {
-          metadata: { flotillaKey: `${run}/worker/api`, flotillaRun: run, flotillaWorker: 'api' },
+          metadata: {
+            flotillaKey: `${run}/worker/api`,
+            flotillaRun: run,
+            flotillaSubTask: 'api',
+            flotillaWorker: 'api',
+          },
           timeoutMs: 45 * 60_000,
           allowInternetAccess: true,
           network: { allowOut, denyOut: ['0.0.0.0/0'] },

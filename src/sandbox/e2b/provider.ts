@@ -42,11 +42,20 @@ export interface E2BProviderOptions {
   idleTimeoutMs?: number;
 }
 
-/** Keys are `<run>/worker/<id>` or `<run>/integration`; the parts let an operator list a run's sandboxes. */
+/**
+ * Keys are `<run>/worker/<sub-task id>` or `<run>/integration`; the parts let an operator list a
+ * run's sandboxes, or a sub-task's. flotillaWorker is the sub-task's old name, deprecated ("worker"
+ * now means the worker process only) and kept for operators' existing queries.
+ */
 function metadataFor(key: string): Record<string, string> {
   const parts = /^(.+)\/(?:worker\/([^/]+)|integration)$/.exec(key);
   if (!parts) return { flotillaKey: key };
-  return { flotillaKey: key, flotillaRun: parts[1], ...(parts[2] !== undefined && { flotillaWorker: parts[2] }) };
+  const subTask = parts[2];
+  return {
+    flotillaKey: key,
+    flotillaRun: parts[1],
+    ...(subTask !== undefined && { flotillaSubTask: subTask, flotillaWorker: subTask }),
+  };
 }
 
 export class E2BSandboxProvider implements SandboxProvider {
