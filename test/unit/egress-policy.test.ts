@@ -6,6 +6,7 @@
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { EgressPolicy } from '../../src/sandbox/egress/policy';
+import { parseAuthority } from '../../src/sandbox/egress/proxy';
 import { cloudAllowList, operatorRules, sandboxRules, urlEndpoint } from '../../src/sandbox/egress/rules';
 
 const notListed = (target: string) => ({ refused: `${target} is not on the sandbox's allowlist` });
@@ -95,5 +96,14 @@ describe('egress rules', () => {
         trusted: ['127.0.0.1:4000', 'gateway.test:443', '[::1]:9'],
       }),
     ).toEqual(['pypi.org', 'api.test', '*.corp.test', '8.8.8.8', 'gateway.test']);
+  });
+});
+
+describe('CONNECT targets', () => {
+  it('are host:port, an IPv6 address in brackets, and nothing else', () => {
+    expect(parseAuthority('api.test:443')).toEqual({ host: 'api.test', port: 443 });
+    expect(parseAuthority('[::1]:8080')).toEqual({ host: '[::1]', port: 8080 });
+    for (const bad of ['api.test', 'api.test:0', 'api.test:65536', 'user@api.test:443', 'a/b:443', '::1:443', ''])
+      expect(parseAuthority(bad), bad).toBeUndefined();
   });
 });
