@@ -30,7 +30,8 @@ import {
 import { connectWorker } from './temporal/connection';
 import { checkRetention, retentionPolicy, startRetention } from './retention/gc';
 import { createLogger, installSdkLogger, logOptions } from './log/logger';
-import { probeBubblewrap, readOnlyDirs } from './sandbox/local/provider';
+import { readOnlyDirs } from './sandbox/local/bwrap';
+import { probeBubblewrap } from './sandbox/local/probe';
 import { checkMessage, checkSearchAttributes, registerSearchAttributes } from './temporal/search-attributes';
 import { TRACED_WORKFLOW_MODULES, type Tracing, startTracing } from './temporal/telemetry';
 import { credentialFiles } from './temporal/server';

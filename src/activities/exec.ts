@@ -2,7 +2,7 @@
 import { Context } from '@temporalio/activity';
 import { tail } from '../store/artifacts';
 import type { OutputParser } from '../agents/types';
-import type { EgressRules } from '../sandbox/egress/proxy';
+import type { EgressRules } from '../sandbox/egress/rules';
 import type { Sandbox } from '../sandbox/types';
 import { StreamRedactor } from '../store/secrets';
 import type { ActivityDeps } from './deps';

@@ -7,7 +7,7 @@ import { harnessFor } from '../agents';
 import { CarryingParser, readCarryOver } from '../agents/carry-over';
 import type { AgentOutcome } from '../agents/types';
 import type { AgentSpec } from '../contracts/request';
-import { modelApiRules } from '../sandbox/egress/proxy';
+import { modelApiRules } from '../sandbox/egress/rules';
 import type { Sandbox } from '../sandbox/types';
 import type { ActivityDeps } from './deps';
 import { type CommandReport, execTracked } from './exec';
@@ -67,7 +67,7 @@ export async function runHarness(
   const remainingUsd = input.budgetUsd === undefined ? undefined : Math.max(0, input.budgetUsd - carried.costUsd);
   const harness = harnessFor(input.agent);
   const run = harness.invocation({
-    workerId: input.workerId,
+    subTaskId: input.workerId,
     objective: input.objective,
     prompt: input.prompt,
     inputDir: sb.scratch,

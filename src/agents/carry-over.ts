@@ -1,13 +1,13 @@
 /**
- * What an interrupted attempt of an agent run leaves for the next one: the session the agent
- * reported (so the retry resumes it, and a crash costs one turn rather than the whole run) and
+ * What an interrupted attempt of an agent's invocation leaves for the next one: the session the agent
+ * reported (so the retry resumes it, and a crash costs one turn rather than the whole invocation) and
  * what the attempts so far have cost and done (so a budget still counts it). Both ride in the activity's
  * heartbeat details, as the `agent` progress of execTracked's heartbeats, and are read back
  * from Context.info.heartbeatDetails by the next attempt.
  */
 import type { AgentOutcome, AgentProgress, OutputParser } from './types';
 
-/** What the earlier attempts of this run did: their session, and their totals. */
+/** What the earlier attempts of this invocation did: their session, and their totals. */
 export interface CarryOver {
   sessionId?: string;
   costUsd: number;

@@ -7,8 +7,8 @@
  * same sandbox continues the same conversation (`--resume <session id>`).
  *
  * The prompt is read from a file on stdin. Cost: while the agent runs, each streamed reply's
- * usage is priced (prices.ts), so a budget can stop it mid-run; at the end Claude Code's own
- * figure for the run replaces that estimate (see runCost). --max-budget-usd makes Claude Code
+ * usage is priced (prices.ts), so a budget can stop it mid-invocation; at the end Claude Code's
+ * own figure for the invocation replaces that estimate (see runCost). --max-budget-usd makes Claude Code
  * stop itself at the budget too; it is given the session's allowance (sessionBudgetUsd), which
  * is lenient if Claude Code counts this process alone: the host's check is what is exact.
  */
@@ -16,16 +16,17 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { priceClaudeReply } from './prices';
-import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn, shellQuote } from './protocol';
+import { shellQuote } from '../sandbox/shell';
+import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn } from './protocol';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
 /** Anthropic's API, or wherever ANTHROPIC_BASE_URL points it. */
-export const CLAUDE_MODEL_API = { hosts: ['api.anthropic.com'], baseUrlEnv: 'ANTHROPIC_BASE_URL' } as const;
+export const CLAUDE_MODEL_API = { hostnames: ['api.anthropic.com'], baseUrlEnv: 'ANTHROPIC_BASE_URL' } as const;
 
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
 
 /**
- * What this run cost by Claude Code's own count: the models' cost since the last result (this
+ * What this invocation cost by Claude Code's own count: the models' cost since the last result (this
  * process's, even when the session was restored or its previous process was killed), else the
  * session's total_cost_usd less what the session cost before.
  */
@@ -47,7 +48,7 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
   private readonly replyCosts = new Map<string, number>();
   private anonymousCostUsd = 0;
   private toolCalls = 0;
-  /** Claude Code's own figure for this run, once it has ended. */
+  /** Claude Code's own figure for this invocation, once it has ended. */
   private reportedCostUsd?: number;
   private sessionId?: string;
   private cwd?: string;
@@ -135,7 +136,7 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
     };
   }
 
-  /** This run's cost: Claude Code's own figure once it has one, else the streamed replies priced. */
+  /** This invocation's cost: Claude Code's own figure once it has one, else the streamed replies priced. */
   private costUsd(): number {
     if (this.reportedCostUsd !== undefined) return this.reportedCostUsd;
     let streamed = this.anonymousCostUsd;
@@ -177,7 +178,7 @@ export function defaultClaudeBinary(): string {
 export interface ClaudeCodeOptions {
   /** A model name or alias (`sonnet`, `claude-opus-4-5`); Claude Code's default otherwise. */
   model?: string;
-  /** A turn limit for every run, unless the task sets its own. */
+  /** A turn limit for every invocation, unless the task sets its own. */
   maxTurns?: number;
   /** The claude executable as the sandbox sees it; defaults to this package's dependency. */
   binary?: string;

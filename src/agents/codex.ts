@@ -7,7 +7,7 @@
  * in the same sandbox continues the same thread (`codex exec resume <thread id>`).
  *
  * The prompt is read from a file on stdin. Codex reports tokens, not dollars, and only when its
- * turn completes (one turn per run): the cost is priced from the usage of turn.completed, which
+ * turn completes (one turn per invocation): the cost is priced from the usage of turn.completed, which
  * covers the whole thread, so the parser subtracts what a resumed session had cost before. Codex
  * has neither a budget nor a turn limit of its own; `turns` counts its turns.
  *
@@ -20,12 +20,13 @@
  */
 import path from 'node:path';
 import { JsonEventReader, firstLine, str, truncate } from './lines';
-import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn, shellQuote } from './protocol';
+import { shellQuote } from '../sandbox/shell';
+import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn } from './protocol';
 import { priceTokens } from './prices';
 import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
 
 /** OpenAI's API, or wherever OPENAI_BASE_URL points it. */
-export const CODEX_MODEL_API = { hosts: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' } as const;
+export const CODEX_MODEL_API = { hostnames: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' } as const;
 
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
 
@@ -173,7 +174,7 @@ export class CodexHarness implements Harness {
       '--json',
       // Flotilla's sandbox is the boundary; Codex's own (Landlock/seccomp) cannot nest inside it.
       '--dangerously-bypass-approvals-and-sandbox',
-      // A worker's checkout is a git repository, but a bare scratch workspace need not be.
+      // A sub-task's checkout is a git repository, but a bare scratch workspace need not be.
       '--skip-git-repo-check',
       '-c',
       'analytics.enabled=false',

@@ -33,8 +33,8 @@ export function firstLine(text: string): string {
 
 /**
  * Reads an agent's JSON-lines event stream. Lines that are not JSON objects are the CLI's own
- * messages (bad flags, missing credentials); the last one is kept, since it often says why a run
- * ended.
+ * messages (bad flags, missing credentials); the last one is kept, since it often says why an
+ * invocation ended.
  */
 export abstract class JsonEventReader {
   private readonly lines = new LineSplitter();

@@ -1,6 +1,6 @@
 /**
  * Prices for token counts: Codex reports tokens rather than dollars, and Claude Code's streamed
- * replies carry tokens long before its own dollar total arrives at the end of a run. Rates are
+ * replies carry tokens long before its own dollar total arrives at the end of an invocation. Rates are
  * list prices in USD per million tokens, as OpenAI and Anthropic published them in 2026; update
  * them here when they change.
  *

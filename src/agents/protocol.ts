@@ -6,16 +6,11 @@
 import { truncate } from './lines';
 import type { AgentTask } from './types';
 
-/** Single-quotes a word for bash. */
-export function shellQuote(word: string): string {
-  return `'${word.replace(/'/g, `'\\''`)}'`;
-}
-
 const NEEDS_ANSWER = 'NEEDS_ANSWER:';
 
 /** Appended to the agent's system instructions. */
 export const UNATTENDED_INSTRUCTIONS = [
-  'You are running unattended, as one worker of a team of agents; nobody reads your messages while you work.',
+  'You are running unattended, as one of a team of agents, each on a sub-task of its own; nobody reads your messages while you work.',
   'Make the changes in this repository yourself. Whatever you leave uncommitted is committed for you when you finish.',
   'If you cannot proceed without an answer from a human, stop working and end your final message with a line of the form',
   `${NEEDS_ANSWER} <your question>`,
@@ -27,7 +22,7 @@ export const INTERRUPTED_NOTE =
   '(git status, git log, git diff) to see what was already done, and continue from there rather than redoing it.';
 
 /**
- * What a run of the agent is told beyond the task prompt: the interruption note and the
+ * What an invocation of the agent is told beyond the task prompt: the interruption note and the
  * operator's message. For a resumed session this is the whole prompt (the task is in its history).
  */
 export function followUp(task: AgentTask): string | undefined {

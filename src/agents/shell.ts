@@ -9,7 +9,9 @@
  * where every field is optional and each line states totals so far. A `question` means the agent
  * stopped because it needs an answer. On resume, $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and
  * $FLOTILLA_SESSION_ID the session it reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt
- * died midway; $FLOTILLA_MAX_TURNS is its turn limit, if any.
+ * died midway; $FLOTILLA_MAX_TURNS is its turn limit, if any. $FLOTILLA_SUBTASK_ID names the
+ * sub-task; $FLOTILLA_WORKER_ID is the same value under its old name, deprecated ("worker" now
+ * means the worker process only) and kept so that existing commands keep working.
  */
 import { LineSplitter, truncate } from './lines';
 import { inputPath } from './protocol';
@@ -76,7 +78,7 @@ export class ShellHarness implements Harness {
   constructor(private readonly command: string) {}
 
   invocation(task: AgentTask): AgentInvocation {
-    const env: Record<string, string> = { FLOTILLA_WORKER_ID: task.workerId };
+    const env: Record<string, string> = { FLOTILLA_SUBTASK_ID: task.subTaskId, FLOTILLA_WORKER_ID: task.subTaskId };
     const files: Record<string, string> = {};
     const text = (name: string, value: string, file: string) => {
       files[inputPath(task, file)] = value;

@@ -1,9 +1,11 @@
 /**
- * How Flotilla drives one kind of coding agent. Each agent CLI has its own adapter beside this
- * file (shell.ts, claude-code.ts, codex.ts); activities only ever see this interface.
+ * How Flotilla drives one kind of coding agent: a harness per agent CLI beside this file
+ * (shell.ts, claude-code.ts, codex.ts). Activities only ever see this interface, and every
+ * harness passes the same contract suite, test/support/harness-contract.ts.
  */
 export interface AgentTask {
-  workerId: string;
+  /** The sub-task the agent works on; for an agent that is none's, its role ("planner", "resolver", "repair"). */
+  subTaskId: string;
   objective: string;
   prompt: string;
   /**
@@ -16,12 +18,12 @@ export interface AgentTask {
   sessionId?: string;
   /** A message for a resumed agent: an operator's answer or instruction. */
   message?: string;
-  /** At most this many model turns in this run, where the harness supports a limit. */
+  /** At most this many model turns in this invocation, where the harness supports a limit. */
   maxTurns?: number;
   /** The previous attempt was interrupted (the worker process died): inspect before redoing. */
   interrupted?: boolean;
   /**
-   * What the agent's session may have cost in all by the end of this run, for an agent that
+   * What the agent's session may have cost in all by the end of this invocation, for an agent that
    * enforces a budget itself. Flotilla stops the agent from the host as well.
    */
   sessionBudgetUsd?: number;
@@ -40,7 +42,7 @@ export interface AgentInvocation {
 export interface AgentProgress {
   turns: number;
   toolCalls: number;
-  /** Dollars this run has cost, as reported by the agent or priced from its token counts. */
+  /** Dollars this invocation has cost, as reported by the agent or priced from its token counts. */
   costUsd: number;
   sessionId?: string;
   /** A one-line description of the latest event ("tool Write src/a.ts"). */
@@ -69,16 +71,16 @@ export interface Harness {
   readonly kind: string;
   invocation(task: AgentTask): AgentInvocation;
   /**
-   * A parser whose progress().costUsd is what this run alone has cost. `sessionCostUsd` is what
-   * the resumed session had cost before this run: an agent that reports session totals has it
+   * A parser whose progress().costUsd is what this invocation alone has cost. `sessionCostUsd` is what
+   * the resumed session had cost before this invocation: an agent that reports session totals has it
    * subtracted.
    */
   parser(sessionCostUsd?: number): OutputParser;
   /** Host environment variables this agent needs inside the sandbox (its API key, base URL). */
   readonly passEnv: readonly string[];
   /**
-   * The model API the agent calls from its sandbox: the hosts it uses by default, and the
+   * The model API the agent calls from its sandbox: the hostnames it uses by default, and the
    * variable that points it elsewhere (whose host:port the worker's configuration thus names).
    */
-  readonly modelApi?: { readonly hosts: readonly string[]; readonly baseUrlEnv: string };
+  readonly modelApi?: { readonly hostnames: readonly string[]; readonly baseUrlEnv: string };
 }

@@ -1,10 +1,10 @@
 /**
  * The one interface Flotilla uses to run anything an agent or a repository controls. Every
- * provider (local, E2B) passes the same contract suite in test/sandbox.contract.ts.
+ * provider (local, E2B) passes the same contract suite, test/support/sandbox-contract.ts.
  */
 import type { Isolation } from '../contracts/reports';
 import type { SandboxLimitsRequest } from '../contracts/request';
-import type { EgressRules } from './egress/proxy';
+import type { EgressRules } from './egress/rules';
 
 export interface ExecOptions {
   /** Working directory inside the sandbox; defaults to the workspace. */
@@ -22,7 +22,7 @@ export interface ExecOptions {
    * bubblewrap); elsewhere it is a request the command is trusted to honour.
    */
   readOnlyWorkspace?: boolean;
-  /** Hosts this command may reach besides the sandbox's own (an agent's model API), when networked. */
+  /** Hostnames this command may reach besides the sandbox's own (an agent's model API), when networked. */
   egress?: EgressRules;
 }
 
@@ -31,7 +31,7 @@ export interface ExecResult {
   /** Combined output; callers that expect a lot should use onOutput and keep a tail. */
   output: string;
   timedOut: boolean;
-  /** Set when the run was stopped by the abort signal. */
+  /** Set when the command was stopped by the abort signal. */
   aborted: boolean;
 }
 
@@ -65,9 +65,9 @@ export interface Sandbox {
 }
 
 export interface SandboxOptions {
-  /** Whether commands may reach the network: only through the allowlisting proxy (see egress.ts). */
+  /** Whether commands may reach the network: only through the allowlisting egress proxy (see egress/sandbox-net.ts). */
   network: boolean;
-  /** Hosts the request adds to the allowlist; public addresses only. */
+  /** Hostnames the request adds to the allowlist (sandbox.allowHosts); public addresses only. */
   allowHosts?: string[];
   /**
    * Resource limits asked for; the provider fills in its defaults and caps each at the worker's
@@ -92,7 +92,7 @@ export interface SandboxProvider {
    * when the provider will not run one (so a run can refuse before anything starts).
    */
   checkIsolation(): Isolation;
-  /** Stops paying for an idle sandbox while its worker is suspended, keeping its files. */
+  /** Stops paying for an idle sandbox while its sub-task is suspended, keeping its files. */
   pause?(key: string): Promise<void>;
   /** Brings a paused sandbox back. Using it resumes it too; this just does it eagerly. */
   resume?(key: string): Promise<void>;

@@ -1,6 +1,8 @@
 /**
- * The Claude Code and Codex adapters driving the real CLIs, offline: each runs in a real local
- * sandbox (with network: its proxy lets them reach the scripted model server) on a small git repo.
+ * The Claude Code, Codex and shell harnesses driving their real CLIs, offline: each runs in a real
+ * local sandbox (with network: its proxy lets them reach the scripted model server) on a small
+ * git repository. Each passes the harness contract (test/support/harness-contract.ts), then what
+ * only it promises.
  */
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -8,81 +10,123 @@ import { ClaudeCodeHarness } from '../../src/agents/claude-code';
 import { CodexHarness } from '../../src/agents/codex';
 import { priceClaudeReply, priceTokens } from '../../src/agents/prices';
 import { ShellHarness, TEXT_VARIABLE_CAP } from '../../src/agents/shell';
-import type { AgentOutcome, AgentTask, Harness, OutputParser } from '../../src/agents/types';
-import { modelApiRules } from '../../src/sandbox/egress/proxy';
-import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
+import { shellQuote } from '../../src/sandbox/shell';
 import type { Sandbox } from '../../src/sandbox/types';
-import { INPUT_TOKENS, ModelServer, OUTPUT_TOKENS, type RecordedRequest, userTexts } from '../support/model-server';
-import { tempDir } from '../support/temp';
+import { AgentLab, type ScriptedInvocation, harnessContract } from '../support/harness-contract';
+import {
+  INPUT_TOKENS,
+  OUTPUT_TOKENS,
+  type RecordedRequest,
+  type Step,
+  type ToolCall,
+  userTexts,
+} from '../support/model-server';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-let server: ModelServer;
-let provider: LocalSandboxProvider;
-
+let lab: AgentLab;
 beforeAll(async () => {
-  server = await ModelServer.start();
-  provider = new LocalSandboxProvider(tempDir('agents'));
+  lab = await AgentLab.start();
 });
-
-async function seededSandbox(key: string): Promise<Sandbox> {
-  const sandbox = await provider.provision(key, { network: true });
-  const seed = await sandbox.exec(
-    'git init -q -b main && git config user.email agent@example.com && git config user.name Agent && ' +
-      'echo "# demo" > README.md && git add -A && git commit -qm init',
-    { timeoutMs: 30_000 },
-  );
-  expect(seed.exitCode, seed.output).toBe(0);
-  return sandbox;
-}
 
 const text = async (sandbox: Sandbox, file: string) =>
   Buffer.from(await sandbox.readFile(path.posix.join(sandbox.workspace, file))).toString();
 
-interface Run {
-  outcome: AgentOutcome;
-  exitCode: number;
-  output: string;
-  /** The requests the model server received during this run. */
-  requests: RecordedRequest[];
+/** A model-backed agent's script as the model server's steps: a tool call per file, then the final reply. */
+function modelSteps(invocations: ScriptedInvocation[], write: (file: string, content: string) => ToolCall): Step[] {
+  return invocations.flatMap((inv) => [
+    ...Object.entries(inv.writes ?? {}).map(([file, content]) => ({ tools: [write(file, content)] })),
+    inv.error !== undefined
+      ? { error: inv.error }
+      : { text: [inv.say, inv.ask && `NEEDS_ANSWER: ${inv.ask}`].filter(Boolean).join('\n') },
+  ]);
 }
 
-/** Runs one agent invocation the way the agent activity does: passEnv copied from the "host", whose base URL the proxy lets through. */
-async function runAgent(
-  sandbox: Sandbox,
-  harness: Harness,
-  task: Partial<AgentTask> & { prompt: string },
-  hostEnv: Record<string, string>,
-  opts: { sessionCostUsd?: number; watch?: (parser: OutputParser, chunk: string) => void } = {},
-): Promise<Run> {
-  const invocation = harness.invocation({
-    workerId: 'w1',
-    objective: 'test the adapters',
-    inputDir: sandbox.scratch,
-    ...task,
+const claudeEnv = () => ({ ANTHROPIC_BASE_URL: lab.server.url, ANTHROPIC_API_KEY: 'test-key' });
+const codexHarness = () =>
+  new CodexHarness({
+    model: 'gpt-5.5',
+    config: [
+      `model_providers.local={name="local",base_url="${lab.server.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`,
+      'model_provider=local',
+    ],
   });
-  for (const [file, content] of Object.entries(invocation.files)) await sandbox.writeFile(file, content);
-  const env = { ...invocation.env };
-  for (const name of harness.passEnv) if (hostEnv[name] !== undefined) env[name] = hostEnv[name];
-  const parser = harness.parser(opts.sessionCostUsd);
-  const firstRequest = server.requests.length;
-  const onOutput = (chunk: string) => {
-    parser.push(chunk);
-    opts.watch?.(parser, chunk);
-  };
-  const result = await sandbox.exec(invocation.command, {
-    env,
-    timeoutMs: 45_000,
-    onOutput,
-    egress: modelApiRules(harness.modelApi, hostEnv),
+// The worker's configuration names the model server, so the sandbox's proxy lets Codex reach it.
+const codexEnv = () => ({ OPENAI_API_KEY: 'test-key', OPENAI_BASE_URL: `${lab.server.url}/v1` });
+
+harnessContract('claude-code', () => lab, {
+  hostEnv: claudeEnv,
+  scripted(key, invocations, sandbox) {
+    lab.server.script(
+      key,
+      modelSteps(invocations, (file, content) => ({
+        name: 'Write',
+        input: { file_path: `${sandbox.workspace}/${file}`, content },
+      })),
+    );
+    return new ClaudeCodeHarness();
+  },
+  heard: async (key) => lab.heardBy(key),
+});
+
+harnessContract('codex', () => lab, {
+  hostEnv: codexEnv,
+  scripted(key, invocations, sandbox) {
+    lab.server.script(
+      key,
+      modelSteps(invocations, (file, content) => ({
+        name: 'exec_command',
+        input: {
+          cmd: `mkdir -p "$(dirname ${shellQuote(file)})" && printf %s ${shellQuote(content)} > ${shellQuote(file)}`,
+          workdir: sandbox.workspace,
+        },
+      })),
+    );
+    return codexHarness();
+  },
+  heard: async (key) => lab.heardBy(key),
+});
+
+/**
+ * A shell agent that plays `invocations` one per run, as the protocol lets a shell command
+ * report: ::flotilla lines with its totals and session, its final message as its last line.
+ * What it was given it appends to a file of its own in scratch.
+ */
+function shellAgent(key: string, invocations: ScriptedInvocation[]): string {
+  const cases = invocations.map((inv, i) => {
+    const writes = Object.entries(inv.writes ?? {});
+    const steps = writes.map(
+      ([file, content]) =>
+        `mkdir -p "$(dirname ${shellQuote(file)})" && printf %s ${shellQuote(content)} > ${shellQuote(file)}`,
+    );
+    if (inv.error !== undefined) steps.push(`echo ${shellQuote(inv.error)} >&2`, 'exit 1');
+    else {
+      const report = {
+        turns: 1,
+        toolCalls: writes.length,
+        costUsd: 0.01,
+        sessionId: `shell-${key}`,
+        question: inv.ask,
+      };
+      steps.push(`echo ${shellQuote(`::flotilla ${JSON.stringify(report)}`)}`, `echo ${shellQuote(inv.say ?? '')}`);
+    }
+    return `  ${i}) ${steps.join('; ')} ;;`;
   });
-  return {
-    outcome: parser.finish(result.exitCode),
-    exitCode: result.exitCode,
-    output: result.output,
-    requests: server.requests.slice(firstRequest),
-  };
+  return [
+    `state="$HOME/.invocations-${key}"`,
+    'n=$(cat "$state" 2>/dev/null || echo 0); echo $((n + 1)) > "$state"',
+    `cat "$FLOTILLA_PROMPT_FILE" \${FLOTILLA_RESUME_MESSAGE_FILE:+"$FLOTILLA_RESUME_MESSAGE_FILE"} >> "$HOME/.heard-${key}"`,
+    'case $n in',
+    ...cases,
+    'esac',
+  ].join('\n');
 }
+
+harnessContract('shell', () => lab, {
+  hostEnv: () => ({}),
+  scripted: (key, invocations) => new ShellHarness(shellAgent(key, invocations)),
+  heard: async (key, sandbox) => Buffer.from(await sandbox.readFile(`${sandbox.scratch}/.heard-${key}`)).toString(),
+});
 
 /** A megabyte of text that starts with `key`, so the model server knows the conversation. */
 const megabyte = (key: string) => `${key} `.padEnd(1_000_000, '0123456789abcdef');
@@ -91,12 +135,10 @@ const megabyte = (key: string) => `${key} `.padEnd(1_000_000, '0123456789abcdef'
 const conversationText = (request: RecordedRequest) =>
   JSON.stringify(request.body?.messages ?? request.body?.input ?? []);
 
-describe('Claude Code adapter', () => {
-  const claudeEnv = () => ({ ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: 'test-key' });
-
+describe('Claude Code harness', () => {
   it('edits the workspace with Write and Bash, and reports turns, tool calls, cost and session', async () => {
-    const sandbox = await seededSandbox('claude-edit');
-    server.script('CLAUDE-EDIT', [
+    const sandbox = await lab.sandbox('claude-edit');
+    lab.server.script('CLAUDE-EDIT', [
       {
         text: 'Writing the greeting.',
         tools: [{ name: 'Write', input: { file_path: `${sandbox.workspace}/src/greeting.txt`, content: 'hello\n' } }],
@@ -114,7 +156,7 @@ describe('Claude Code adapter', () => {
       },
       { text: 'Added src/greeting.txt and src/copy.txt.' },
     ]);
-    const run = await runAgent(
+    const run = await lab.run(
       sandbox,
       new ClaudeCodeHarness(),
       { prompt: "Task CLAUDE-EDIT: add a greeting (it's 'quoted' $HOME `here`)." },
@@ -151,19 +193,19 @@ describe('Claude Code adapter', () => {
   });
 
   it('stops with a question, and a resume with the answer continues the same session', async () => {
-    const sandbox = await seededSandbox('claude-ask');
-    server.script('CLAUDE-ASK', [
+    const sandbox = await lab.sandbox('claude-ask');
+    lab.server.script('CLAUDE-ASK', [
       { text: 'Before I paint anything I need a decision.\nNEEDS_ANSWER: which colour?' },
       { tools: [{ name: 'Write', input: { file_path: `${sandbox.workspace}/colour.txt`, content: 'blue\n' } }] },
       { text: 'Painted it blue.' },
     ]);
     const harness = new ClaudeCodeHarness();
-    const asked = await runAgent(sandbox, harness, { prompt: 'Task CLAUDE-ASK: paint the fence.' }, claudeEnv());
+    const asked = await lab.run(sandbox, harness, { prompt: 'Task CLAUDE-ASK: paint the fence.' }, claudeEnv());
     expect(asked.exitCode, asked.output).toBe(0);
     expect(asked.outcome.question).toBe('which colour?');
     expect(asked.outcome.sessionId).toMatch(UUID);
 
-    const resumed = await runAgent(
+    const resumed = await lab.run(
       sandbox,
       harness,
       { prompt: 'Task CLAUDE-ASK: paint the fence.', sessionId: asked.outcome.sessionId, message: 'Blue, please.' },
@@ -193,15 +235,15 @@ describe('Claude Code adapter', () => {
   });
 
   it('reports hitting the turn limit', async () => {
-    const sandbox = await seededSandbox('claude-limit');
+    const sandbox = await lab.sandbox('claude-limit');
     const tick = { name: 'Bash', input: { command: 'echo tick >> ticks.txt', description: 'Tick' } };
-    server.script('CLAUDE-LIMIT', [
+    lab.server.script('CLAUDE-LIMIT', [
       { tools: [tick] },
       { tools: [tick] },
       { tools: [tick] },
       { text: 'Ticked three times.' },
     ]);
-    const run = await runAgent(
+    const run = await lab.run(
       sandbox,
       new ClaudeCodeHarness({ maxTurns: 5 }),
       { prompt: 'Task CLAUDE-LIMIT: tick.', maxTurns: 2, interrupted: true },
@@ -224,18 +266,18 @@ describe('Claude Code adapter', () => {
   });
 
   it('a 1 MB prompt and a 1 MB resume message reach the model whole, through files', async () => {
-    const sandbox = await seededSandbox('claude-big');
-    server.script('CLAUDE-BIG', [
+    const sandbox = await lab.sandbox('claude-big');
+    lab.server.script('CLAUDE-BIG', [
       { text: 'Read it all.\nNEEDS_ANSWER: and the rest?' },
       { text: 'Read the rest too.' },
     ]);
     const prompt = megabyte('Task CLAUDE-BIG:');
     const message = megabyte('The rest:');
     const harness = new ClaudeCodeHarness();
-    const asked = await runAgent(sandbox, harness, { prompt }, claudeEnv());
+    const asked = await lab.run(sandbox, harness, { prompt }, claudeEnv());
     expect(asked.exitCode, asked.output).toBe(0);
     expect(asked.outcome.question).toBe('and the rest?');
-    const resumed = await runAgent(
+    const resumed = await lab.run(
       sandbox,
       harness,
       { prompt, sessionId: asked.outcome.sessionId, message },
@@ -251,16 +293,16 @@ describe('Claude Code adapter', () => {
   });
 
   it('prices streamed replies while it runs, and stops itself at its budget (--max-budget-usd)', async () => {
-    const sandbox = await seededSandbox('claude-budget');
+    const sandbox = await lab.sandbox('claude-budget');
     const tick = { name: 'Bash', input: { command: 'echo tick >> ticks.txt', description: 'Tick' } };
-    server.script('CLAUDE-BUDGET', [
+    lab.server.script('CLAUDE-BUDGET', [
       ...Array.from({ length: 12 }, () => ({ tools: [tick] })),
       { text: 'Ticked twelve times.' },
     ]);
     // Priced as Claude Code's default model would be by the parser: a reply's input and its first output token.
     const perReply = priceClaudeReply('claude-opus-5-5', { input: INPUT_TOKENS, output: 1 });
     const costsBeforeTheEnd: number[] = [];
-    const run = await runAgent(
+    const run = await lab.run(
       sandbox,
       new ClaudeCodeHarness(),
       { prompt: 'Task CLAUDE-BUDGET: tick.', sessionBudgetUsd: 0.02 },
@@ -283,21 +325,10 @@ describe('Claude Code adapter', () => {
   });
 });
 
-describe('Codex adapter', () => {
-  const codexHarness = () =>
-    new CodexHarness({
-      model: 'gpt-5.5',
-      config: [
-        `model_providers.local={name="local",base_url="${server.url}/v1",env_key="OPENAI_API_KEY",wire_api="responses"}`,
-        'model_provider=local',
-      ],
-    });
-  // The worker's configuration names the model server, so the sandbox's proxy lets Codex reach it.
-  const codexEnv = () => ({ OPENAI_API_KEY: 'test-key', OPENAI_BASE_URL: `${server.url}/v1` });
-
+describe('Codex harness', () => {
   it('edits the workspace with exec_command, asks, and resumes its session', async () => {
-    const sandbox = await seededSandbox('codex');
-    server.script('CODEX-EDIT', [
+    const sandbox = await lab.sandbox('codex');
+    lab.server.script('CODEX-EDIT', [
       { tools: [{ name: 'exec_command', input: { cmd: 'printf "fast\\n" > speed.txt', workdir: sandbox.workspace } }] },
       { text: 'Wrote speed.txt.\nNEEDS_ANSWER: should I commit it?' },
       {
@@ -311,7 +342,7 @@ describe('Codex adapter', () => {
       { text: 'Committed.' },
     ]);
     const harness = codexHarness();
-    const asked = await runAgent(sandbox, harness, { prompt: 'Task CODEX-EDIT: record the speed.' }, codexEnv());
+    const asked = await lab.run(sandbox, harness, { prompt: 'Task CODEX-EDIT: record the speed.' }, codexEnv());
 
     expect(asked.exitCode, asked.output).toBe(0);
     expect(await text(sandbox, 'speed.txt')).toBe('fast\n');
@@ -336,7 +367,7 @@ describe('Codex adapter', () => {
     expect(turns[0].headers.authorization).toBe('Bearer test-key');
     expect(conversationText(turns[0])).toContain('NEEDS_ANSWER: <your question>');
 
-    const resumed = await runAgent(
+    const resumed = await lab.run(
       sandbox,
       harness,
       { prompt: 'Task CODEX-EDIT: record the speed.', sessionId: asked.outcome.sessionId, message: 'Yes, commit it.' },
@@ -373,15 +404,15 @@ describe('Codex adapter', () => {
   });
 
   it('a 1 MB prompt and a 1 MB resume message reach the model whole, through files', async () => {
-    const sandbox = await seededSandbox('codex-big');
-    server.script('CODEX-BIG', [{ text: 'Read it.\nNEEDS_ANSWER: and the rest?' }, { text: 'Read the rest.' }]);
+    const sandbox = await lab.sandbox('codex-big');
+    lab.server.script('CODEX-BIG', [{ text: 'Read it.\nNEEDS_ANSWER: and the rest?' }, { text: 'Read the rest.' }]);
     const prompt = megabyte('Task CODEX-BIG:');
     const message = megabyte('The rest:');
     const harness = codexHarness();
-    const asked = await runAgent(sandbox, harness, { prompt }, codexEnv());
+    const asked = await lab.run(sandbox, harness, { prompt }, codexEnv());
     expect(asked.exitCode, asked.output).toBe(0);
     expect(asked.outcome.question).toBe('and the rest?');
-    const resumed = await runAgent(
+    const resumed = await lab.run(
       sandbox,
       harness,
       { prompt, sessionId: asked.outcome.sessionId, message },
@@ -394,15 +425,15 @@ describe('Codex adapter', () => {
   });
 });
 
-describe('shell adapter', () => {
+describe('shell harness', () => {
   it('passes a 1 MB prompt, objective and resume message in files, and small ones in variables too', async () => {
-    const sandbox = await seededSandbox('shell-big');
+    const sandbox = await lab.sandbox('shell-big');
     const report = [
       'for v in FLOTILLA_PROMPT FLOTILLA_OBJECTIVE FLOTILLA_RESUME_MESSAGE; do',
       '  f="${v}_FILE"; echo "$v file=$(wc -c < "${!f}") var=${!v+set}"',
       'done',
     ].join('\n');
-    const small = await runAgent(
+    const small = await lab.run(
       sandbox,
       new ShellHarness(report),
       { prompt: 'small', objective: 'also small', message: 'short answer' },
@@ -415,7 +446,7 @@ describe('shell adapter', () => {
     ]);
 
     const big = megabyte('big');
-    const large = await runAgent(sandbox, new ShellHarness(report), { prompt: big, objective: big, message: big }, {});
+    const large = await lab.run(sandbox, new ShellHarness(report), { prompt: big, objective: big, message: big }, {});
     expect(large.exitCode, large.output).toBe(0);
     const bytes = Buffer.byteLength(big);
     expect(bytes).toBeGreaterThan(TEXT_VARIABLE_CAP);

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { AuthenticationError, CommandExitError, RateLimitError, SandboxNotFoundError, TimeoutError } from 'e2b';
 import { describe, it, expect, beforeAll, vi } from 'vitest';
-import { type E2BApi, type E2BCreateOpts, E2BSandboxProvider, e2bSdk } from '../../src/sandbox/e2b/provider';
+import { type E2BApi, type E2BCreateOpts, e2bSdk } from '../../src/sandbox/e2b/api';
+import { E2BSandboxProvider } from '../../src/sandbox/e2b/provider';
 import { releaseAtEnd } from '../support/cleanup';
 import { machineHas } from '../support/requirements';
 import { sandboxContract } from '../support/sandbox-contract';
@@ -105,7 +106,12 @@ describe('e2b provider (against the double)', { timeout: 30_000 }, () => {
       [
         'base',
         {
-          metadata: { flotillaKey: `${run}/worker/api`, flotillaRun: run, flotillaWorker: 'api' },
+          metadata: {
+            flotillaKey: `${run}/worker/api`,
+            flotillaRun: run,
+            flotillaSubTask: 'api',
+            flotillaWorker: 'api',
+          },
           timeoutMs: 45 * 60_000,
           allowInternetAccess: true,
           network: { allowOut, denyOut: ['0.0.0.0/0'] },

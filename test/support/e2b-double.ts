@@ -41,7 +41,7 @@ import type {
   E2BPaginator,
   E2BRunOpts,
   E2BSandboxInfo,
-} from '../../src/sandbox/e2b/provider';
+} from '../../src/sandbox/e2b/api';
 import { releaseAtEnd } from './cleanup';
 
 const HOME = '/home/user';

@@ -23,10 +23,12 @@ export interface ToolCall {
   input: Record<string, unknown>;
 }
 
-/** One model reply: text, tool calls, or both (text first). */
+/** One model reply: text, tool calls, or both (text first); or the API refusing the request with `error`. */
 export interface Step {
   text?: string;
   tools?: ToolCall[];
+  /** The message of a 400 error the API answers with instead of a reply (agents do not retry it). */
+  error?: string;
 }
 
 export interface RecordedRequest {
@@ -182,6 +184,8 @@ export class ModelServer {
     const body = record.body ?? {};
     // The agent's own turns offer it tools; side requests (titles, summaries, probes) do not.
     const step = this.stepFor(record, Array.isArray(body.tools) && body.tools.length > 0) ?? { text: 'ok' };
+    if (step.error !== undefined)
+      return json(res, { type: 'error', error: { type: 'invalid_request_error', message: step.error } }, 400);
     const model = typeof body.model === 'string' ? body.model : 'claude-sonnet-4-5';
     const content: any[] = [];
     if (step.text) content.push({ type: 'text', text: step.text });
@@ -255,6 +259,8 @@ export class ModelServer {
   private responses(record: RecordedRequest, res: http.ServerResponse): void {
     const body = record.body ?? {};
     const step = this.stepFor(record, Array.isArray(body.tools) && body.tools.length > 0) ?? { text: 'ok' };
+    if (step.error !== undefined)
+      return json(res, { error: { message: step.error, type: 'invalid_request_error', param: null, code: null } }, 400);
     const model = typeof body.model === 'string' ? body.model : 'gpt-5';
     const output: any[] = [];
     if (step.text) {

@@ -438,6 +438,26 @@ export function sandboxContract(
         await provider.destroy(key);
       });
 
+      it('provisions and finds sandboxes isolated as checkIsolation says', async () => {
+        const isolation = provider.checkIsolation();
+        const key = newKey('isolation');
+        expect((await provider.provision(key, { network: false })).isolation).toBe(isolation);
+        expect((await provider.find(key, { network: false }))?.isolation).toBe(isolation);
+      });
+
+      it('pauses a sandbox and brings it back with its files, where the provider pauses', async ({ skip }) => {
+        if (!provider.pause || !provider.resume) skip('this provider does not pause sandboxes');
+        const key = newKey('pause');
+        const sb = await provider.provision(key, { network: false });
+        await sb.writeFile(`${sb.workspace}/kept.txt`, 'kept');
+        await provider.pause!(key);
+        await provider.resume!(key);
+        expect(await run(sb, 'cat kept.txt')).toMatchObject({ exitCode: 0, output: 'kept' });
+        // Using a paused sandbox brings it back too.
+        await provider.pause!(key);
+        expect(Buffer.from(await sb.readFile(`${sb.workspace}/kept.txt`)).toString()).toBe('kept');
+      });
+
       it('keeps two keys in two independent sandboxes', async () => {
         const a = await provision('pair-a');
         const b = await provision('pair-b');

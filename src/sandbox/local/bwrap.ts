@@ -1,0 +1,115 @@
+/**
+ * The sandbox's view, as bubblewrap's arguments: its own user, pid, ipc, uts and network
+ * namespaces, no capabilities, a read-only system, a bounded private /tmp, no /sys and a
+ * read-only /proc/sys, the workspace and scratch directories, and it dies with its parent. Inside
+ * it, a small wrapper sets the command's rlimits before the command starts.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { SANDBOX_OBJECTS } from '../../git/run-mirror';
+import type { SandboxNet } from '../egress/sandbox-net';
+import { MIB } from './limits';
+
+/** Where the workspace and scratch directories are, as commands in a bubblewrap sandbox see them. */
+export const INSIDE_WORKSPACE = '/workspace';
+export const INSIDE_SCRATCH = '/scratch';
+
+/** Host directories mounted read-only so tools work inside the sandbox. */
+const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'];
+
+/** The host directories every sandbox sees, read-only, at the same path. */
+export function readOnlyDirs(): string[] {
+  const dirs = SYSTEM_DIRS.filter((d) => existsSync(d));
+  // Node and tools installed outside /usr (nvm, pyenv) must stay reachable, and so must the
+  // agent CLIs Flotilla ships as dependencies (Claude Code, Codex).
+  const extra = [
+    path.dirname(path.dirname(process.execPath)),
+    path.resolve(__dirname, '../../../node_modules'),
+    ...(process.env.FLOTILLA_SANDBOX_RO_PATHS ?? '').split(':'),
+  ];
+  for (const d of extra) {
+    if (d && existsSync(d) && !dirs.some((s) => d === s || d.startsWith(s + '/'))) dirs.push(d);
+  }
+  return dirs;
+}
+
+/**
+ * Sets the command's rlimits ($1, options of bash's ulimit, which lowers soft and hard limit
+ * alike: nothing in the sandbox may raise them again), runs it, then reports how full /tmp is
+ * on fd 3, which the command itself does not get. The tmpfs is gone once bwrap exits, so this is
+ * the only moment to look. Setting the limits here rather than with prlimit before bwrap saves a
+ * process per command.
+ */
+const WRAPPER = 'ulimit $1 || exit 125; shift; "$@" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
+
+export interface BwrapInput {
+  bwrap: string;
+  /** The size of the private /tmp. */
+  tmpMiB: number;
+  /** Host directories mounted read-only at the same path (readOnlyDirs()). */
+  systemDirs: string[];
+  /** Where bwrap finds the sandbox's directories: the host's own paths, or the prelude's bind points. */
+  sources: { workspace: string; scratch: string; objects?: string };
+  /** The sandbox user's passwd file, mounted over /etc/passwd; none when it runs as the worker's uid. */
+  passwd?: string;
+  readOnlyWorkspace: boolean;
+  net: SandboxNet;
+  cwd: string;
+  /** Options of bash's ulimit (rlimitOptions). */
+  rlimits: string;
+  command: string;
+}
+
+/** bwrap (user namespace and the sandbox's view) → wrapper (rlimits) → the command. */
+export function bwrapArgv(input: BwrapInput): string[] {
+  const { sources } = input;
+  const argv = [
+    input.bwrap,
+    '--unshare-user',
+    '--disable-userns',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--die-with-parent',
+    '--cap-drop',
+    'ALL',
+  ];
+  // Mounts apply in order: the private /tmp first, so a tool directory that lives under the
+  // host's /tmp (a checkout there) is mounted on top of it rather than hidden by it. No /sys at
+  // all, and /proc/sys read-only on top of the uid that already cannot write it.
+  argv.push(
+    '--proc',
+    '/proc',
+    '--ro-bind',
+    '/proc/sys',
+    '/proc/sys',
+    '--dev',
+    '/dev',
+    '--size',
+    String(input.tmpMiB * MIB),
+    '--tmpfs',
+    '/tmp',
+  );
+  for (const dir of input.systemDirs) argv.push('--ro-bind', dir, dir);
+  if (input.passwd) argv.push('--ro-bind', input.passwd, '/etc/passwd');
+  argv.push(
+    input.readOnlyWorkspace ? '--ro-bind' : '--bind',
+    sources.workspace,
+    INSIDE_WORKSPACE,
+    '--bind',
+    sources.scratch,
+    INSIDE_SCRATCH,
+    ...(sources.objects ? ['--ro-bind', sources.objects, SANDBOX_OBJECTS] : []),
+    ...input.net.bwrapArgs,
+    '--chdir',
+    input.cwd,
+    '--',
+    'bash',
+    '-c',
+    WRAPPER,
+    'flotilla-sandbox',
+    input.rlimits,
+    ...input.net.command(['bash', '-c', input.command]),
+  );
+  return argv;
+}

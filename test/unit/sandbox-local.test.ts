@@ -1,0 +1,269 @@
+/**
+ * The pure parts of a local sandbox: how its command line is built, how its limits are read and
+ * capped, which uid it gets, and how a limit it hit is put into words. (That bubblewrap really
+ * confines a command is test/e2e/sandbox.local.test.ts's job.)
+ */
+import { describe, expect, it } from 'vitest';
+import { SANDBOX_OBJECTS } from '../../src/git/run-mirror';
+import { type BwrapInput, bwrapArgv } from '../../src/sandbox/local/bwrap';
+import { cgroupLimitHit } from '../../src/sandbox/local/cgroups';
+import { tmpFull, usageOverLimit } from '../../src/sandbox/local/disk';
+import { hostPathIn } from '../../src/sandbox/local/files';
+import { DEFAULT_LIMITS, MAX_LIMITS, parseMaxLimits, rlimitOptions } from '../../src/sandbox/local/limits';
+import { preludeArgv } from '../../src/sandbox/local/prelude';
+import { probeArgv } from '../../src/sandbox/local/probe';
+import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
+import { parseUidRange, uidIn } from '../../src/sandbox/local/uids';
+
+const MIB = 1024 * 1024;
+
+/** The values that follow each occurrence of `flag` in argv, `width` at a time. */
+function after(argv: string[], flag: string, width = 2): string[][] {
+  return argv.flatMap((a, i) => (a === flag ? [argv.slice(i + 1, i + 1 + width)] : []));
+}
+
+const input = (over: Partial<BwrapInput> = {}): BwrapInput => ({
+  bwrap: '/usr/bin/bwrap',
+  tmpMiB: 8,
+  systemDirs: ['/usr', '/etc', '/tmp/tools'],
+  sources: { workspace: '/data/sb/workspace', scratch: '/data/sb/scratch' },
+  readOnlyWorkspace: false,
+  net: { bwrapArgs: ['--unshare-net'], env: {}, command: (argv) => argv },
+  cwd: '/workspace/sub',
+  rlimits: '-f 8192',
+  command: 'echo "hi there"',
+  ...over,
+});
+
+describe('the bubblewrap command line', () => {
+  it('gives the sandbox its own namespaces, no capabilities, and a life no longer than its parent', () => {
+    const argv = bwrapArgv(input());
+    expect(argv[0]).toBe('/usr/bin/bwrap');
+    for (const flag of [
+      '--unshare-user',
+      '--disable-userns',
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--unshare-net',
+      '--die-with-parent',
+    ])
+      expect(argv, flag).toContain(flag);
+    expect(after(argv, '--cap-drop', 1)).toEqual([['ALL']]);
+  });
+
+  it('mounts a sized private /tmp before the read-only system, so a tool under the host /tmp stays visible', () => {
+    const argv = bwrapArgv(input());
+    expect(after(argv, '--size', 3)).toEqual([[String(8 * MIB), '--tmpfs', '/tmp']]);
+    const ro = after(argv, '--ro-bind');
+    expect(ro).toEqual([
+      ['/proc/sys', '/proc/sys'],
+      ['/usr', '/usr'],
+      ['/etc', '/etc'],
+      ['/tmp/tools', '/tmp/tools'],
+    ]);
+    expect(argv.indexOf('--tmpfs')).toBeLessThan(argv.indexOf('/tmp/tools'));
+    expect(argv).not.toContain('/sys');
+  });
+
+  it('binds the workspace (read-only when asked), the scratch directory, and the run objects when lent', () => {
+    const writable = bwrapArgv(input());
+    expect(after(writable, '--bind')).toEqual([
+      ['/data/sb/workspace', '/workspace'],
+      ['/data/sb/scratch', '/scratch'],
+    ]);
+    const readOnly = bwrapArgv(
+      input({
+        readOnlyWorkspace: true,
+        sources: { workspace: '/w', scratch: '/s', objects: '/objects' },
+        passwd: '/points/passwd',
+      }),
+    );
+    expect(after(readOnly, '--bind')).toEqual([['/s', '/scratch']]);
+    expect(after(readOnly, '--ro-bind')).toEqual(
+      expect.arrayContaining([
+        ['/w', '/workspace'],
+        ['/objects', SANDBOX_OBJECTS],
+        ['/points/passwd', '/etc/passwd'],
+      ]),
+    );
+  });
+
+  it('runs the command through the rlimit wrapper in the cwd, inside the network wrapper', () => {
+    const argv = bwrapArgv(
+      input({
+        net: {
+          bwrapArgs: ['--unshare-net', '--ro-bind', '/h.sock', '/run/e.sock'],
+          env: {},
+          command: (a) => ['bridge', ...a],
+        },
+      }),
+    );
+    expect(after(argv, '--chdir', 1)).toEqual([['/workspace/sub']]);
+    expect(after(argv, '--ro-bind')).toContainEqual(['/h.sock', '/run/e.sock']);
+    const tail = argv.slice(argv.indexOf('--chdir') + 3);
+    expect(tail[0]).toBe('bash');
+    expect(tail.slice(3)).toEqual(['flotilla-sandbox', '-f 8192', 'bridge', 'bash', '-c', 'echo "hi there"']);
+    // The wrapper keeps the limits it sets, and reports /tmp on a descriptor the command does not get.
+    expect(tail[2]).toMatch(/^ulimit \$1 \|\| exit 125; shift; "\$@" 3>&-;/);
+  });
+});
+
+describe('the root prelude', () => {
+  it('binds the host directories onto the bind points in a mount namespace of its own, then drops to the uid', () => {
+    const argv = preludeArgv(
+      {
+        procsFiles: ['/cg/memory/cgroup.procs', '/cg/pids/cgroup.procs'],
+        workspace: '/data/sb/workspace',
+        scratch: '/data/sb/scratch',
+        passwd: '/data/sb/passwd',
+      },
+      200_123,
+    );
+    expect(argv.slice(0, 7)).toEqual(['unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c']);
+    expect(argv.slice(8, 15)).toEqual([
+      'flotilla-prelude',
+      '/cg/memory/cgroup.procs /cg/pids/cgroup.procs',
+      '/data/sb/workspace',
+      '/data/sb/scratch',
+      '/data/sb/passwd',
+      '/run/flotilla-sandbox',
+      '',
+    ]);
+    expect(argv.slice(15)).toEqual([
+      'setpriv',
+      '--reuid',
+      '200123',
+      '--regid',
+      '200123',
+      '--clear-groups',
+      '--no-new-privs',
+      '--',
+    ]);
+    // The run objects are bound read-only.
+    expect(argv[7]).toContain('mount --bind -o ro "$objects"');
+  });
+
+  it('is what the isolation probe tries too, as root; without root, bwrap alone', () => {
+    const asRoot = probeArgv('bwrap', true, 200_000);
+    expect(asRoot.slice(0, 5)).toEqual(['unshare', '--mount', '--propagation', 'private', '--']);
+    expect(asRoot.slice(asRoot.indexOf('setpriv'), asRoot.indexOf('bwrap'))).toEqual([
+      'setpriv',
+      '--reuid',
+      '200000',
+      '--regid',
+      '200000',
+      '--clear-groups',
+      '--no-new-privs',
+      '--',
+    ]);
+    expect(probeArgv('/opt/bwrap', false, 200_000)).toEqual([
+      '/opt/bwrap',
+      '--unshare-user',
+      '--disable-userns',
+      '--unshare-pid',
+      '--die-with-parent',
+      '--ro-bind',
+      '/',
+      '/',
+      '--proc',
+      '/proc',
+      'true',
+    ]);
+  });
+});
+
+describe('limits', () => {
+  it("takes a sandbox's limits from the defaults, the request, and the worker's caps", () => {
+    const capped = new LocalSandboxProvider('/nonexistent', { maxLimits: { memoryMiB: 512 } });
+    expect(capped.limitsFor()).toEqual({ ...DEFAULT_LIMITS, memoryMiB: 512 });
+    expect(capped.limitsFor({ processes: 10, memoryMiB: 100_000, tmpMiB: MAX_LIMITS.tmpMiB * 2 })).toEqual({
+      ...DEFAULT_LIMITS,
+      processes: 10,
+      memoryMiB: 512,
+      tmpMiB: MAX_LIMITS.tmpMiB,
+    });
+  });
+
+  it('reads the worker caps from FLOTILLA_SANDBOX_MAX_LIMITS, naming a bad entry', () => {
+    expect(parseMaxLimits(' memoryMiB=8192, processes=512 ')).toEqual({ memoryMiB: 8192, processes: 512 });
+    expect(parseMaxLimits(undefined)).toEqual({});
+    expect(() => parseMaxLimits('memory=1')).toThrow(
+      'FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "memory" (known: tmpMiB, workspaceMiB, workspaceFiles, processes, memoryMiB)',
+    );
+    expect(() => parseMaxLimits('tmpMiB=0')).toThrow(
+      'FLOTILLA_SANDBOX_MAX_LIMITS: tmpMiB must be a positive whole number (got "0")',
+    );
+    expect(() => parseMaxLimits('tmpMiB')).toThrow('tmpMiB must be a positive whole number (got "")');
+  });
+
+  it('bounds file size always, and processes and memory by rlimit only where there are no cgroups', () => {
+    const limits = { ...DEFAULT_LIMITS, workspaceMiB: 8, processes: 10, memoryMiB: 64 };
+    expect(rlimitOptions(limits, true)).toBe('-f 8192');
+    expect(rlimitOptions(limits, false)).toBe('-f 8192 -u 10 -v 65536');
+  });
+
+  it('says which limit a command hit, in words', () => {
+    const limits = { ...DEFAULT_LIMITS, memoryMiB: 64, processes: 10, tmpMiB: 8, workspaceFiles: 5, workspaceMiB: 8 };
+    expect(cgroupLimitHit('oom_kill_disable 0\nunder_oom 0\noom_kill 1\n', 'max 0\n', limits)).toBe(
+      'the sandbox ran out of memory (limit 64 MiB) and the kernel killed its process',
+    );
+    expect(cgroupLimitHit('oom_kill 0\n', 'max 3\n', limits)).toBe(
+      'the sandbox reached its process limit (10 processes at once)',
+    );
+    expect(cgroupLimitHit('oom_kill 0\n', 'max 0\n', limits)).toBeUndefined();
+    expect(cgroupLimitHit('', '', limits)).toBeUndefined();
+
+    const df = (size: number, available: number) =>
+      `Filesystem 1024-blocks Used Available Capacity Mounted on\ntmpfs ${size} ${size - available} ${available} 99% /tmp\n`;
+    expect(tmpFull(df(8192, 0), limits)).toBe("the sandbox's /tmp is full (limit 8 MiB)");
+    expect(tmpFull(df(8192, 63), limits)).toBe("the sandbox's /tmp is full (limit 8 MiB)");
+    expect(tmpFull(df(8192, 4000), limits)).toBeUndefined();
+    expect(tmpFull('', limits)).toBeUndefined();
+
+    expect(usageOverLimit({ files: 6, bytes: 0 }, limits, 50)).toBe('workspace holds 6 files; the limit is 5');
+    expect(usageOverLimit({ files: 50, bytes: 0 }, limits, 50)).toBe(
+      'workspace holds at least 50 files; the limit is 5',
+    );
+    expect(usageOverLimit({ files: 1, bytes: 18 * MIB }, limits, 50)).toBe(
+      'workspace holds 18 MiB; the limit is 8 MiB',
+    );
+    expect(usageOverLimit({ files: 5, bytes: 8 * MIB }, limits, 50)).toBeUndefined();
+  });
+});
+
+describe('uids', () => {
+  it('reads FLOTILLA_SANDBOX_UIDS, refusing ranges that reach system uids or wrap', () => {
+    expect(parseUidRange(undefined)).toEqual({ first: 200_000, count: 65_536 });
+    expect(parseUidRange('5000-5009')).toEqual({ first: 5000, count: 10 });
+    for (const bad of ['999-2000', '3000-2000', '1000', 'a-b', `1000-${2 ** 32 - 1}`])
+      expect(() => parseUidRange(bad), bad).toThrow(
+        `FLOTILLA_SANDBOX_UIDS must be "first-last" with 1000 <= first <= last (got "${bad}")`,
+      );
+  });
+
+  it('gives a key the same uid every time, within the range', () => {
+    const range = { first: 5000, count: 10 };
+    const uids = ['run-1/worker/a', 'run-1/worker/b', 'run-2/integration'].map((key) => uidIn(range, key));
+    for (const uid of uids) expect(uid >= 5000 && uid < 5010, String(uid)).toBe(true);
+    expect(uidIn(range, 'run-1/worker/a')).toBe(uids[0]);
+    expect(uidIn({ first: 7, count: 1 }, 'anything')).toBe(7);
+  });
+});
+
+describe('host paths of sandbox paths', () => {
+  const dirs = [
+    { inside: '/workspace', host: '/data/sb/workspace' },
+    { inside: '/scratch', host: '/data/sb/scratch' },
+  ];
+
+  it('maps the workspace and scratch directories, and refuses anything else', () => {
+    expect(hostPathIn(dirs, '/workspace')).toBe('/data/sb/workspace');
+    expect(hostPathIn(dirs, '/workspace/a/../b.txt')).toBe('/data/sb/workspace/b.txt');
+    expect(hostPathIn(dirs, '/scratch/prompt.md')).toBe('/data/sb/scratch/prompt.md');
+    for (const outside of ['/etc/passwd', '/workspace/../etc', '/workspace-evil/x', 'workspace/x', '/scratch/../..'])
+      expect(() => hostPathIn(dirs, outside), outside).toThrow(
+        `path ${outside} is outside the sandbox's workspace and scratch directories`,
+      );
+  });
+});
