@@ -91,32 +91,49 @@ export const SubTask = z
   .strict();
 export type SubTask = z.infer<typeof SubTask>;
 
-export const Limits = z
+/** Minutes a limit may be: positive, at most a day. */
+const limitMinutes = z
+  .number()
+  .positive()
+  .max(24 * 60);
+
+/**
+ * Limits renamed when "worker" came to mean only the worker process: old name → new name. The
+ * old names are still accepted (giving both is an error) and `deprecatedFields` names them.
+ */
+export const RENAMED_LIMITS = [
+  ['workerTimeoutMinutes', 'agentTimeoutMinutes'],
+  ['workerBudgetUsd', 'subTaskBudgetUsd'],
+] as const;
+
+const DEFAULT_AGENT_TIMEOUT_MINUTES = 30;
+
+const LimitFields = z
   .object({
-    /** Workers running at once. Default 4: enough parallelism without starving a laptop. */
+    /** Sub-tasks running at once. Default 4: enough parallelism without starving a laptop. */
     maxParallel: z.number().int().min(1).max(64).default(4),
-    /** Wall-clock limit of one agent run. Default 30 minutes. */
-    workerTimeoutMinutes: z
-      .number()
-      .positive()
-      .max(24 * 60)
-      .default(30),
+    /** Wall-clock limit of one invocation of an agent. Default 30 minutes. */
+    agentTimeoutMinutes: limitMinutes.optional().meta({ default: DEFAULT_AGENT_TIMEOUT_MINUTES }),
+    workerTimeoutMinutes: limitMinutes
+      .optional()
+      .meta({ deprecated: true, description: 'Deprecated: the old name of agentTimeoutMinutes.' }),
     /** Limit of the setup and test commands. Default 10 minutes. */
-    commandTimeoutMinutes: z
+    commandTimeoutMinutes: limitMinutes.default(10),
+    /** Dollars one sub-task's agent may spend before it suspends for more. Unlimited by default. */
+    subTaskBudgetUsd: z.number().positive().optional(),
+    workerBudgetUsd: z
       .number()
       .positive()
-      .max(24 * 60)
-      .default(10),
-    /** Dollars one worker's agent may spend before it suspends for more. Unlimited by default. */
-    workerBudgetUsd: z.number().positive().optional(),
+      .optional()
+      .meta({ deprecated: true, description: 'Deprecated: the old name of subTaskBudgetUsd.' }),
     /**
-     * Dollars all agents of the run may spend. Once spent, no new worker starts and the run ends
-     * as failed. Without workerBudgetUsd, each worker's slice is this divided by the sub-tasks.
+     * Dollars all agents of the run may spend. Once spent, no new sub-task starts and the run
+     * ends as failed. Without subTaskBudgetUsd, each sub-task's slice is this divided by the sub-tasks.
      */
     runBudgetUsd: z.number().positive().optional(),
-    /** Model turns one agent run may take before the worker suspends. Unlimited by default. */
+    /** Model turns one invocation may take before the sub-task suspends. Unlimited by default. */
     maxTurns: z.number().int().positive().optional(),
-    /** How long a suspended worker waits for `resume` before it fails. Default one day. */
+    /** How long a suspended sub-task waits for `resume` before it fails. Default one day. */
     suspendTimeoutMinutes: z
       .number()
       .positive()
@@ -146,6 +163,51 @@ export const Limits = z
       .default(300),
   })
   .strict();
+
+/** Limits as a history may hold them: requests parsed before the renames carry only the old names. */
+export type LimitsInHistory = z.output<typeof LimitFields>;
+
+/**
+ * `limits` under the current names only: an old name's value moves to its new name. The parse
+ * does this for every request; the leader does it again on a request parsed by an older
+ * release, whose history holds the old names.
+ */
+export function currentLimits(limits: LimitsInHistory) {
+  const { workerTimeoutMinutes, workerBudgetUsd, agentTimeoutMinutes, subTaskBudgetUsd, ...rest } = limits;
+  const budget = subTaskBudgetUsd ?? workerBudgetUsd;
+  return {
+    ...rest,
+    agentTimeoutMinutes: agentTimeoutMinutes ?? workerTimeoutMinutes ?? DEFAULT_AGENT_TIMEOUT_MINUTES,
+    ...(budget !== undefined && { subTaskBudgetUsd: budget }),
+  };
+}
+
+export const Limits = LimitFields.superRefine((limits, ctx) => {
+  for (const [old, now] of RENAMED_LIMITS) {
+    if (limits[old] === undefined || limits[now] === undefined) continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: [old],
+      message: `is the old name of limits.${now}, which is given too; give only limits.${now}`,
+    });
+  }
+}).transform(currentLimits);
+export type Limits = z.output<typeof Limits>;
+
+/**
+ * One line per deprecated field `input` uses, saying what replaces it:
+ * "limits.workerTimeoutMinutes is deprecated; use limits.agentTimeoutMinutes". Never throws.
+ */
+export function deprecatedFields(input: unknown): string[] {
+  const limits = isRecord(input) && isRecord(input.limits) ? input.limits : {};
+  return RENAMED_LIMITS.filter(([old]) => limits[old] !== undefined).map(
+    ([old, now]) => `limits.${old} is deprecated; use limits.${now}`,
+  );
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
 
 /** Bytes a file in a worker's commits may have unless the request allows more (GitHub refuses over 100 MiB). */
 export const DEFAULT_MAX_FILE_BYTES = 100 * 1024 * 1024;
@@ -306,9 +368,10 @@ export const LeaderRequest = z
     agent: AgentSpec.optional(),
     testCmd: z.string().min(1, 'must not be empty'),
     setupCmd: z.string().min(1).optional(),
-    limits: Limits.default({
+    // A prefault, parsed like a given value: zod leaves the default of a transformed schema out of the JSON Schema.
+    limits: Limits.prefault({
       maxParallel: 4,
-      workerTimeoutMinutes: 30,
+      agentTimeoutMinutes: DEFAULT_AGENT_TIMEOUT_MINUTES,
       commandTimeoutMinutes: 10,
       suspendTimeoutMinutes: 24 * 60,
       heartbeatTimeoutSeconds: 30,

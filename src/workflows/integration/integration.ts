@@ -63,7 +63,7 @@ function how(run: TestRun): string {
 export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
   const { req, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
   const { mergeWorkers, recordIntegrated } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
-  const agentTimeoutMs = req.limits.workerTimeoutMinutes * 60_000;
+  const agentTimeoutMs = req.limits.agentTimeoutMinutes * 60_000;
   // The test and fixer sandboxes live on one host, claimed when the first is needed; runs started
   // before host affinity keep them on the shared queue.
   const hostTimeoutMs = req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS;

@@ -30,6 +30,7 @@ import {
   type LeaderRequestInput,
   type SubTask,
   RequestError,
+  currentLimits,
   parseLeaderRequest,
 } from '../../contracts/request';
 import { type Isolation, type RunOutcome, type RunResult, type SubTaskReport } from '../../contracts/reports';
@@ -283,7 +284,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       baseSha,
       status,
       heartbeatTimeoutMs,
-      timeoutMs: minutes(req.limits.workerTimeoutMinutes),
+      timeoutMs: minutes(req.limits.agentTimeoutMinutes),
     });
     const plan = settled.request;
     result.planning = status.planning = settled.planning;
@@ -301,7 +302,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     status.phase = 'running';
     const runBudget = plan.limits.runBudgetUsd;
     const workerBudget =
-      plan.limits.workerBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / plan.subTasks.length);
+      plan.limits.subTaskBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / plan.subTasks.length);
     const workerInput = (task: SubTask): SubTaskInput => ({
       runKey,
       objective: req.objective,
@@ -311,7 +312,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       baseSha,
       sandbox: req.sandbox,
       setupCmd: req.setupCmd,
-      workerTimeoutMs: minutes(req.limits.workerTimeoutMinutes),
+      workerTimeoutMs: minutes(req.limits.agentTimeoutMinutes),
       commandTimeoutMs,
       heartbeatTimeoutMs,
       budgetUsd: workerBudget,
@@ -431,7 +432,9 @@ async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
     scheduleToCloseTimeout: '10 minutes',
   });
   try {
-    return await parse(input);
+    // A request parsed by an older release, in this run's history, has the limits' old names.
+    const req = await parse(input);
+    return { ...req, limits: currentLimits(req.limits) };
   } catch (err) {
     if (
       err instanceof ActivityFailure &&

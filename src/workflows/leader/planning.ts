@@ -63,7 +63,7 @@ export async function settlePlan(
         maxSubTasks: MAX_PLANNED_SUBTASKS,
         problems: planning.problems,
         timeoutMs: ctx.timeoutMs,
-        budgetUsd: req.limits.workerBudgetUsd,
+        budgetUsd: req.limits.subTaskBudgetUsd,
       });
       planning.costUsd += proposal.costUsd;
       if (proposal.problem) {
