@@ -19,8 +19,6 @@ import { permanent } from '../contracts/failures';
 import type { Reprovision } from '../contracts/reports';
 import { activityOptions } from './options';
 
-/** Runs started before host affinity keep every activity on the shared queue. */
-export const HOST_AFFINITY = 'host-affinity';
 /** When a request (or a run started before the field) does not say: long enough for a worker's restart. */
 export const DEFAULT_HOST_TIMEOUT_MS = 5 * 60_000;
 export const DEFAULT_CHECKPOINT_INTERVAL_MS = 5 * 60_000;

@@ -24,9 +24,10 @@ import {
 } from '../../contracts/reports';
 import { type FixerSpec, type PlannedRequest, type SubTask } from '../../contracts/request';
 import { normalizeRepoPath } from '../../contracts/names';
-import { DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome, hostLost } from '../host-affinity';
+import { DEFAULT_HOST_TIMEOUT_MS, SandboxHome, hostLost } from '../host-affinity';
 import type { RunStatus } from '../../contracts/messages';
 import { activityOptions, commandOptions } from '../options';
+import { PATCHES } from '../patches';
 import { firstLine, lastLines } from '../../contracts/text';
 import { summarizeTests } from '../../contracts/test-summary';
 import { type SubTaskInput, subTaskWorkflowId } from '../subtask/subtask';
@@ -67,7 +68,9 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
   // The test and fixer sandboxes live on one host, claimed when the first is needed; runs started
   // before host affinity keep them on the shared queue.
   const hostTimeoutMs = req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS;
-  const home = patched(HOST_AFFINITY) ? new SandboxHome('integration', hostTimeoutMs, heartbeatTimeoutMs) : undefined;
+  const home = patched(PATCHES.hostAffinity.id)
+    ? new SandboxHome('integration', hostTimeoutMs, heartbeatTimeoutMs)
+    : undefined;
   const bind = () => {
     const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
     const { provisionSandbox, destroySandbox } = proxy(activityOptions(heartbeatTimeoutMs));

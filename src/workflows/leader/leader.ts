@@ -40,6 +40,7 @@ import { type GateReview, type RunStatus, type SubTaskStatus, statusQuery } from
 import { integrate } from '../integration/integration';
 import { settlePlan } from './planning';
 import { activityOptions } from '../options';
+import { PATCHES } from '../patches';
 import { clip, excerpt, firstLine } from '../../contracts/text';
 import { keepSearchAttributesCurrent } from './visibility';
 import { type SubTaskInput, workerWorkflow, subTaskWorkflowId } from '../subtask/subtask';
@@ -67,7 +68,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     status.workers.reduce((sum, w) => sum + w.costUsd, 0) +
     (status.integration?.costUsd ?? 0);
   // Runs started before search attributes existed do not upsert them (their namespace may lack them).
-  const publishSearchAttributes = patched(SEARCH_ATTRIBUTES)
+  const publishSearchAttributes = patched(PATCHES.searchAttributes.id)
     ? keepSearchAttributesCurrent(status, spent)
     : () => undefined;
   // Pure: a query must not change the state it reports. Durations are the client's to compute.
@@ -419,7 +420,7 @@ function failureLine(err: unknown): string {
  * they did then. A refused request ends the run with the refusal itself.
  */
 async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
-  if (!patched(PARSED_BY_ACTIVITY)) {
+  if (!patched(PATCHES.requestParsedByActivity.id)) {
     try {
       return parseLeaderRequest(input);
     } catch (err) {
@@ -445,9 +446,6 @@ async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
     throw err;
   }
 }
-
-const PARSED_BY_ACTIVITY = 'request-parsed-by-activity';
-const SEARCH_ATTRIBUTES = 'search-attributes';
 
 function minutes(n: number): number {
   return Math.round(n * 60_000);

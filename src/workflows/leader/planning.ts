@@ -7,13 +7,12 @@ import { type ActivityOptions, CancellationScope, patched, proxyActivities } fro
 import type { Activities, SandboxRef } from '../../activities';
 import { type LeaderRequest, type PlannedRequest, RequestError, parseLeaderRequest } from '../../contracts/request';
 import { type PlanningReport } from '../../contracts/reports';
-import { DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome } from '../host-affinity';
+import { DEFAULT_HOST_TIMEOUT_MS, SandboxHome } from '../host-affinity';
 import type { RunStatus } from '../../contracts/messages';
 import { activityOptions, commandOptions } from '../options';
+import { PATCHES } from '../patches';
 
 const PLANNER_ATTEMPTS = 2;
-/** Proposals are validated by the proposePlan activity, whose result is in history. */
-const PLAN_VALIDATED_BY_ACTIVITY = 'plan-validated-by-activity';
 const MAX_PLANNED_SUBTASKS = 12;
 
 export async function settlePlan(
@@ -26,7 +25,7 @@ export async function settlePlan(
       planning: { source: 'request', attempts: 0, costUsd: 0, problems: [] },
     };
   // The planner's sandbox stays on the host that claims it (runs started before host affinity: the shared queue).
-  const home = patched(HOST_AFFINITY)
+  const home = patched(PATCHES.hostAffinity.id)
     ? new SandboxHome(
         'the planner',
         req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS,
@@ -52,7 +51,7 @@ export async function settlePlan(
       branch: `flotilla/${ctx.runKey}/planner`,
       author: 'Flotilla planner',
     });
-    const byActivity = patched(PLAN_VALIDATED_BY_ACTIVITY);
+    const byActivity = patched(PATCHES.planValidatedByActivity.id);
     while (planning.attempts < PLANNER_ATTEMPTS) {
       planning.attempts++;
       const proposal = await proposePlan({

@@ -28,13 +28,7 @@ import { rootMessage } from '../../contracts/failures';
 import type { AgentSpec, CommitPolicy } from '../../contracts/request';
 import type { Isolation, SubTaskReport } from '../../contracts/reports';
 import { MAX_CHARS } from '../../contracts/request';
-import {
-  DEFAULT_CHECKPOINT_INTERVAL_MS,
-  DEFAULT_HOST_TIMEOUT_MS,
-  HOST_AFFINITY,
-  SandboxHome,
-  hostLost,
-} from '../host-affinity';
+import { DEFAULT_CHECKPOINT_INTERVAL_MS, DEFAULT_HOST_TIMEOUT_MS, SandboxHome, hostLost } from '../host-affinity';
 import {
   ResumeInput,
   type SubTaskProgress,
@@ -44,6 +38,7 @@ import {
   subTaskProgressSignal,
 } from '../../contracts/messages';
 import { activityOptions, commandOptions } from '../options';
+import { PATCHES } from '../patches';
 import { clip } from '../../contracts/text';
 
 export interface SubTaskInput {
@@ -88,13 +83,10 @@ function suspension(
   return undefined;
 }
 
-/** Runs started before failed agent runs had their work salvaged destroy the sandbox at once, as they did then. */
-const SALVAGE_FAILED_RUNS = 'salvage-failed-agent-runs';
-
 export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport> {
   const { task } = input;
   // Runs started before host affinity send every activity to the shared queue, as they did then.
-  const home = patched(HOST_AFFINITY)
+  const home = patched(PATCHES.hostAffinity.id)
     ? new SandboxHome(`worker ${task.id}`, input.hostTimeoutMs ?? DEFAULT_HOST_TIMEOUT_MS, input.heartbeatTimeoutMs)
     : undefined;
   /** The sandbox's activities, on its host's queue (re-bound when it moves). */
@@ -225,7 +217,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
    * beside the reason, never in its place.
    */
   const salvage = async (failed: SubTaskReport): Promise<SubTaskReport> => {
-    if (!patched(SALVAGE_FAILED_RUNS)) return failed;
+    if (!patched(PATCHES.salvageFailedAgentRuns.id)) return failed;
     try {
       const work = await collect(on.salvageWork);
       if (work.commits === 0 || !work.ref) return failed;
@@ -365,7 +357,8 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
         } catch (err) {
           // Cancelled: nothing is collected. Failed for good (a sandbox limit, its time bound spent): its work is.
           // Runs from before salvage fail the worker with the error, as they did then.
-          if (isCancellation(err) || !(err instanceof ActivityFailure) || !patched(SALVAGE_FAILED_RUNS)) throw err;
+          if (isCancellation(err) || !(err instanceof ActivityFailure) || !patched(PATCHES.salvageFailedAgentRuns.id))
+            throw err;
           return await salvage(report({ status: 'failed', reason: rootMessage(err) }));
         }
         if (run) {
