@@ -10,7 +10,7 @@
  * Every attempt shows in the status and the result as it happens; history carries only SHAs,
  * refs and short (redacted) tails. The sandboxes are destroyed however it ends.
  */
-import { type ActivityOptions, CancellationScope, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { type ActivityOptions, CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../../activities';
 import type { TestRun } from '../../activities/integration';
 import { redoNote } from '../../contracts/prompts';
@@ -24,10 +24,10 @@ import {
 } from '../../contracts/reports';
 import { type FixerSpec, type PlannedRequest, type SubTask } from '../../contracts/request';
 import { normalizeRepoPath } from '../../contracts/names';
-import { DEFAULT_HOST_TIMEOUT_MS, SandboxHome, hostLost } from '../host-affinity';
+import { msOfMinutes, msOfSeconds } from '../durations';
+import { SandboxHome } from '../host-affinity';
 import type { RunStatus } from '../../contracts/messages';
 import { activityOptions, commandOptions } from '../options';
-import { PATCHES } from '../patches';
 import { firstLine, lastLines } from '../../contracts/text';
 import { summarizeTests } from '../../contracts/test-summary';
 import { type SubTaskInput, subTaskWorkflowId } from '../subtask/subtask';
@@ -64,15 +64,15 @@ function how(run: TestRun): string {
 export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
   const { req, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
   const { mergeWorkers, recordIntegrated } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
-  const agentTimeoutMs = req.limits.agentTimeoutMinutes * 60_000;
+  const agentTimeoutMs = msOfMinutes(req.limits.agentTimeoutMinutes);
   // The test and fixer sandboxes live on one host, claimed when the first is needed; runs started
   // before host affinity keep them on the shared queue.
-  const hostTimeoutMs = req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS;
-  const home = patched(PATCHES.hostAffinity.id)
-    ? new SandboxHome('integration', hostTimeoutMs, heartbeatTimeoutMs)
-    : undefined;
+  const home = SandboxHome.open('integration', {
+    hostTimeoutMs: msOfSeconds(req.limits.hostTimeoutSeconds),
+    heartbeatTimeoutMs,
+  });
   const bind = () => {
-    const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
+    const proxy = (options: ActivityOptions) => home.on(options);
     const { provisionSandbox, destroySandbox } = proxy(activityOptions(heartbeatTimeoutMs));
     return {
       provisionSandbox,
@@ -84,7 +84,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       repairTests: proxy(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs)).repairTests,
     };
   };
-  let on = home ? undefined : bind();
+  let on = home.affinity ? undefined : bind();
 
   const tasks = new Map(req.subTasks.map((t) => [t.id, t]));
   const verifyCmd = req.setupCmd ? `${req.setupCmd} && ${req.testCmd}` : req.testCmd;
@@ -95,7 +95,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
   // Provisioned when first needed; every activity then makes its own fresh checkout in it.
   const ready = new Set<string>();
   const prepare = async (sandbox: SandboxRef) => {
-    if (home && !on) {
+    if (!on) {
       await home.claim();
       on = bind();
     }
@@ -112,7 +112,6 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       await prepare(sandbox);
       return step(on!);
     };
-    if (!home) return once();
     return home.run(once, async () => {
       on = bind();
       ready.clear();
@@ -178,7 +177,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         break;
       }
       rounds++;
-      if (!home) await prepare(fixerSandbox);
+      if (!home.affinity) await prepare(fixerSandbox);
       const { end } = track({ kind: 'resolve', workerId: conflict.workerId, round: rounds, files: conflict.files });
       const resolved = await inSandbox(fixerSandbox, (a) =>
         a.resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${rounds}` }, [
@@ -287,7 +286,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
 
     // ---- The test gate, and repair rounds while it fails ----
     status.phase = 'testing';
-    if (!home) await prepare(testSandbox);
+    if (!home.affinity) await prepare(testSandbox);
     /** `round` names the run in the Web UI: 0 is the first, n the one after repair round n. */
     const runGate = async (round: number): Promise<TestRun | Failure> => {
       const summary = round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`;
@@ -331,7 +330,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         };
       }
       rounds++;
-      if (!home) await prepare(fixerSandbox);
+      if (!home.affinity) await prepare(fixerSandbox);
       const { end } = track({ kind: 'repair', round: rounds, failed: lastLines(gate.tail, FAILED_TAIL_LINES) });
       const failing = gate;
       const repaired = await inSandbox(fixerSandbox, (a) =>
@@ -378,7 +377,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
       const destroy = on.destroySandbox;
       // A lost host took its sandboxes with it (`flotilla gc` prunes them if it comes back).
       const gone = (err: unknown) => {
-        if (!home || !hostLost(err)) throw err;
+        if (!home.lost(err)) throw err;
       };
       await Promise.all([destroy(testSandbox).catch(gone), destroy(fixerSandbox).catch(gone)]);
     });

@@ -39,6 +39,7 @@ import { type Crew, openInbox } from './inbox';
 import { type GateReview, type RunStatus, type SubTaskStatus, statusQuery } from '../../contracts/messages';
 import { integrate } from '../integration/integration';
 import { settlePlan } from './planning';
+import { msOfMinutes, msOfSeconds } from '../durations';
 import { activityOptions } from '../options';
 import { PATCHES } from '../patches';
 import { clip, excerpt, firstLine } from '../../contracts/text';
@@ -94,8 +95,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     targetRef,
     workers: (req.subTasks ?? []).map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 })),
   });
-  const heartbeatTimeoutMs = req.limits.heartbeatTimeoutSeconds * 1000;
-  const commandTimeoutMs = minutes(req.limits.commandTimeoutMinutes);
+  const heartbeatTimeoutMs = msOfSeconds(req.limits.heartbeatTimeoutSeconds);
+  const commandTimeoutMs = msOfMinutes(req.limits.commandTimeoutMinutes);
   const { checkIsolation, resolveBase, fetchOracle, pushResult } = proxyActivities<Activities>(
     activityOptions(heartbeatTimeoutMs),
   );
@@ -107,7 +108,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   ) => {
     const gate = req.gates[name];
     if (gate.mode === 'auto') return;
-    const timeoutMs = minutes(gate.timeoutMinutes);
+    const timeoutMs = msOfMinutes(gate.timeoutMinutes);
     status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
     status.gate = {
       gate: name,
@@ -285,7 +286,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       baseSha,
       status,
       heartbeatTimeoutMs,
-      timeoutMs: minutes(req.limits.agentTimeoutMinutes),
+      timeoutMs: msOfMinutes(req.limits.agentTimeoutMinutes),
     });
     const plan = settled.request;
     result.planning = status.planning = settled.planning;
@@ -313,17 +314,17 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
       baseSha,
       sandbox: req.sandbox,
       setupCmd: req.setupCmd,
-      workerTimeoutMs: minutes(req.limits.agentTimeoutMinutes),
+      workerTimeoutMs: msOfMinutes(req.limits.agentTimeoutMinutes),
       commandTimeoutMs,
       heartbeatTimeoutMs,
       budgetUsd: workerBudget,
       maxTurns: req.limits.maxTurns,
-      suspendTimeoutMs: minutes(req.limits.suspendTimeoutMinutes),
+      suspendTimeoutMs: msOfMinutes(req.limits.suspendTimeoutMinutes),
       policy: req.policy,
       progressToken: uuid4(),
       // Absent from requests parsed before these limits existed: the worker then takes the defaults.
-      hostTimeoutMs: req.limits.hostTimeoutSeconds && req.limits.hostTimeoutSeconds * 1000,
-      checkpointIntervalMs: req.limits.checkpointIntervalSeconds && req.limits.checkpointIntervalSeconds * 1000,
+      hostTimeoutMs: msOfSeconds(req.limits.hostTimeoutSeconds),
+      checkpointIntervalMs: msOfSeconds(req.limits.checkpointIntervalSeconds),
     });
     result.workers = await pool(plan.subTasks, plan.limits.maxParallel, (task, i) =>
       runWorker(workerInput(task), status.workers[i]),
@@ -445,10 +446,6 @@ async function parseRequest(input: LeaderRequestInput): Promise<LeaderRequest> {
       throw err.cause;
     throw err;
   }
-}
-
-function minutes(n: number): number {
-  return Math.round(n * 60_000);
 }
 
 /** Runs fn over items with at most `limit` in flight; results keep the items' order. */

@@ -3,11 +3,12 @@
  * a caller's plan. An invalid proposal is retried once with the reasons; after that the run falls
  * back to a single worker with the whole objective, and says so.
  */
-import { type ActivityOptions, CancellationScope, patched, proxyActivities } from '@temporalio/workflow';
-import type { Activities, SandboxRef } from '../../activities';
+import { type ActivityOptions, CancellationScope, patched } from '@temporalio/workflow';
+import type { SandboxRef } from '../../activities';
 import { type LeaderRequest, type PlannedRequest, RequestError, parseLeaderRequest } from '../../contracts/request';
 import { type PlanningReport } from '../../contracts/reports';
-import { DEFAULT_HOST_TIMEOUT_MS, SandboxHome } from '../host-affinity';
+import { msOfSeconds } from '../durations';
+import { SandboxHome } from '../host-affinity';
 import type { RunStatus } from '../../contracts/messages';
 import { activityOptions, commandOptions } from '../options';
 import { PATCHES } from '../patches';
@@ -25,15 +26,12 @@ export async function settlePlan(
       planning: { source: 'request', attempts: 0, costUsd: 0, problems: [] },
     };
   // The planner's sandbox stays on the host that claims it (runs started before host affinity: the shared queue).
-  const home = patched(PATCHES.hostAffinity.id)
-    ? new SandboxHome(
-        'the planner',
-        req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS,
-        ctx.heartbeatTimeoutMs,
-      )
-    : undefined;
-  if (home) await home.claim();
-  const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
+  const home = SandboxHome.open('the planner', {
+    hostTimeoutMs: msOfSeconds(req.limits.hostTimeoutSeconds),
+    heartbeatTimeoutMs: ctx.heartbeatTimeoutMs,
+  });
+  await home.claim();
+  const proxy = (options: ActivityOptions) => home.on(options);
   const { provisionSandbox, seedWorkspace, destroySandbox } = proxy(activityOptions(ctx.heartbeatTimeoutMs));
   const { proposePlan } = proxy(commandOptions(ctx.timeoutMs, ctx.heartbeatTimeoutMs));
   // validate() guarantees a planner or a default agent when there are no sub-tasks.

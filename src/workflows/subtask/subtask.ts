@@ -16,19 +16,19 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   patched,
-  proxyActivities,
   setCurrentDetails,
   setHandler,
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities, AgentRunReport, CheckpointMark, CommandReport, SandboxRef } from '../../activities';
+import type { AgentRunReport, CheckpointMark, CommandReport, SandboxRef } from '../../activities';
 import type { SubTaskSeed } from '../../activities/integration';
 import { rootMessage } from '../../contracts/failures';
 import type { AgentSpec, CommitPolicy } from '../../contracts/request';
 import type { Isolation, SubTaskReport } from '../../contracts/reports';
 import { MAX_CHARS } from '../../contracts/request';
-import { DEFAULT_CHECKPOINT_INTERVAL_MS, DEFAULT_HOST_TIMEOUT_MS, SandboxHome, hostLost } from '../host-affinity';
+import { wholeMinutes } from '../durations';
+import { DEFAULT_CHECKPOINT_INTERVAL_MS, SandboxHome } from '../host-affinity';
 import {
   ResumeInput,
   type SubTaskProgress,
@@ -86,12 +86,10 @@ function suspension(
 export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport> {
   const { task } = input;
   // Runs started before host affinity send every activity to the shared queue, as they did then.
-  const home = patched(PATCHES.hostAffinity.id)
-    ? new SandboxHome(`worker ${task.id}`, input.hostTimeoutMs ?? DEFAULT_HOST_TIMEOUT_MS, input.heartbeatTimeoutMs)
-    : undefined;
+  const home = SandboxHome.open(`worker ${task.id}`, input);
   /** The sandbox's activities, on its host's queue (re-bound when it moves). */
   const bind = () => {
-    const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
+    const proxy = (options: ActivityOptions) => home.on(options);
     // A proxy has no keys of its own to spread: each activity is named.
     const {
       provisionSandbox,
@@ -124,7 +122,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
     };
   };
   // Bound once the host is claimed (at once for runs started before host affinity).
-  let on = home ? (undefined as unknown as ReturnType<typeof bind>) : bind();
+  let on = home.affinity ? (undefined as unknown as ReturnType<typeof bind>) : bind();
   const sandbox: SandboxRef = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
   const started = Date.now();
   let isolation: Isolation = 'none';
@@ -166,8 +164,8 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
       turns,
       reason: extra.reason && clip(extra.reason, MAX_CHARS.comment - 100),
       question: extra.question && clip(extra.question, MAX_CHARS.message - 100),
-      ...(home && {
-        host: home.placement.host,
+      ...(home.affinity && {
+        host: home.placement?.host,
         checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at },
         reprovisions: home.moves.length,
       }),
@@ -187,7 +185,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
     costUsd,
     turns,
     runs,
-    ...(home && {
+    ...(home.affinity && {
       host: home.placement?.host,
       checkpoint: checkpoint && { sha: checkpoint.sha, at: checkpoint.at },
       reprovisions: home.moves,
@@ -267,10 +265,10 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
     await tellLeader(...told);
   };
   /** A step on the sandbox's host that survives losing it (runs started before host affinity: the step as it is). */
-  const onHost = <T>(step: () => Promise<T>): Promise<T> => (home ? home.run(step, rebuild) : step());
+  const onHost = <T>(step: () => Promise<T>): Promise<T> => home.run(step, rebuild);
   /** Saves the workspace to the staging store (host affinity only); a failed checkpoint costs only itself. */
   const saveWork = async () => {
-    if (!home) return;
+    if (!home.affinity) return;
     try {
       const mark = await on.checkpointWork.executeWithOptions({ summary: `checkpoint ${task.id}` }, [
         { sandbox, runKey: input.runKey, workerId: task.id, baseSha: seededAt, previous: checkpoint },
@@ -284,7 +282,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
   };
 
   try {
-    if (home) {
+    if (home.affinity) {
       await home.claim();
       on = bind();
       await tellLeader('running');
@@ -305,7 +303,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
       const told = interrupted;
       interrupted = false;
       // While it runs, its work is checkpointed now and then; the ticker stops with the run.
-      const ticker = home ? new CancellationScope() : undefined;
+      const ticker = home.affinity ? new CancellationScope() : undefined;
       const ticking = ticker
         ?.run(async () => {
           for (;;) {
@@ -384,7 +382,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
         });
         setCurrentDetails('');
         if (!resumed) {
-          const minutes = Math.round(input.suspendTimeoutMs / 60_000);
+          const minutes = wholeMinutes(input.suspendTimeoutMs);
           return report({ status: 'failed', reason: `suspended (${why}) and not resumed within ${minutes} minute(s)` });
         }
         await onHost(() => on.resumeSandbox(sandbox));
@@ -407,7 +405,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
         break;
       } catch (err) {
         // A host lost before the work was collected: the agent finishes it again where the sandbox moved.
-        const lost = home && hostLost(err);
+        const lost = home.lost(err);
         if (lost) {
           await home.move(lost, rebuild);
           continue;
@@ -452,7 +450,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
         await on.destroySandbox(sandbox);
       } catch (err) {
         // A lost host took the sandbox with it (`flotilla gc` prunes one that comes back).
-        if (!home || !hostLost(err)) throw err;
+        if (!home.lost(err)) throw err;
       }
     });
   }
