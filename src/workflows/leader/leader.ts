@@ -358,8 +358,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
         result,
         commandTimeoutMs,
         heartbeatTimeoutMs,
-        workerInput,
-        runWorker: redoWorker,
+        subTaskInput: workerInput,
+        runSubTask: redoWorker,
       });
     } finally {
       result.workers.push(...redone);
