@@ -474,6 +474,12 @@ export type LeaderRequest = z.infer<typeof LeaderRequest>;
 export type PlannedRequest = LeaderRequest & { subTasks: SubTask[] };
 export type LeaderRequestInput = z.input<typeof LeaderRequest>;
 
+/** A sub-task's agent: its own, the request's default, or (a planned sub-task without either) the planner's. */
+export function agentOf(req: LeaderRequest, task: SubTask): AgentSpec {
+  // Validation guarantees one of them: a sub-task without an agent needs a default, a request without sub-tasks a planner or a default.
+  return (task.agent ?? req.agent ?? req.planner)!;
+}
+
 export class RequestError extends Error {
   constructor(readonly problems: string[]) {
     super(`invalid request:\n  - ${problems.join('\n  - ')}`);
