@@ -305,7 +305,7 @@ class Integration {
       task: { ...given.task, id: redoId, prompt: given.task.prompt + redoNote(conflict.files, conflict.conflictsWith) },
       seed: { ref: seed.ref, sha: seed.sha },
     });
-    if (redone.status !== 'done') reason = redone.reason ?? `the worker ended ${redone.status}`;
+    if (redone.status !== 'done') reason = redone.reason ?? `the sub-task ended ${redone.status}`;
     else if (redone.headSha) {
       const title = `${this.titleOf(task)} (redone on the integrated tree)`;
       const merged = await mergeWorkers.executeWithOptions({ summary: `merge ${task.id} (redone)` }, [

@@ -33,7 +33,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     const fanOut = new FanOut(run, plan, baseSha);
     await fanOut.all();
     const integrated = await integrateAll(run, fanOut, { plan, baseSha, oracleSha });
-    if (integrated.sha === baseSha) return run.succeed('unchanged', 'no worker changed anything; nothing to push');
+    if (integrated.sha === baseSha) return run.succeed('unchanged', 'no sub-task changed anything; nothing to push');
     const { sha, diffstat, testSummary } = integrated;
     await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary });
     return await push(run, req, sha, targetSha);
@@ -138,6 +138,6 @@ async function push(run: Run, req: LeaderRequest, sha: string, expectedSha: stri
   run.result.pushedSha = pushed.remoteSha;
   return run.succeed(
     'pushed',
-    `${run.result.workers.length} worker(s) integrated, tests passed, pushed to ${targetRef}`,
+    `${run.result.workers.length} sub-task(s) integrated, tests passed, pushed to ${targetRef}`,
   );
 }

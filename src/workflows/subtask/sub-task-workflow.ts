@@ -78,7 +78,7 @@ export class SubTaskWorkflow {
   constructor(private readonly input: SubTaskInput) {
     const { task } = input;
     this.task = task;
-    this.home = SandboxHome.open(`worker ${task.id}`, input);
+    this.home = SandboxHome.open(`sub-task ${task.id}`, input);
     this.sandbox = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
     this.budget = input.budgetUsd;
     this.seededAt = input.seed?.sha ?? input.baseSha;
