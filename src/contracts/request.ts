@@ -209,20 +209,20 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-/** Bytes a file in a worker's commits may have unless the request allows more (GitHub refuses over 100 MiB). */
+/** Bytes a file in a sub-task's commits may have unless the request allows more (GitHub refuses over 100 MiB). */
 export const DEFAULT_MAX_FILE_BYTES = 100 * 1024 * 1024;
-/** Files one worker's commits may change unless the request allows more. */
+/** Files one sub-task's commits may change unless the request allows more. */
 export const DEFAULT_MAX_CHANGED_FILES = 20_000;
 
 /**
- * What a worker's commits may contain. Each rule is checked on the host, on the imported commits;
- * a worker that breaks one fails, saying which file and why.
+ * What a sub-task's commits may contain. Each rule is checked on the host, on the imported commits;
+ * a sub-task that breaks one fails, saying which file and why.
  */
 export const CommitPolicy = z
   .object({
-    /** Largest file (blob) any of the worker's commits may add. Default 100 MiB. */
+    /** Largest file (blob) any of the sub-task's commits may add. Default 100 MiB. */
     maxFileBytes: z.number().int().positive().default(DEFAULT_MAX_FILE_BYTES),
-    /** Most files one worker may change. Default 20,000. */
+    /** Most files one sub-task may change. Default 20,000. */
     maxChangedFiles: z.number().int().positive().default(DEFAULT_MAX_CHANGED_FILES),
     /** Allow symbolic links whose target is outside the repository (absolute, up through "..", or into .git). */
     allowExternalSymlinks: z.boolean().default(false),
@@ -293,9 +293,9 @@ export const SandboxSpec = z
 export const FixerSpec = z
   .object({
     agent: AgentSpec,
-    /** Agent runs: per conflicting worker for the resolver, per run for repair. Default 2. */
+    /** Invocations: per conflicting sub-task for the resolver, per run for repair. Default 2. */
     maxRounds: z.number().int().min(1).max(10).default(2),
-    /** Dollars all its runs together may spend. Unlimited by default. */
+    /** Dollars all its invocations together may spend. Unlimited by default. */
     budgetUsd: z.number().positive().optional(),
   })
   .strict();
@@ -332,7 +332,7 @@ export const OracleSpec = z
   })
   .transform(({ repo, ref }) => ({ repo: repo!, ref }));
 
-export const LeaderRequest = z
+const RequestFields = z
   .object({
     objective: boundedText(MAX_CHARS.objective).min(1, 'must not be empty'),
     repo: z
@@ -353,7 +353,7 @@ export const LeaderRequest = z
      */
     sharedPaths: z.array(repoPath).default([]),
     /**
-     * Resolves a worker's conflicting merge in the integration sandbox; when it cannot, the
+     * Resolves a sub-task's conflicting merge in the integration sandbox; when it cannot, the
      * sub-task is redone once on top of the integrated tree. Without it a conflict ends the run.
      */
     resolver: FixerSpec.optional(),
@@ -378,97 +378,116 @@ export const LeaderRequest = z
       hostTimeoutSeconds: 300,
       checkpointIntervalSeconds: 300,
     }),
-    /** Where people approve: the plan before workers start, the tested result before the push. */
+    /** Where people approve: the plan before sub-tasks start, the tested result before the push. */
     gates: z
       .object({ plan: Gate.default(autoGate), push: Gate.default(autoGate) })
       .strict()
       .default({ plan: autoGate, push: autoGate }),
     sandbox: SandboxSpec.default({ provider: 'local', network: false }),
-    /** What workers' commits may contain: file sizes and counts, symlinks, submodules. */
+    /** What sub-tasks' commits may contain: file sizes and counts, symlinks, submodules. */
     policy: CommitPolicy.prefault({}),
   })
-  .strict()
-  .superRefine((req, ctx) => {
-    const size = JSON.stringify(req).length;
-    if (size > MAX_CHARS.request)
-      ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
-    const subTasks = req.subTasks ?? [];
-    if (!req.subTasks && !req.planner && !req.agent) {
+  .strict();
+
+type RequestFields = z.output<typeof RequestFields>;
+
+/** The rules across fields, in the order their problems are listed. */
+export const LeaderRequest = RequestFields.superRefine((req, ctx) => {
+  const size = JSON.stringify(req).length;
+  if (size > MAX_CHARS.request)
+    ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
+  checkSubTasks(req, ctx);
+  checkRoles(req, ctx);
+  checkPaths(req, ctx);
+});
+
+/** A plan or a way to make one; unique ids; an agent for every sub-task, with the network it needs. */
+function checkSubTasks(req: RequestFields, ctx: z.RefinementCtx): void {
+  if (!req.subTasks && !req.planner && !req.agent) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['subTasks'],
+      message: 'is required when the request has neither a "planner" nor a default "agent"',
+    });
+  }
+  const seen = new Map<string, number>();
+  (req.subTasks ?? []).forEach((t, i) => {
+    const first = seen.get(t.id);
+    if (first !== undefined) {
       ctx.addIssue({
         code: 'custom',
-        path: ['subTasks'],
-        message: 'is required when the request has neither a "planner" nor a default "agent"',
+        path: ['subTasks', i, 'id'],
+        message: `duplicate id "${t.id}" (also subTasks[${first}])`,
+      });
+    } else seen.set(t.id, i);
+    const agent = t.agent ?? req.agent;
+    if (!agent) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['subTasks', i, 'agent'],
+        message: 'is required when the request has no default "agent"',
+      });
+    } else if (agent.kind !== 'shell' && !req.sandbox.network) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sandbox', 'network'],
+        message: `must be true: sub-task "${t.id}" runs ${agent.kind}, which calls its model API from the sandbox`,
       });
     }
-    const seen = new Map<string, number>();
-    subTasks.forEach((t, i) => {
-      const first = seen.get(t.id);
-      if (first !== undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['subTasks', i, 'id'],
-          message: `duplicate id "${t.id}" (also subTasks[${first}])`,
-        });
-      } else seen.set(t.id, i);
-      const agent = t.agent ?? req.agent;
-      if (!agent) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['subTasks', i, 'agent'],
-          message: 'is required when the request has no default "agent"',
-        });
-      } else if (agent.kind !== 'shell' && !req.sandbox.network) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['sandbox', 'network'],
-          message: `must be true: sub-task "${t.id}" runs ${agent.kind}, which calls its model API from the sandbox`,
-        });
-      }
-    });
-    for (const [role, agent] of [
-      ['planner', req.planner],
-      ['resolver', req.resolver?.agent],
-      ['repair agent', req.repair?.agent],
-    ] as const) {
-      if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['sandbox', 'network'],
-          message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox`,
-        });
-      }
+  });
+}
+
+/** The planner and the fixers need the network for a model API; allowed hostnames need the network at all. */
+function checkRoles(req: RequestFields, ctx: z.RefinementCtx): void {
+  for (const [role, agent] of [
+    ['planner', req.planner],
+    ['resolver', req.resolver?.agent],
+    ['repair agent', req.repair?.agent],
+  ] as const) {
+    if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sandbox', 'network'],
+        message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox`,
+      });
     }
-    if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
-      ctx.addIssue({ code: 'custom', path: ['sandbox', 'allowHosts'], message: 'applies only with network: true' });
-    }
-    const owners: { task: number; pathIdx: number; path: string }[] = [];
-    subTasks.forEach((t, task) =>
-      t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
-    );
-    req.sharedPaths.forEach((raw, i) => {
-      const shared = normalizeRepoPath(raw);
-      const owner = owners.find((o) => pathIsUnder(shared, o.path) || pathIsUnder(o.path, shared));
-      if (owner) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['sharedPaths', i],
-          message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${subTasks[owner.task].id}"; a path is either owned or shared`,
-        });
-      }
-    });
-    for (const a of owners) {
-      for (const b of owners) {
-        if (a.task >= b.task) continue;
-        if (pathIsUnder(a.path, b.path) || pathIsUnder(b.path, a.path)) {
-          ctx.addIssue({
-            code: 'custom',
-            path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
-            message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${subTasks[a.task].id}"; owned paths must be disjoint`,
-          });
-        }
-      }
+  }
+  if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
+    ctx.addIssue({ code: 'custom', path: ['sandbox', 'allowHosts'], message: 'applies only with network: true' });
+  }
+}
+
+/** A path is owned by one sub-task or shared, never both, and owned paths never nest. */
+function checkPaths(req: RequestFields, ctx: z.RefinementCtx): void {
+  const subTasks = req.subTasks ?? [];
+  const owners: { task: number; pathIdx: number; path: string }[] = [];
+  subTasks.forEach((t, task) =>
+    t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
+  );
+  req.sharedPaths.forEach((raw, i) => {
+    const shared = normalizeRepoPath(raw);
+    const owner = owners.find((o) => pathIsUnder(shared, o.path) || pathIsUnder(o.path, shared));
+    if (owner) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sharedPaths', i],
+        message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${subTasks[owner.task].id}"; a path is either owned or shared`,
+      });
     }
   });
+  for (const a of owners) {
+    for (const b of owners) {
+      if (a.task >= b.task) continue;
+      if (pathIsUnder(a.path, b.path) || pathIsUnder(b.path, a.path)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
+          message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${subTasks[a.task].id}"; owned paths must be disjoint`,
+        });
+      }
+    }
+  }
+}
 export type LeaderRequest = z.infer<typeof LeaderRequest>;
 /** A request whose plan is settled: given by the caller or proposed by the planner. */
 export type PlannedRequest = LeaderRequest & { subTasks: SubTask[] };
