@@ -101,7 +101,7 @@ export interface RunResult {
   refusedCount: number;
 }
 
-/** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (workflows/messages.ts). */
+/** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (REFUSALS_KEPT, contracts/messages.ts). */
 export interface Refusal {
   /** The signal or update name, as sent. */
   message: string;
