@@ -173,11 +173,13 @@ export type LimitsInHistory = z.output<typeof LimitFields>;
  * release, whose history holds the old names.
  */
 export function currentLimits(limits: LimitsInHistory) {
-  const { workerTimeoutMinutes, workerBudgetUsd, agentTimeoutMinutes, subTaskBudgetUsd, ...rest } = limits;
+  const { maxParallel, workerTimeoutMinutes, agentTimeoutMinutes, workerBudgetUsd, subTaskBudgetUsd, ...rest } = limits;
   const budget = subTaskBudgetUsd ?? workerBudgetUsd;
+  // In the schema's order, so that `flotilla request` prints the limits as they are documented.
   return {
-    ...rest,
+    maxParallel,
     agentTimeoutMinutes: agentTimeoutMinutes ?? workerTimeoutMinutes ?? DEFAULT_AGENT_TIMEOUT_MINUTES,
+    ...rest,
     ...(budget !== undefined && { subTaskBudgetUsd: budget }),
   };
 }
