@@ -144,8 +144,8 @@ export const ResumeInput = z
 export type ResumeInput = z.infer<typeof ResumeInput>;
 
 /**
- * What a sub-task workflow tells its leader whenever its state changes. `token` is the one the leader put
- * in that child's input: progress without it is forged and refused.
+ * What a sub-task workflow tells its leader whenever its state changes. `token` is the one the
+ * leader put in that child's input: progress without it is forged and refused.
  */
 export const SubTaskProgress = z
   .object({
