@@ -34,11 +34,11 @@ export const FAILURE_TYPES = {
   RemoteRefused: 'the remote refused',
   /** A sandbox ran out of a resource (memory, processes, /tmp, disk) and was stopped. */
   ResourceLimit: 'a sandbox hit a resource limit',
-  /** The hosts holding a sandbox were lost more often than a worker re-provisions it. */
+  /** The hosts holding a sandbox were lost more often than a workflow re-provisions it. */
   HostLost: 'the host holding a sandbox was lost',
   /** A log the run names is on no host and not in the shared store (pruned, or the store was replaced). */
   ArtifactMissing: 'an artifact is gone',
-  /** A message (approve, reject, pause, resume) the run refuses: a bad payload, a closed gate, an unknown worker. */
+  /** A message (approve, reject, pause, resume) the run refuses: a bad payload, a closed gate, an unknown sub-task. */
   MessageRefused: 'the run refused the message',
 } as const;
 

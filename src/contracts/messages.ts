@@ -40,7 +40,7 @@ export interface SubTaskStatus {
   state: SubTaskState;
   /** Why it is suspended or failed. */
   reason?: string;
-  /** A suspended worker's question for a person, when its agent asked one. */
+  /** A suspended sub-task's question for a person, when its agent asked one. */
   question?: string;
   commits?: number;
   filesChanged?: number;
@@ -81,6 +81,7 @@ export interface RunStatus {
   /** How this run's sandboxes are isolated ('none' only when the worker was started with the opt-out). */
   isolation?: Isolation;
   gate?: GateReview;
+  /** One line per sub-task (a name in histories and clients). */
   workers: SubTaskStatus[];
   integratedSha?: string;
   /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
@@ -90,7 +91,7 @@ export interface RunStatus {
   decisions: GateDecision[];
   /** How the plan was settled, once it is. */
   planning?: PlanningReport;
-  /** Every message refused (bad payload, unknown name or worker, closed gate, forged progress): the latest REFUSALS_KEPT. */
+  /** Every message refused (bad payload, unknown name or sub-task, closed gate, forged progress): the latest REFUSALS_KEPT. */
   refusals: Refusal[];
   /** All refusals, including those no longer kept. */
   refusedCount: number;
@@ -135,7 +136,7 @@ export const ResumeInput = z
     workerId,
     /** Delivered to the agent when it continues. */
     message: boundedText(MAX_CHARS.message).optional(),
-    /** Dollars added to the worker's budget: finite and positive (JSON has no Infinity; zod refuses NaN). */
+    /** Dollars added to the sub-task's budget: finite and positive (JSON has no Infinity; zod refuses NaN). */
     addBudgetUsd: z.number().positive('must be a positive number of dollars').max(1_000_000).optional(),
     by,
   })
@@ -143,14 +144,14 @@ export const ResumeInput = z
 export type ResumeInput = z.infer<typeof ResumeInput>;
 
 /**
- * What a worker tells its leader whenever its state changes. `token` is the one the leader put
- * in that child's input: progress without it is forged and refused.
+ * What a sub-task workflow tells its leader whenever its state changes. `token` is the one the
+ * leader put in that child's input: progress without it is forged and refused.
  */
 export const SubTaskProgress = z
   .object({
     token: z.string().min(1),
     id: workerId,
-    /** A worker's end arrives as its result, not as progress. */
+    /** A sub-task's end arrives as its result, not as progress. */
     state: z.enum(['running', 'suspended']),
     reason: boundedText(MAX_CHARS.comment).optional(),
     question: boundedText(MAX_CHARS.message).optional(),
@@ -189,5 +190,5 @@ export const approveUpdate = defineUpdate<string, [ApproveInput]>('approve');
 export const rejectUpdate = defineUpdate<string, [RejectInput]>('reject');
 export const pauseUpdate = defineUpdate<string, [PauseInput]>('pause');
 export const resumeUpdate = defineUpdate<string, [ResumeInput]>('resume');
-/** Sent by workers to their leader. */
+/** Sent by sub-task workflows to their leader; its name, from before "sub-task", lives in histories. */
 export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');

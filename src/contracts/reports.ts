@@ -6,15 +6,16 @@ import type { GateName } from './request';
 
 // ---- Reports: small summaries and references only; they live in workflow history. ----
 
-/** How a worker's commands were isolated: bubblewrap, an E2B microVM, or not at all. */
+/** How a sub-task's commands were isolated: bubblewrap, an E2B microVM, or not at all. */
 export type Isolation = 'bubblewrap' | 'e2b' | 'none';
 
 export interface SubTaskReport {
+  /** The sub-task's id (the field's name predates "sub-task" and lives in histories). */
   workerId: string;
   status: 'done' | 'failed' | 'cancelled';
   /** Why it failed, in one or two lines. */
   reason?: string;
-  /** Staging ref holding the worker's commits, and its head. */
+  /** Staging ref holding the sub-task's commits, and its head. */
   ref?: string;
   headSha?: string;
   /** Commits on top of the base, and the number of files they change. */
@@ -23,7 +24,7 @@ export interface SubTaskReport {
   /** Paths changed outside ownedPaths (capped), when the scope check failed. */
   outOfScope?: string[];
   /**
-   * The work a failed agent run left, collected into the staging repository so a person can
+   * The work a failed invocation left, collected into the staging repository so a person can
    * recover it. Unverified: no tests ran on it, and nothing builds on it.
    */
   salvaged?: { ref: string; headSha: string; commits: number };
@@ -38,7 +39,7 @@ export interface SubTaskReport {
   /** Dollars the agent reported (or that its tokens cost), over all its runs. */
   costUsd: number;
   turns: number;
-  /** Agent runs: more than one when it was suspended and resumed. */
+  /** Invocations of the agent (a name in histories): more than one when it was suspended and resumed, or moved. */
   runs: number;
   /** The host its sandbox lived on last (runs started before host affinity: absent). */
   host?: string;
@@ -48,7 +49,7 @@ export interface SubTaskReport {
   reprovisions?: Reprovision[];
 }
 
-/** A WIP commit of a worker's workspace in the staging store (refs/flotilla/<run>/checkpoints/<worker>). */
+/** A WIP commit of a sub-task's workspace in the staging store (refs/flotilla/<run key>/checkpoints/<sub-task>). */
 export interface Checkpoint {
   sha: string;
   /** Milliseconds since the epoch. */
@@ -64,12 +65,12 @@ export interface Reprovision {
   fromCheckpoint?: string;
 }
 
-/** 'unchanged': every worker succeeded without changing anything, so there was nothing to push. */
+/** 'unchanged': every sub-task succeeded without changing anything, so there was nothing to push. */
 export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected';
 
 export interface ConflictReport {
   workerId: string;
-  /** Earlier workers whose changes touch the same files. */
+  /** Earlier sub-tasks whose changes touch the same files. */
   conflictsWith: string[];
   files: string[];
 }
@@ -79,6 +80,7 @@ export interface RunResult {
   message: string;
   baseSha: string;
   targetRef: string;
+  /** Every sub-task's report, redone ones included (a name in histories). */
   workers: SubTaskReport[];
   /** How the run's sandboxes were isolated ('none' only when the worker was started with the opt-out). */
   isolation?: Isolation;
@@ -99,7 +101,7 @@ export interface RunResult {
   refusedCount: number;
 }
 
-/** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (workflows/messages.ts). */
+/** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (REFUSALS_KEPT, contracts/messages.ts). */
 export interface Refusal {
   /** The signal or update name, as sent. */
   message: string;
@@ -121,7 +123,7 @@ export interface GateDecision {
 
 /** How the plan was settled; shown in status and the result. */
 export interface PlanningReport {
-  /** request: the caller's sub-tasks. planner: an agent's valid proposal. fallback: one worker with the whole objective. */
+  /** request: the caller's sub-tasks. planner: an agent's valid proposal. fallback: one sub-task with the whole objective. */
   source: 'request' | 'planner' | 'fallback';
   attempts: number;
   costUsd: number;
@@ -138,7 +140,7 @@ export interface IntegrationAttempt {
   kind: 'resolve' | 'redispatch' | 'repair';
   /** The sub-task whose merge conflicted (resolve, redispatch). */
   workerId?: string;
-  /** Counted per conflicting worker for resolve, per run for repair. */
+  /** Counted per conflicting sub-task for resolve, per run for repair. */
   round: number;
   state: 'running' | 'succeeded' | 'failed';
   /** The conflicting files (resolve, redispatch). */
@@ -159,7 +161,7 @@ export interface IntegrationAttempt {
 
 export interface IntegrationReport {
   attempts: IntegrationAttempt[];
-  /** Dollars spent by resolver and repair agents. A redone sub-task counts with the workers (its attempt shows its cost too). */
+  /** Dollars spent by resolver and repair agents. A redone sub-task counts with the sub-tasks (its attempt shows its cost too). */
   costUsd: number;
   /** What test runs committed or changed in their checkout: discarded, never pushed. */
   discarded?: string[];

@@ -91,32 +91,49 @@ export const SubTask = z
   .strict();
 export type SubTask = z.infer<typeof SubTask>;
 
-export const Limits = z
+/** Minutes a limit may be: positive, at most a day. */
+const limitMinutes = z
+  .number()
+  .positive()
+  .max(24 * 60);
+
+/**
+ * Limits renamed when "worker" came to mean only the worker process: old name → new name. The
+ * old names are still accepted (giving both is an error) and `deprecatedFields` names them.
+ */
+export const RENAMED_LIMITS = [
+  ['workerTimeoutMinutes', 'agentTimeoutMinutes'],
+  ['workerBudgetUsd', 'subTaskBudgetUsd'],
+] as const;
+
+const DEFAULT_AGENT_TIMEOUT_MINUTES = 30;
+
+const LimitFields = z
   .object({
-    /** Workers running at once. Default 4: enough parallelism without starving a laptop. */
+    /** Sub-tasks running at once. Default 4: enough parallelism without starving a laptop. */
     maxParallel: z.number().int().min(1).max(64).default(4),
-    /** Wall-clock limit of one agent run. Default 30 minutes. */
-    workerTimeoutMinutes: z
-      .number()
-      .positive()
-      .max(24 * 60)
-      .default(30),
+    /** Wall-clock limit of one invocation of an agent. Default 30 minutes. */
+    agentTimeoutMinutes: limitMinutes.optional().meta({ default: DEFAULT_AGENT_TIMEOUT_MINUTES }),
+    workerTimeoutMinutes: limitMinutes
+      .optional()
+      .meta({ deprecated: true, description: 'Deprecated: the old name of agentTimeoutMinutes.' }),
     /** Limit of the setup and test commands. Default 10 minutes. */
-    commandTimeoutMinutes: z
+    commandTimeoutMinutes: limitMinutes.default(10),
+    /** Dollars one sub-task's agent may spend before it suspends for more. Unlimited by default. */
+    subTaskBudgetUsd: z.number().positive().optional(),
+    workerBudgetUsd: z
       .number()
       .positive()
-      .max(24 * 60)
-      .default(10),
-    /** Dollars one worker's agent may spend before it suspends for more. Unlimited by default. */
-    workerBudgetUsd: z.number().positive().optional(),
+      .optional()
+      .meta({ deprecated: true, description: 'Deprecated: the old name of subTaskBudgetUsd.' }),
     /**
-     * Dollars all agents of the run may spend. Once spent, no new worker starts and the run ends
-     * as failed. Without workerBudgetUsd, each worker's slice is this divided by the sub-tasks.
+     * Dollars all agents of the run may spend. Once spent, no new sub-task starts and the run
+     * ends as failed. Without subTaskBudgetUsd, each sub-task's slice is this divided by the sub-tasks.
      */
     runBudgetUsd: z.number().positive().optional(),
-    /** Model turns one agent run may take before the worker suspends. Unlimited by default. */
+    /** Model turns one invocation may take before the sub-task suspends. Unlimited by default. */
     maxTurns: z.number().int().positive().optional(),
-    /** How long a suspended worker waits for `resume` before it fails. Default one day. */
+    /** How long a suspended sub-task waits for `resume` before it fails. Default one day. */
     suspendTimeoutMinutes: z
       .number()
       .positive()
@@ -147,20 +164,67 @@ export const Limits = z
   })
   .strict();
 
-/** Bytes a file in a worker's commits may have unless the request allows more (GitHub refuses over 100 MiB). */
+/** Limits as a history may hold them: requests parsed before the renames carry only the old names. */
+export type LimitsInHistory = z.output<typeof LimitFields>;
+
+/**
+ * `limits` under the current names only: an old name's value moves to its new name. The parse
+ * does this for every request; the leader does it again on a request parsed by an older
+ * release, whose history holds the old names.
+ */
+export function currentLimits(limits: LimitsInHistory) {
+  const { maxParallel, workerTimeoutMinutes, agentTimeoutMinutes, workerBudgetUsd, subTaskBudgetUsd, ...rest } = limits;
+  const budget = subTaskBudgetUsd ?? workerBudgetUsd;
+  // In the schema's order, so that `flotilla request` prints the limits as they are documented.
+  return {
+    maxParallel,
+    agentTimeoutMinutes: agentTimeoutMinutes ?? workerTimeoutMinutes ?? DEFAULT_AGENT_TIMEOUT_MINUTES,
+    ...rest,
+    ...(budget !== undefined && { subTaskBudgetUsd: budget }),
+  };
+}
+
+export const Limits = LimitFields.superRefine((limits, ctx) => {
+  for (const [old, now] of RENAMED_LIMITS) {
+    if (limits[old] === undefined || limits[now] === undefined) continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: [old],
+      message: `is the old name of limits.${now}, which is given too; give only limits.${now}`,
+    });
+  }
+}).transform(currentLimits);
+export type Limits = z.output<typeof Limits>;
+
+/**
+ * One line per deprecated field `input` uses, saying what replaces it:
+ * "limits.workerTimeoutMinutes is deprecated; use limits.agentTimeoutMinutes". Never throws.
+ */
+export function deprecatedFields(input: unknown): string[] {
+  const limits = isRecord(input) && isRecord(input.limits) ? input.limits : {};
+  return RENAMED_LIMITS.filter(([old]) => limits[old] !== undefined).map(
+    ([old, now]) => `limits.${old} is deprecated; use limits.${now}`,
+  );
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** Bytes a file in a sub-task's commits may have unless the request allows more (GitHub refuses over 100 MiB). */
 export const DEFAULT_MAX_FILE_BYTES = 100 * 1024 * 1024;
-/** Files one worker's commits may change unless the request allows more. */
+/** Files one sub-task's commits may change unless the request allows more. */
 export const DEFAULT_MAX_CHANGED_FILES = 20_000;
 
 /**
- * What a worker's commits may contain. Each rule is checked on the host, on the imported commits;
- * a worker that breaks one fails, saying which file and why.
+ * What a sub-task's commits may contain. Each rule is checked on the host, on the imported commits;
+ * a sub-task that breaks one fails, saying which file and why.
  */
 export const CommitPolicy = z
   .object({
-    /** Largest file (blob) any of the worker's commits may add. Default 100 MiB. */
+    /** Largest file (blob) any of the sub-task's commits may add. Default 100 MiB. */
     maxFileBytes: z.number().int().positive().default(DEFAULT_MAX_FILE_BYTES),
-    /** Most files one worker may change. Default 20,000. */
+    /** Most files one sub-task may change. Default 20,000. */
     maxChangedFiles: z.number().int().positive().default(DEFAULT_MAX_CHANGED_FILES),
     /** Allow symbolic links whose target is outside the repository (absolute, up through "..", or into .git). */
     allowExternalSymlinks: z.boolean().default(false),
@@ -231,9 +295,9 @@ export const SandboxSpec = z
 export const FixerSpec = z
   .object({
     agent: AgentSpec,
-    /** Agent runs: per conflicting worker for the resolver, per run for repair. Default 2. */
+    /** Invocations: per conflicting sub-task for the resolver, per run for repair. Default 2. */
     maxRounds: z.number().int().min(1).max(10).default(2),
-    /** Dollars all its runs together may spend. Unlimited by default. */
+    /** Dollars all its invocations together may spend. Unlimited by default. */
     budgetUsd: z.number().positive().optional(),
   })
   .strict();
@@ -270,7 +334,7 @@ export const OracleSpec = z
   })
   .transform(({ repo, ref }) => ({ repo: repo!, ref }));
 
-export const LeaderRequest = z
+const RequestFields = z
   .object({
     objective: boundedText(MAX_CHARS.objective).min(1, 'must not be empty'),
     repo: z
@@ -291,7 +355,7 @@ export const LeaderRequest = z
      */
     sharedPaths: z.array(repoPath).default([]),
     /**
-     * Resolves a worker's conflicting merge in the integration sandbox; when it cannot, the
+     * Resolves a sub-task's conflicting merge in the integration sandbox; when it cannot, the
      * sub-task is redone once on top of the integrated tree. Without it a conflict ends the run.
      */
     resolver: FixerSpec.optional(),
@@ -306,110 +370,136 @@ export const LeaderRequest = z
     agent: AgentSpec.optional(),
     testCmd: z.string().min(1, 'must not be empty'),
     setupCmd: z.string().min(1).optional(),
-    limits: Limits.default({
+    // A prefault, parsed like a given value: zod leaves the default of a transformed schema out of the JSON Schema.
+    limits: Limits.prefault({
       maxParallel: 4,
-      workerTimeoutMinutes: 30,
+      agentTimeoutMinutes: DEFAULT_AGENT_TIMEOUT_MINUTES,
       commandTimeoutMinutes: 10,
       suspendTimeoutMinutes: 24 * 60,
       heartbeatTimeoutSeconds: 30,
       hostTimeoutSeconds: 300,
       checkpointIntervalSeconds: 300,
     }),
-    /** Where people approve: the plan before workers start, the tested result before the push. */
+    /** Where people approve: the plan before sub-tasks start, the tested result before the push. */
     gates: z
       .object({ plan: Gate.default(autoGate), push: Gate.default(autoGate) })
       .strict()
       .default({ plan: autoGate, push: autoGate }),
     sandbox: SandboxSpec.default({ provider: 'local', network: false }),
-    /** What workers' commits may contain: file sizes and counts, symlinks, submodules. */
+    /** What sub-tasks' commits may contain: file sizes and counts, symlinks, submodules. */
     policy: CommitPolicy.prefault({}),
   })
-  .strict()
-  .superRefine((req, ctx) => {
-    const size = JSON.stringify(req).length;
-    if (size > MAX_CHARS.request)
-      ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
-    const subTasks = req.subTasks ?? [];
-    if (!req.subTasks && !req.planner && !req.agent) {
+  .strict();
+
+type RequestFields = z.output<typeof RequestFields>;
+
+/** The rules across fields, in the order their problems are listed. */
+export const LeaderRequest = RequestFields.superRefine((req, ctx) => {
+  const size = JSON.stringify(req).length;
+  if (size > MAX_CHARS.request)
+    ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
+  checkSubTasks(req, ctx);
+  checkRoles(req, ctx);
+  checkPaths(req, ctx);
+});
+
+/** A plan or a way to make one; unique ids; an agent for every sub-task, with the network it needs. */
+function checkSubTasks(req: RequestFields, ctx: z.RefinementCtx): void {
+  if (!req.subTasks && !req.planner && !req.agent) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['subTasks'],
+      message: 'is required when the request has neither a "planner" nor a default "agent"',
+    });
+  }
+  const seen = new Map<string, number>();
+  (req.subTasks ?? []).forEach((t, i) => {
+    const first = seen.get(t.id);
+    if (first !== undefined) {
       ctx.addIssue({
         code: 'custom',
-        path: ['subTasks'],
-        message: 'is required when the request has neither a "planner" nor a default "agent"',
+        path: ['subTasks', i, 'id'],
+        message: `duplicate id "${t.id}" (also subTasks[${first}])`,
+      });
+    } else seen.set(t.id, i);
+    const agent = t.agent ?? req.agent;
+    if (!agent) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['subTasks', i, 'agent'],
+        message: 'is required when the request has no default "agent"',
+      });
+    } else if (agent.kind !== 'shell' && !req.sandbox.network) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sandbox', 'network'],
+        message: `must be true: sub-task "${t.id}" runs ${agent.kind}, which calls its model API from the sandbox`,
       });
     }
-    const seen = new Map<string, number>();
-    subTasks.forEach((t, i) => {
-      const first = seen.get(t.id);
-      if (first !== undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['subTasks', i, 'id'],
-          message: `duplicate id "${t.id}" (also subTasks[${first}])`,
-        });
-      } else seen.set(t.id, i);
-      const agent = t.agent ?? req.agent;
-      if (!agent) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['subTasks', i, 'agent'],
-          message: 'is required when the request has no default "agent"',
-        });
-      } else if (agent.kind !== 'shell' && !req.sandbox.network) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['sandbox', 'network'],
-          message: `must be true: sub-task "${t.id}" runs ${agent.kind}, which calls its model API from the sandbox`,
-        });
-      }
-    });
-    for (const [role, agent] of [
-      ['planner', req.planner],
-      ['resolver', req.resolver?.agent],
-      ['repair agent', req.repair?.agent],
-    ] as const) {
-      if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['sandbox', 'network'],
-          message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox`,
-        });
-      }
+  });
+}
+
+/** The planner and the fixers need the network for a model API; allowed hostnames need the network at all. */
+function checkRoles(req: RequestFields, ctx: z.RefinementCtx): void {
+  for (const [role, agent] of [
+    ['planner', req.planner],
+    ['resolver', req.resolver?.agent],
+    ['repair agent', req.repair?.agent],
+  ] as const) {
+    if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sandbox', 'network'],
+        message: `must be true: the ${role} runs ${agent.kind}, which calls its model API from the sandbox`,
+      });
     }
-    if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
-      ctx.addIssue({ code: 'custom', path: ['sandbox', 'allowHosts'], message: 'applies only with network: true' });
-    }
-    const owners: { task: number; pathIdx: number; path: string }[] = [];
-    subTasks.forEach((t, task) =>
-      t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
-    );
-    req.sharedPaths.forEach((raw, i) => {
-      const shared = normalizeRepoPath(raw);
-      const owner = owners.find((o) => pathIsUnder(shared, o.path) || pathIsUnder(o.path, shared));
-      if (owner) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['sharedPaths', i],
-          message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${subTasks[owner.task].id}"; a path is either owned or shared`,
-        });
-      }
-    });
-    for (const a of owners) {
-      for (const b of owners) {
-        if (a.task >= b.task) continue;
-        if (pathIsUnder(a.path, b.path) || pathIsUnder(b.path, a.path)) {
-          ctx.addIssue({
-            code: 'custom',
-            path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
-            message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${subTasks[a.task].id}"; owned paths must be disjoint`,
-          });
-        }
-      }
+  }
+  if (req.sandbox.allowHosts?.length && !req.sandbox.network) {
+    ctx.addIssue({ code: 'custom', path: ['sandbox', 'allowHosts'], message: 'applies only with network: true' });
+  }
+}
+
+/** A path is owned by one sub-task or shared, never both, and owned paths never nest. */
+function checkPaths(req: RequestFields, ctx: z.RefinementCtx): void {
+  const subTasks = req.subTasks ?? [];
+  const owners: { task: number; pathIdx: number; path: string }[] = [];
+  subTasks.forEach((t, task) =>
+    t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
+  );
+  req.sharedPaths.forEach((raw, i) => {
+    const shared = normalizeRepoPath(raw);
+    const owner = owners.find((o) => pathIsUnder(shared, o.path) || pathIsUnder(o.path, shared));
+    if (owner) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['sharedPaths', i],
+        message: `"${shared || '.'}" overlaps "${owner.path || '.'}" owned by sub-task "${subTasks[owner.task].id}"; a path is either owned or shared`,
+      });
     }
   });
+  for (const a of owners) {
+    for (const b of owners) {
+      if (a.task >= b.task) continue;
+      if (pathIsUnder(a.path, b.path) || pathIsUnder(b.path, a.path)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
+          message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${subTasks[a.task].id}"; owned paths must be disjoint`,
+        });
+      }
+    }
+  }
+}
 export type LeaderRequest = z.infer<typeof LeaderRequest>;
 /** A request whose plan is settled: given by the caller or proposed by the planner. */
 export type PlannedRequest = LeaderRequest & { subTasks: SubTask[] };
 export type LeaderRequestInput = z.input<typeof LeaderRequest>;
+
+/** A sub-task's agent: its own, the request's default, or (a planned sub-task without either) the planner's. */
+export function agentOf(req: LeaderRequest, task: SubTask): AgentSpec {
+  // Validation guarantees one of them: a sub-task without an agent needs a default, a request without sub-tasks a planner or a default.
+  return (task.agent ?? req.agent ?? req.planner)!;
+}
 
 export class RequestError extends Error {
   constructor(readonly problems: string[]) {

@@ -18,7 +18,7 @@ export const FlotillaPhase = defineSearchAttributeKey('FlotillaPhase', SearchAtt
 /** Set when the run ends: a RunOutcome, or cancelled. */
 export const FlotillaOutcome = defineSearchAttributeKey('FlotillaOutcome', SearchAttributeType.KEYWORD);
 export const FlotillaCostUsd = defineSearchAttributeKey('FlotillaCostUsd', SearchAttributeType.DOUBLE);
-/** Who the run waits for: a person at the plan or push gate, a person to resume a worker ("answer"), or none. */
+/** Who the run waits for: a person at the plan or push gate, a person to resume a sub-task ("answer"), or none. */
 export const FlotillaAwaiting = defineSearchAttributeKey('FlotillaAwaiting', SearchAttributeType.KEYWORD);
 
 export const SEARCH_ATTRIBUTES = [

@@ -49,7 +49,7 @@ function within(text: string, max: number, fromEnd: boolean): string {
 }
 
 /**
- * `text` as a short excerpt for a report that many workers add up in one payload: its first and
+ * `text` as a short excerpt for a report that many sub-tasks add up in one payload: its first and
  * last bytes with a marker between, each end bounded by its size once JSON-encoded. The full
  * text stays in the artifact the report names.
  */

@@ -6,21 +6,25 @@
  * one that answers without the sandbox (it came back without its data directory). Either way the
  * workflow moves the sandbox: it claims another host and rebuilds the sandbox there from the
  * last checkpoint, a bounded number of times.
+ *
+ * Runs started before host affinity (PATCHES.hostAffinity) keep every activity on the shared
+ * queue: their `SandboxHome` claims nothing, binds to the shared queue and never moves.
  */
 import {
+  type ActivityInterfaceFor,
   type ActivityOptions,
   ActivityFailure,
   ApplicationFailure,
   TimeoutFailure,
+  patched,
   proxyActivities,
 } from '@temporalio/workflow';
 import type { Activities, HostPlacement } from '../activities';
 import { permanent } from '../contracts/failures';
 import type { Reprovision } from '../contracts/reports';
 import { activityOptions } from './options';
+import { PATCHES } from './patches';
 
-/** Runs started before host affinity keep every activity on the shared queue. */
-export const HOST_AFFINITY = 'host-affinity';
 /** When a request (or a run started before the field) does not say: long enough for a worker's restart. */
 export const DEFAULT_HOST_TIMEOUT_MS = 5 * 60_000;
 export const DEFAULT_CHECKPOINT_INTERVAL_MS = 5 * 60_000;
@@ -39,29 +43,52 @@ export function hostLost(err: unknown): string | undefined {
   return undefined;
 }
 
+/** Makes the sandbox ready again on the host a move just claimed. */
+export type Rebuild = (move: Reprovision) => Promise<void>;
+
 /**
  * One sandbox's home: the host it lives on, the activities bound to that host's queue, and
- * every move so far. `rebuild` makes the sandbox ready again on a new host; `onMove` reports it.
+ * every move so far.
  */
 export class SandboxHome {
-  placement!: HostPlacement;
+  /** The host the sandbox lives on, once claimed (never, for runs started before host affinity). */
+  placement?: HostPlacement;
   readonly moves: Reprovision[] = [];
 
-  constructor(
+  private constructor(
+    /** Whose sandbox, in summaries and failures: "sub-task api", "integration", "the planner". */
     private readonly what: string,
+    /** False for runs started before host affinity. */
+    readonly affinity: boolean,
     private readonly hostTimeoutMs: number,
     private readonly heartbeatTimeoutMs: number,
   ) {}
 
-  /** Claims a host for a new sandbox. */
-  async claim(): Promise<HostPlacement> {
-    const { claimHost } = proxyActivities<Activities>(activityOptions(this.heartbeatTimeoutMs));
-    this.placement = await claimHost.executeWithOptions({ summary: `claim a host for ${this.what}` }, []);
-    return this.placement;
+  /**
+   * The home of `what`'s sandbox. `hostTimeoutMs` is how long its host may take to pick up an
+   * activity before it counts as lost (absent: the default).
+   */
+  static open(what: string, timeouts: { hostTimeoutMs?: number; heartbeatTimeoutMs: number }): SandboxHome {
+    const { hostTimeoutMs = DEFAULT_HOST_TIMEOUT_MS, heartbeatTimeoutMs } = timeouts;
+    return new SandboxHome(what, patched(PATCHES.hostAffinity.id), hostTimeoutMs, heartbeatTimeoutMs);
   }
 
-  /** Activities with `options`, sent to the sandbox's host. */
-  on(options: ActivityOptions) {
+  /** Whether the sandbox's activities have somewhere to go: a claimed host, or the shared queue. */
+  get bound(): boolean {
+    return !this.affinity || this.placement !== undefined;
+  }
+
+  /** Claims a host for a new sandbox (before host affinity: nothing to claim). */
+  async claim(): Promise<void> {
+    if (!this.affinity) return;
+    const { claimHost } = proxyActivities<Activities>(activityOptions(this.heartbeatTimeoutMs));
+    this.placement = await claimHost.executeWithOptions({ summary: `claim a host for ${this.what}` }, []);
+  }
+
+  /** Activities with `options`, sent to the sandbox's current host (or the shared queue). */
+  on(options: ActivityOptions): ActivityInterfaceFor<Activities> {
+    if (!this.affinity) return proxyActivities<Activities>(options);
+    if (!this.placement) throw new TypeError(`no host is claimed for ${this.what}`);
     return proxyActivities<Activities>({
       ...options,
       taskQueue: this.placement.taskQueue,
@@ -69,13 +96,18 @@ export class SandboxHome {
     });
   }
 
+  /** Why `err` means the sandbox's host is lost; never, before host affinity. */
+  lost(err: unknown): string | undefined {
+    return this.affinity ? hostLost(err) : undefined;
+  }
+
   /** Runs `step`; when the host is lost, moves the sandbox with `rebuild` and runs it again. */
-  async run<T>(step: () => Promise<T>, rebuild: (move: Reprovision) => Promise<void>): Promise<T> {
+  async run<T>(step: () => Promise<T>, rebuild: Rebuild): Promise<T> {
     for (;;) {
       try {
         return await step();
       } catch (err) {
-        const why = hostLost(err);
+        const why = this.lost(err);
         if (!why) throw err;
         await this.move(why, rebuild);
       }
@@ -83,7 +115,7 @@ export class SandboxHome {
   }
 
   /** Claims another host and rebuilds the sandbox there, until that works or the moves run out. */
-  async move(why: string, rebuild: (move: Reprovision) => Promise<void>): Promise<void> {
+  async move(why: string, rebuild: Rebuild): Promise<void> {
     for (;;) {
       if (this.moves.length >= MAX_REPROVISIONS) {
         throw permanent(
@@ -91,15 +123,15 @@ export class SandboxHome {
           `${this.what}: lost its sandbox's host ${this.moves.length + 1} times (last: ${why}); not moving it again`,
         );
       }
-      const from = this.placement.host;
+      const from = this.placement!.host;
       await this.claim();
-      const move: Reprovision = { from, to: this.placement.host, reason: why };
+      const move: Reprovision = { from, to: this.placement!.host, reason: why };
       this.moves.push(move);
       try {
         await rebuild(move);
         return;
       } catch (err) {
-        const again = hostLost(err);
+        const again = this.lost(err);
         if (!again) throw err;
         why = again;
       }

@@ -39,7 +39,7 @@ describe('parseLeaderRequest', () => {
     const req = parseLeaderRequest(valid());
     expect(req.limits).toEqual({
       maxParallel: 4,
-      workerTimeoutMinutes: 30,
+      agentTimeoutMinutes: 30,
       commandTimeoutMinutes: 10,
       suspendTimeoutMinutes: 1440,
       heartbeatTimeoutSeconds: 30,

@@ -1,35 +1,35 @@
 /**
- * Integration: on the host, merge every worker's commits in plan order (3-way, in the staging
+ * Integration: on the host, merge every sub-task's commits in plan order (3-way, in the staging
  * repository), then run the setup and test commands on the result in a test sandbox. The
  * commit pushed is the one the host merged and tested; nothing a sandbox commits leaves it.
  *
  * With a resolver, a conflicting merge gets resolver rounds and then, if they fail, one redo of
- * its sub-task by a fresh worker starting from the integrated tree. With a repair agent, failing
- * tests get repair rounds, each followed by the tests again. Hidden tests take part in every
- * test run and in nothing else: fixers work in a sandbox of their own that never holds them.
- * Every attempt shows in the status and the result as it happens; history carries only SHAs,
- * refs and short (redacted) tails. The sandboxes are destroyed however it ends.
+ * its sub-task by a fresh sub-task workflow starting from the integrated tree. With a repair
+ * agent, failing tests get repair rounds, each followed by the tests again. Hidden tests take
+ * part in every test run and in nothing else: fixers work in a sandbox of their own that never
+ * holds them. Every attempt shows in the status and the result as it happens; history carries
+ * only SHAs, refs and short (redacted) tails. The sandboxes are destroyed however it ends.
  */
-import { type ActivityOptions, CancellationScope, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../../activities';
-import type { TestRun } from '../../activities/integration';
-import { redoNote } from '../../contracts/prompts';
-import {
-  type ConflictReport,
-  type IntegrationAttempt,
-  type IntegrationReport,
-  type RunOutcome,
-  type RunResult,
-  type SubTaskReport,
-} from '../../contracts/reports';
-import { type FixerSpec, type PlannedRequest, type SubTask } from '../../contracts/request';
-import { normalizeRepoPath } from '../../contracts/names';
-import { DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome, hostLost } from '../host-affinity';
+import type { FixerRound, TestRun } from '../../activities/integration';
 import type { RunStatus } from '../../contracts/messages';
-import { activityOptions, commandOptions } from '../options';
+import { redoNote } from '../../contracts/prompts';
+import type {
+  ConflictReport,
+  IntegrationAttempt,
+  IntegrationReport,
+  RunResult,
+  SubTaskReport,
+} from '../../contracts/reports';
+import type { FixerSpec, PlannedRequest, SubTask } from '../../contracts/request';
 import { firstLine, lastLines } from '../../contracts/text';
 import { summarizeTests } from '../../contracts/test-summary';
+import { msOfMinutes, msOfSeconds } from '../durations';
+import { SandboxHome } from '../host-affinity';
+import { activityOptions, commandOptions } from '../options';
 import { type SubTaskInput, subTaskWorkflowId } from '../subtask/subtask';
+import { type EndAttempt, type Failure, conflictLine, how, repairablePaths, track } from './attempts';
 
 export interface IntegrationInput {
   req: PlannedRequest;
@@ -43,162 +43,197 @@ export interface IntegrationInput {
   result: RunResult;
   commandTimeoutMs: number;
   heartbeatTimeoutMs: number;
-  /** What the fan-out gives the worker of `task`; a conflicting sub-task is redone with it. */
-  workerInput: (task: SubTask) => SubTaskInput;
-  /** Runs a worker child as the fan-out does, shown in the status beside the others. */
-  runWorker: (input: SubTaskInput) => Promise<SubTaskReport>;
+  /** What the fan-out gives the sub-task workflow of `task`; a conflicting sub-task is redone with it. */
+  subTaskInput: (task: SubTask) => SubTaskInput;
+  /** Runs a sub-task workflow as the fan-out does, shown in the status beside the others. */
+  runSubTask: (input: SubTaskInput) => Promise<SubTaskReport>;
 }
 
-type Failure = { ok: false; outcome: RunOutcome; message: string };
-
 export type IntegrationOutcome = { ok: true; sha: string; diffstat: string; testSummary: string } | Failure;
+
+export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
+  const integration = new Integration(input);
+  input.status.phase = 'integrating';
+  try {
+    const conflict = await integration.mergeAll();
+    if (conflict) return conflict;
+    const tests = await integration.testAndRepair();
+    if ('ok' in tests) return tests;
+    return await integration.record(tests);
+  } finally {
+    await integration.destroySandboxes();
+  }
+}
 
 /** Lines of failing output each repair round keeps in the report. */
 const FAILED_TAIL_LINES = 15;
 
-function how(run: TestRun): string {
-  return run.timedOut ? 'timed out' : `exited with code ${run.exitCode}`;
-}
+type Fixer = 'resolver' | 'repair';
+type SandboxOps = ReturnType<Integration['sandboxOps']>;
+/** A fixer round that did not start: its rounds or its budget are spent. */
+type NoRound = { stop: 'rounds' | 'budget' };
 
-export async function integrate(input: IntegrationInput): Promise<IntegrationOutcome> {
-  const { req, runKey, baseSha, oracleSha, status, result, commandTimeoutMs, heartbeatTimeoutMs } = input;
-  const { mergeWorkers, recordIntegrated } = proxyActivities<Activities>(activityOptions(heartbeatTimeoutMs));
-  const agentTimeoutMs = req.limits.workerTimeoutMinutes * 60_000;
-  // The test and fixer sandboxes live on one host, claimed when the first is needed; runs started
-  // before host affinity keep them on the shared queue.
-  const hostTimeoutMs = req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS;
-  const home = patched(HOST_AFFINITY) ? new SandboxHome('integration', hostTimeoutMs, heartbeatTimeoutMs) : undefined;
-  const bind = () => {
-    const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
-    const { provisionSandbox, destroySandbox } = proxy(activityOptions(heartbeatTimeoutMs));
+/** One integration's state: the integration head, its sandboxes and their host, the fixers' spend. */
+class Integration {
+  private readonly req: PlannedRequest;
+  private readonly agentTimeoutMs: number;
+  /** The test and fixer sandboxes live on one host, claimed when the first is needed. */
+  private readonly home: SandboxHome;
+  private readonly tasks: Map<string, SubTask>;
+  /** The only sandbox the hidden tests are ever written to. */
+  private readonly testSandbox: SandboxRef;
+  /** Where resolver and repair agents work: it never holds the hidden tests. */
+  private readonly fixerSandbox: SandboxRef;
+  /** Sandboxes provisioned on the current host; every activity then makes its own fresh checkout in one. */
+  private readonly ready = new Set<string>();
+  /** The date of every commit the integration makes: a retried activity makes the same ones. */
+  private readonly at: number;
+  private readonly report: IntegrationReport = { attempts: [], costUsd: 0 };
+  /** Dollars each fixer has spent over the whole integration. */
+  private readonly spent: Record<Fixer, number> = { resolver: 0, repair: 0 };
+  /** The integration head, as the last merge, resolution or repair left it: a host commit. */
+  private head: string;
+
+  constructor(private readonly input: IntegrationInput) {
+    const { req, runKey, heartbeatTimeoutMs } = input;
+    this.req = req;
+    this.agentTimeoutMs = msOfMinutes(req.limits.agentTimeoutMinutes);
+    this.home = SandboxHome.open('integration', {
+      hostTimeoutMs: msOfSeconds(req.limits.hostTimeoutSeconds),
+      heartbeatTimeoutMs,
+    });
+    this.tasks = new Map(req.subTasks.map((t) => [t.id, t]));
+    this.testSandbox = { key: `${runKey}/integration`, ...req.sandbox };
+    this.fixerSandbox = { key: `${runKey}/integration-fixer`, ...req.sandbox };
+    this.at = Math.floor(Date.now() / 1000);
+    this.head = input.baseSha;
+    input.status.integration = input.result.integration = this.report;
+  }
+
+  // ---- Activities ----
+
+  /** Store-only activities (merges, records): any host, on the shared queue. */
+  private storeOps() {
+    return proxyActivities<Activities>(activityOptions(this.input.heartbeatTimeoutMs));
+  }
+
+  /** The sandboxes' activities, on their host's queue as it is at the call. */
+  sandboxOps() {
+    const { home, agentTimeoutMs } = this;
+    const { commandTimeoutMs, heartbeatTimeoutMs } = this.input;
+    const { provisionSandbox, destroySandbox } = home.on(activityOptions(heartbeatTimeoutMs));
     return {
       provisionSandbox,
       destroySandbox,
       // Setup and tests run one after the other within one activity.
-      runTests: proxy(commandOptions(2 * commandTimeoutMs, heartbeatTimeoutMs)).runTests,
-      resolveConflict: proxy(commandOptions(agentTimeoutMs, heartbeatTimeoutMs)).resolveConflict,
+      runTests: home.on(commandOptions(2 * commandTimeoutMs, heartbeatTimeoutMs)).runTests,
+      resolveConflict: home.on(commandOptions(agentTimeoutMs, heartbeatTimeoutMs)).resolveConflict,
       // A repair round may first run the visible tests to show the agent their output.
-      repairTests: proxy(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs)).repairTests,
+      repairTests: home.on(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs)).repairTests,
     };
-  };
-  let on = home ? undefined : bind();
+  }
 
-  const tasks = new Map(req.subTasks.map((t) => [t.id, t]));
-  const verifyCmd = req.setupCmd ? `${req.setupCmd} && ${req.testCmd}` : req.testCmd;
-  /** The only sandbox the hidden tests are ever written to. */
-  const testSandbox: SandboxRef = { key: `${runKey}/integration`, ...req.sandbox };
-  /** Where resolver and repair agents work: it never holds the hidden tests. */
-  const fixerSandbox: SandboxRef = { key: `${runKey}/integration-fixer`, ...req.sandbox };
-  // Provisioned when first needed; every activity then makes its own fresh checkout in it.
-  const ready = new Set<string>();
-  const prepare = async (sandbox: SandboxRef) => {
-    if (home && !on) {
-      await home.claim();
-      on = bind();
-    }
-    if (ready.has(sandbox.key)) return;
-    await on!.provisionSandbox(sandbox);
-    ready.add(sandbox.key);
-  };
+  /** Claims the host when no sandbox has one yet, and provisions `sandbox` there when it is not yet. */
+  private async prepare(sandbox: SandboxRef): Promise<void> {
+    if (!this.home.bound) await this.home.claim();
+    if (this.ready.has(sandbox.key)) return;
+    await this.sandboxOps().provisionSandbox(sandbox);
+    this.ready.add(sandbox.key);
+  }
+
   /**
    * Runs a step in `sandbox`, provisioned first. When its host is lost, both sandboxes move to
    * another host and the step runs again there: each step checks out its own commit.
    */
-  const inSandbox = <T>(sandbox: SandboxRef, step: (activities: ReturnType<typeof bind>) => Promise<T>): Promise<T> => {
+  private inSandbox<T>(sandbox: SandboxRef, step: (ops: SandboxOps) => Promise<T>): Promise<T> {
     const once = async () => {
-      await prepare(sandbox);
-      return step(on!);
+      await this.prepare(sandbox);
+      return step(this.sandboxOps());
     };
-    if (!home) return once();
-    return home.run(once, async () => {
-      on = bind();
-      ready.clear();
-      await prepare(sandbox);
+    return this.home.run(once, async () => {
+      this.ready.clear();
+      await this.prepare(sandbox);
     });
-  };
-  /** The date of every commit the integration makes: a retried activity makes the same ones. */
-  const at = Math.floor(Date.now() / 1000);
-  const report: IntegrationReport = { attempts: [], costUsd: 0 };
-  status.integration = result.integration = report;
-  const spent = { resolver: 0, repair: 0 };
-  /** What a fixer's next round may spend; undefined when it has no budget. */
-  const budgetLeft = (spec: FixerSpec, used: number) =>
-    spec.budgetUsd === undefined ? undefined : spec.budgetUsd - used;
-  /** Records an attempt as running; `end` settles it. The same object is in the status and the result. */
-  const track = (fields: Omit<IntegrationAttempt, 'state' | 'costUsd'>) => {
-    const attempt: IntegrationAttempt = { ...fields, state: 'running', costUsd: 0 };
-    const started = Date.now();
-    report.attempts.push(attempt);
-    return {
-      attempt,
-      end(state: 'succeeded' | 'failed', outcome: Partial<IntegrationAttempt>) {
-        Object.assign(attempt, outcome, { state, durationMs: Date.now() - started });
-        // A redone sub-task's cost is already counted with the workers.
-        if (attempt.kind !== 'redispatch') report.costUsd += attempt.costUsd;
-      },
-    };
-  };
-  /** The integration head, as the last merge, resolution or repair left it: a host commit. */
-  let head = baseSha;
-  const fixer = () => ({
-    sandbox: fixerSandbox,
-    runKey,
-    baseSha,
-    objective: req.objective,
-    verifyCmd,
-    timeoutMs: agentTimeoutMs,
-    oracleSha,
-    at,
-  });
+  }
+
+  // ---- Merging ----
+
+  /** Merges every sub-task's commits onto the head in plan order; a conflict gets the resolver, then a redo. */
+  async mergeAll(): Promise<Failure | undefined> {
+    const { runKey, baseSha, result } = this.input;
+    let pending = result.workers.filter((w) => w.ref && w.headSha);
+    while (pending.length) {
+      const merged = await this.storeOps().mergeWorkers.executeWithOptions(
+        { summary: `merge ${pending.map((w) => w.workerId).join(', ')}` },
+        [
+          {
+            runKey,
+            baseSha,
+            into: this.head,
+            workers: pending.map((w) => ({
+              workerId: w.workerId,
+              headSha: w.headSha!,
+              title: this.titleOf(this.tasks.get(w.workerId)!),
+            })),
+            at: this.at,
+          },
+        ],
+      );
+      this.head = merged.sha;
+      if (merged.status === 'merged') return undefined;
+      const index = pending.findIndex((w) => w.workerId === merged.workerId);
+      const task = this.tasks.get(merged.workerId)!;
+      const conflict = { workerId: merged.workerId, conflictsWith: merged.conflictsWith, files: merged.files };
+      const failure = await this.overcomeConflict(conflict, task, pending[index].headSha!);
+      if (failure) return failure;
+      pending = pending.slice(index + 1);
+    }
+    return undefined;
+  }
+
+  private titleOf(task: SubTask): string {
+    return `Integrate ${task.id}: ${firstLine(task.prompt)}`;
+  }
 
   /** Resolver rounds, then one redo of the sub-task on the integrated tree; the run's end when neither works. */
-  const overcomeConflict = async (
+  private async overcomeConflict(
     conflict: ConflictReport,
     task: SubTask,
     headSha: string,
-    title: string,
-  ): Promise<Failure | undefined> => {
-    const others = conflict.conflictsWith.length ? conflict.conflictsWith.join(', ') : 'earlier workers';
-    const what = `worker ${conflict.workerId} conflicts with ${others} in ${conflict.files.join(', ')}`;
-    const resolver = req.resolver;
+  ): Promise<Failure | undefined> {
+    const what = conflictLine(conflict);
+    const resolver = this.req.resolver;
     if (!resolver) {
-      result.conflict = conflict;
+      this.input.result.conflict = conflict;
       return { ok: false, outcome: 'conflict', message: what };
     }
+    const tried = await this.resolve(resolver, conflict, task, headSha);
+    if (!tried) return undefined;
+    const reason = await this.redo(conflict, task);
+    if (!reason) return undefined;
+    tried.push(`redoing ${task.id} on the integrated tree (${reason})`);
+    this.input.result.conflict = conflict;
+    return { ok: false, outcome: 'conflict', message: `${what}; tried ${tried.join(', then ')}` };
+  }
+
+  /** Resolver rounds on a conflicting merge: undefined once one resolves it, or what was tried. */
+  private async resolve(
+    resolver: FixerSpec,
+    conflict: ConflictReport,
+    task: SubTask,
+    headSha: string,
+  ): Promise<string[] | undefined> {
     const tried: string[] = [];
+    const rounds = { done: 0 };
     let previousFailure: string | undefined;
-    let rounds = 0;
-    while (rounds < resolver.maxRounds) {
-      const budgetUsd = budgetLeft(resolver, spent.resolver);
-      if (budgetUsd !== undefined && budgetUsd <= 0) {
-        tried.push(`no further resolver round: its budget of $${resolver.budgetUsd!.toFixed(2)} is spent`);
+    for (;;) {
+      const fixed = await this.resolverRound(resolver, rounds, { conflict, task, headSha, previousFailure });
+      if ('stop' in fixed) {
+        if (fixed.stop === 'budget')
+          tried.push(`no further resolver round: its budget of $${resolver.budgetUsd!.toFixed(2)} is spent`);
         break;
       }
-      rounds++;
-      if (!home) await prepare(fixerSandbox);
-      const { end } = track({ kind: 'resolve', workerId: conflict.workerId, round: rounds, files: conflict.files });
-      const resolved = await inSandbox(fixerSandbox, (a) =>
-        a.resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${rounds}` }, [
-          {
-            ...fixer(),
-            agent: resolver.agent,
-            round: rounds,
-            maxRounds: resolver.maxRounds,
-            budgetUsd,
-            workerId: conflict.workerId,
-            headSha,
-            intoSha: head,
-            title,
-            incoming: { workerId: task.id, prompt: task.prompt },
-            integrated: conflict.conflictsWith.flatMap((id) => {
-              const other = tasks.get(id);
-              return other ? [{ workerId: id, prompt: other.prompt }] : [];
-            }),
-            previousFailure,
-          },
-        ]),
-      );
-      spent.resolver += resolved.costUsd;
+      const { round: resolved, end } = fixed;
       end(resolved.ok ? 'succeeded' : 'failed', {
         reason: resolved.reason,
         diffstat: resolved.diffstat,
@@ -206,158 +241,116 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
         logRef: resolved.logRef,
       });
       if (resolved.ok) {
-        head = resolved.sha;
+        this.head = resolved.sha;
         return undefined;
       }
       previousFailure = resolved.reason;
     }
-    if (rounds > 0) tried.unshift(`${rounds} resolver round(s) (last: ${previousFailure})`);
+    if (rounds.done > 0) tried.unshift(`${rounds.done} resolver round(s) (last: ${previousFailure})`);
+    return tried;
+  }
 
-    // ---- The sub-task redone by a fresh worker on top of the integrated tree ----
-    const { attempt, end } = track({
+  private resolverRound(
+    resolver: FixerSpec,
+    rounds: { done: number },
+    merge: { conflict: ConflictReport; task: SubTask; headSha: string; previousFailure?: string },
+  ) {
+    const { conflict, task, headSha, previousFailure } = merge;
+    const attempt = (round: number) => ({
+      kind: 'resolve' as const,
+      workerId: conflict.workerId,
+      round,
+      files: conflict.files,
+    });
+    return this.fixRound('resolver', resolver, rounds, attempt, (ops, round, budgetUsd) =>
+      ops.resolveConflict.executeWithOptions({ summary: `resolve ${conflict.workerId} conflict, round ${round}` }, [
+        {
+          ...this.fixerInput(),
+          agent: resolver.agent,
+          round,
+          maxRounds: resolver.maxRounds,
+          budgetUsd,
+          workerId: conflict.workerId,
+          headSha,
+          intoSha: this.head,
+          title: this.titleOf(task),
+          incoming: { workerId: task.id, prompt: task.prompt },
+          integrated: conflict.conflictsWith.flatMap((id) => {
+            const other = this.tasks.get(id);
+            return other ? [{ workerId: id, prompt: other.prompt }] : [];
+          }),
+          previousFailure,
+        },
+      ]),
+    );
+  }
+
+  /** The sub-task redone by a fresh sub-task workflow on top of the integrated tree; why it did not work, if it did not. */
+  private async redo(conflict: ConflictReport, task: SubTask): Promise<string | undefined> {
+    const { runKey, baseSha, oracleSha } = this.input;
+    const { attempt, end } = track(this.report, {
       kind: 'redispatch',
       workerId: conflict.workerId,
       round: 1,
       files: conflict.files,
     });
-    const seed = await recordIntegrated({ runKey, baseSha, sha: head, name: `seeds/${task.id}`, oracleSha });
+    const { recordIntegrated, mergeWorkers } = this.storeOps();
+    const seed = await recordIntegrated({ runKey, baseSha, sha: this.head, name: `seeds/${task.id}`, oracleSha });
     const redoId = `${task.id}.redo`;
     attempt.workflowId = subTaskWorkflowId(workflowInfo().workflowId, redoId);
-    const given = input.workerInput(task);
+    const given = this.input.subTaskInput(task);
     let reason: string | undefined;
-    const redo = await input.runWorker({
+    const redone = await this.input.runSubTask({
       ...given,
       task: { ...given.task, id: redoId, prompt: given.task.prompt + redoNote(conflict.files, conflict.conflictsWith) },
       seed: { ref: seed.ref, sha: seed.sha },
     });
-    if (redo.status !== 'done') reason = redo.reason ?? `the worker ended ${redo.status}`;
-    else if (redo.headSha) {
+    if (redone.status !== 'done') reason = redone.reason ?? `the sub-task ended ${redone.status}`;
+    else if (redone.headSha) {
+      const title = `${this.titleOf(task)} (redone on the integrated tree)`;
       const merged = await mergeWorkers.executeWithOptions({ summary: `merge ${task.id} (redone)` }, [
         {
           runKey,
           baseSha,
-          into: head,
-          workers: [{ workerId: task.id, headSha: redo.headSha, title: `${title} (redone on the integrated tree)` }],
-          at,
+          into: this.head,
+          workers: [{ workerId: task.id, headSha: redone.headSha, title }],
+          at: this.at,
         },
       ]);
-      if (merged.status === 'merged') head = merged.sha;
+      if (merged.status === 'merged') this.head = merged.sha;
       else reason = `its redone commits conflict in ${merged.files.join(', ')}`;
     }
-    end(reason ? 'failed' : 'succeeded', { reason, costUsd: redo.costUsd });
-    if (!reason) return undefined;
-    tried.push(`redoing ${task.id} on the integrated tree (${reason})`);
-    result.conflict = conflict;
-    return { ok: false, outcome: 'conflict', message: `${what}; tried ${tried.join(', then ')}` };
-  };
+    end(reason ? 'failed' : 'succeeded', { reason, costUsd: redone.costUsd });
+    return reason;
+  }
 
-  status.phase = 'integrating';
-  try {
-    const titleOf = (task: SubTask) => `Integrate ${task.id}: ${firstLine(task.prompt)}`;
-    let pending = result.workers.filter((w) => w.ref && w.headSha);
-    while (pending.length) {
-      const merged = await mergeWorkers.executeWithOptions(
-        { summary: `merge ${pending.map((w) => w.workerId).join(', ')}` },
-        [
-          {
-            runKey,
-            baseSha,
-            into: head,
-            workers: pending.map((w) => ({
-              workerId: w.workerId,
-              headSha: w.headSha!,
-              title: titleOf(tasks.get(w.workerId)!),
-            })),
-            at,
-          },
-        ],
-      );
-      head = merged.sha;
-      if (merged.status === 'merged') break;
-      const index = pending.findIndex((w) => w.workerId === merged.workerId);
-      const task = tasks.get(merged.workerId)!;
-      const conflict = { workerId: merged.workerId, conflictsWith: merged.conflictsWith, files: merged.files };
-      const failure = await overcomeConflict(conflict, task, pending[index].headSha!, titleOf(task));
-      if (failure) return failure;
-      pending = pending.slice(index + 1);
-    }
+  // ---- Tests and repairs ----
 
-    // ---- The test gate, and repair rounds while it fails ----
-    status.phase = 'testing';
-    if (!home) await prepare(testSandbox);
-    /** `round` names the run in the Web UI: 0 is the first, n the one after repair round n. */
-    const runGate = async (round: number): Promise<TestRun | Failure> => {
-      const summary = round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`;
-      const run = await inSandbox(testSandbox, (a) =>
-        a.runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
-          {
-            sandbox: testSandbox,
-            runKey,
-            baseSha,
-            sha: head,
-            setupCmd: req.setupCmd,
-            testCmd: req.testCmd,
-            timeoutMs: commandTimeoutMs,
-            oracleSha,
-          },
-        ]),
-      );
-      if (run.discarded) (report.discarded ??= []).push(run.discarded);
-      if (run.logRef) result.test = { exitCode: run.exitCode, tail: run.tail, logRef: run.logRef };
-      if (run.problem) return { ok: false, outcome: 'failed', message: `${run.problem}; nothing is pushed` };
-      return run;
-    };
-
-    const allowedPaths = [
-      ...new Set([...req.subTasks.flatMap((t) => t.ownedPaths), ...req.sharedPaths].map(normalizeRepoPath)),
-    ];
-    let gate = await runGate(0);
-    let rounds = 0;
+  /** The test gate, and repair rounds while it fails: the passing run, or why the integration ends. */
+  async testAndRepair(): Promise<TestRun | Failure> {
+    this.input.status.phase = 'testing';
+    const rounds = { done: 0 };
+    let gate = await this.runGate(0);
     while (!('ok' in gate) && !gate.passed) {
       const message = `${gate.what} ${how(gate)} on the integrated tree`;
-      const repair = req.repair;
+      const repair = this.req.repair;
       if (!repair) return { ok: false, outcome: 'tests-failed', message };
-      if (rounds >= repair.maxRounds)
-        return { ok: false, outcome: 'tests-failed', message: `${message}; ${rounds} repair round(s) did not fix it` };
-      const budgetUsd = budgetLeft(repair, spent.repair);
-      if (budgetUsd !== undefined && budgetUsd <= 0) {
-        return {
-          ok: false,
-          outcome: 'tests-failed',
-          message: `${message}; the repair budget of $${repair.budgetUsd!.toFixed(2)} is spent after ${rounds} round(s)`,
-        };
+      const fixed = await this.repairRound(repair, rounds, gate);
+      if ('stop' in fixed) {
+        const why =
+          fixed.stop === 'rounds'
+            ? `${rounds.done} repair round(s) did not fix it`
+            : `the repair budget of $${repair.budgetUsd!.toFixed(2)} is spent after ${rounds.done} round(s)`;
+        return { ok: false, outcome: 'tests-failed', message: `${message}; ${why}` };
       }
-      rounds++;
-      if (!home) await prepare(fixerSandbox);
-      const { end } = track({ kind: 'repair', round: rounds, failed: lastLines(gate.tail, FAILED_TAIL_LINES) });
-      const failing = gate;
-      const repaired = await inSandbox(fixerSandbox, (a) =>
-        a.repairTests.executeWithOptions({ summary: `repair round ${rounds} by ${repair.agent.kind}` }, [
-          {
-            ...fixer(),
-            agent: repair.agent,
-            round: rounds,
-            maxRounds: repair.maxRounds,
-            budgetUsd,
-            fromSha: head,
-            tasks: req.subTasks.map((t) => ({ workerId: t.id, prompt: firstLine(t.prompt) })),
-            failedCmd: failing.command,
-            exitCode: failing.exitCode,
-            // With hidden tests the gate's output is theirs too: the agent gets a visible run instead.
-            logRef: oracleSha ? undefined : failing.logRef,
-            commandTimeoutMs,
-            allowedPaths,
-          },
-        ]),
-      );
-      spent.repair += repaired.costUsd;
+      const { round: repaired, end } = fixed;
       const spentRound = { costUsd: repaired.costUsd, logRef: repaired.logRef, diffstat: repaired.diffstat };
       if (!repaired.ok) {
         end('failed', { ...spentRound, reason: repaired.reason });
         continue;
       }
-      head = repaired.sha;
-      gate = await runGate(rounds);
+      this.head = repaired.sha;
+      gate = await this.runGate(rounds.done);
       if ('ok' in gate) end('failed', { ...spentRound, reason: gate.message });
       else
         end(gate.passed ? 'succeeded' : 'failed', {
@@ -365,19 +358,126 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
           reason: gate.passed ? undefined : `${gate.what} still ${how(gate)}`,
         });
     }
-    if ('ok' in gate) return gate;
+    return gate;
+  }
 
-    const recorded = await recordIntegrated({ runKey, baseSha, sha: head, name: 'integrated', oracleSha });
-    return { ok: true, sha: recorded.sha, diffstat: recorded.diffstat, testSummary: summarizeTests(gate.tail) };
-  } finally {
+  /** `round` names the test activity in the Web UI: 0 is the first, n the one after repair round n. */
+  private async runGate(round: number): Promise<TestRun | Failure> {
+    const { req } = this;
+    const { runKey, baseSha, oracleSha, commandTimeoutMs, result } = this.input;
+    const summary = round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`;
+    const tests = await this.inSandbox(this.testSandbox, (ops) =>
+      ops.runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
+        {
+          sandbox: this.testSandbox,
+          runKey,
+          baseSha,
+          sha: this.head,
+          setupCmd: req.setupCmd,
+          testCmd: req.testCmd,
+          timeoutMs: commandTimeoutMs,
+          oracleSha,
+        },
+      ]),
+    );
+    if (tests.discarded) (this.report.discarded ??= []).push(tests.discarded);
+    if (tests.logRef) result.test = { exitCode: tests.exitCode, tail: tests.tail, logRef: tests.logRef };
+    if (tests.problem) return { ok: false, outcome: 'failed', message: `${tests.problem}; nothing is pushed` };
+    return tests;
+  }
+
+  private repairRound(repair: FixerSpec, rounds: { done: number }, failing: TestRun) {
+    const { oracleSha, commandTimeoutMs } = this.input;
+    const attempt = (round: number) => ({
+      kind: 'repair' as const,
+      round,
+      failed: lastLines(failing.tail, FAILED_TAIL_LINES),
+    });
+    return this.fixRound('repair', repair, rounds, attempt, (ops, round, budgetUsd) =>
+      ops.repairTests.executeWithOptions({ summary: `repair round ${round} by ${repair.agent.kind}` }, [
+        {
+          ...this.fixerInput(),
+          agent: repair.agent,
+          round,
+          maxRounds: repair.maxRounds,
+          budgetUsd,
+          fromSha: this.head,
+          tasks: this.req.subTasks.map((t) => ({ workerId: t.id, prompt: firstLine(t.prompt) })),
+          failedCmd: failing.command,
+          exitCode: failing.exitCode,
+          // With hidden tests the gate's output is theirs too: the agent gets a visible run instead.
+          logRef: oracleSha ? undefined : failing.logRef,
+          commandTimeoutMs,
+          allowedPaths: repairablePaths(this.req),
+        },
+      ]),
+    );
+  }
+
+  /**
+   * One round of a fixer in the fixer sandbox, unless its rounds (`rounds.done` of its
+   * maxRounds) or its budget are spent: counts the round, tracks it as an attempt, invokes the
+   * agent with what its budget has left, and adds its cost to the fixer's spend. The caller
+   * settles the attempt (a repair round only once the tests have run again).
+   */
+  private async fixRound(
+    fixer: Fixer,
+    spec: FixerSpec,
+    rounds: { done: number },
+    attempt: (round: number) => Omit<IntegrationAttempt, 'state' | 'costUsd'>,
+    invoke: (ops: SandboxOps, round: number, budgetUsd: number | undefined) => Promise<FixerRound>,
+  ): Promise<{ round: FixerRound; end: EndAttempt } | NoRound> {
+    if (rounds.done >= spec.maxRounds) return { stop: 'rounds' };
+    const budgetUsd = spec.budgetUsd === undefined ? undefined : spec.budgetUsd - this.spent[fixer];
+    if (budgetUsd !== undefined && budgetUsd <= 0) return { stop: 'budget' };
+    const round = ++rounds.done;
+    const { end } = track(this.report, attempt(round));
+    const done = await this.inSandbox(this.fixerSandbox, (ops) => invoke(ops, round, budgetUsd));
+    this.spent[fixer] += done.costUsd;
+    return { round: done, end };
+  }
+
+  /** What every fixer round is given, whichever the fixer. */
+  private fixerInput() {
+    const { req } = this;
+    const { runKey, baseSha, oracleSha } = this.input;
+    return {
+      sandbox: this.fixerSandbox,
+      runKey,
+      baseSha,
+      objective: req.objective,
+      verifyCmd: req.setupCmd ? `${req.setupCmd} && ${req.testCmd}` : req.testCmd,
+      timeoutMs: this.agentTimeoutMs,
+      oracleSha,
+      at: this.at,
+    };
+  }
+
+  // ---- The end ----
+
+  /** Names the tested head the integrated commit, for the push gate and the push. */
+  async record(tests: TestRun): Promise<IntegrationOutcome> {
+    const { runKey, baseSha, oracleSha } = this.input;
+    const recorded = await this.storeOps().recordIntegrated({
+      runKey,
+      baseSha,
+      sha: this.head,
+      name: 'integrated',
+      oracleSha,
+    });
+    return { ok: true, sha: recorded.sha, diffstat: recorded.diffstat, testSummary: summarizeTests(tests.tail) };
+  }
+
+  /** Destroys both sandboxes, however the integration ended; not cancellable. */
+  async destroySandboxes(): Promise<void> {
     await CancellationScope.nonCancellable(async () => {
-      if (!on) return; // no host was claimed: no sandbox was made
-      const destroy = on.destroySandbox;
+      if (!this.home.bound) return; // no host was claimed: no sandbox was made
+      const { destroySandbox } = this.sandboxOps();
       // A lost host took its sandboxes with it (`flotilla gc` prunes them if it comes back).
       const gone = (err: unknown) => {
-        if (!home || !hostLost(err)) throw err;
+        if (!this.home.lost(err)) throw err;
       };
-      await Promise.all([destroy(testSandbox).catch(gone), destroy(fixerSandbox).catch(gone)]);
+      await Promise.all([destroySandbox(this.testSandbox).catch(gone), destroySandbox(this.fixerSandbox).catch(gone)]);
     });
   }
 }

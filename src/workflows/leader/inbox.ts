@@ -1,7 +1,8 @@
 /**
  * The leader's inbox: every message a run accepts from people (approve, reject, pause, resume)
- * and from its own workers (workerProgress). Each message is parsed with its schema and checked
- * against the run's state by one function, whether it comes as a signal or as an update:
+ * and from its own sub-task workflows (workerProgress). Each message is parsed with its schema
+ * and checked against the run's state by one function, whether it comes as a signal or as an
+ * update:
  *
  * - as an update, a refused message is refused by the validator: the caller gets the reason and
  *   nothing is written to history;
@@ -39,14 +40,16 @@ import {
 import { clip } from '../../contracts/text';
 import type { workerWorkflow } from '../subtask/subtask';
 
+type SubTaskHandle = ChildWorkflowHandle<typeof workerWorkflow>;
+
 /** What the inbox shares with the leader. */
 export interface Crew {
   status: RunStatus;
-  /** Worker children that have started, by worker id. */
-  children: Map<string, ChildWorkflowHandle<typeof workerWorkflow>>;
+  /** Sub-task workflows that have started, by sub-task id. */
+  children: Map<string, SubTaskHandle>;
   /** Each child's progress token (from its input) → its status line. */
   tokens: Map<string, SubTaskStatus>;
-  /** Set when the run is over, so that handlers waiting on a worker stop waiting. */
+  /** Set when the run is over, so that handlers waiting on a sub-task stop waiting. */
   over: boolean;
   /** The decision at the open gate, once somebody took it. */
   decision?: GateDecision;
@@ -70,9 +73,55 @@ const KNOWN = 'approve, reject, pause, resume';
 
 /** Registers every handler of the leader. Call it before the workflow's first await. */
 export function openInbox(crew: Crew): void {
-  const { status } = crew;
+  const inbox = new Inbox(crew);
+  inbox.register(inbox.approve());
+  inbox.register(inbox.reject());
+  inbox.register(inbox.pause());
+  inbox.register(inbox.resume());
+  setHandler(subTaskProgressSignal, (raw: unknown) => inbox.progress(raw));
+  setDefaultSignalHandler((name: string, ...args: unknown[]) =>
+    inbox.refuse(name, args[0], `unknown signal "${clip(name, 100)}" (known: ${KNOWN})`),
+  );
+}
 
-  const refuse = (message: string, raw: unknown, reason: string, gate = false) => {
+class Inbox {
+  private readonly status: RunStatus;
+
+  constructor(private readonly crew: Crew) {
+    this.status = crew.status;
+  }
+
+  /** The message as a signal and as an update, both held to its schema and its check. */
+  register<I>(m: Message<I>): void {
+    setHandler(m.signal, async (raw: unknown) => {
+      const admitted = this.admit(m, raw);
+      if (!admitted.ok) return this.refuse(m.name, raw, admitted.reason, m.gate);
+      try {
+        await m.apply(admitted.value);
+      } catch (err) {
+        this.refuse(m.name, raw, err instanceof Error ? err.message : String(err), m.gate);
+      }
+    });
+    setHandler(
+      m.update,
+      async (raw: unknown) => {
+        // Validators do not run on replay, so the handler checks again: same state, same verdict.
+        const admitted = this.admit(m, raw);
+        if (!admitted.ok) throw permanent('MessageRefused', admitted.reason);
+        return m.apply(admitted.value);
+      },
+      {
+        validator: (raw: unknown) => {
+          const admitted = this.admit(m, raw);
+          if (!admitted.ok) throw permanent('MessageRefused', admitted.reason);
+        },
+      },
+    );
+  }
+
+  /** Records a refused signal in the status (and on the open gate, for a gate message): bounded, never thrown. */
+  refuse(message: string, raw: unknown, reason: string, gate = false): void {
+    const { status } = this;
     const by = senderOf(raw);
     const kept = clip(reason, REFUSAL_MAX_CHARS);
     status.refusedCount++;
@@ -80,171 +129,172 @@ export function openInbox(crew: Crew): void {
       -REFUSALS_KEPT,
     );
     if (gate && status.gate) status.gate.refused = [...status.gate.refused, { by, reason: kept }].slice(-REFUSALS_KEPT);
-  };
+  }
 
-  const admit = <I>(m: Message<I>, raw: unknown): { ok: true; value: I } | { ok: false; reason: string } => {
+  private admit<I>(m: Message<I>, raw: unknown): { ok: true; value: I } | { ok: false; reason: string } {
     const parsed = parseMessage(m.schema, raw);
     if (!parsed.ok) return parsed;
     const why = m.check(parsed.value);
     return why === undefined ? parsed : { ok: false, reason: why };
-  };
-
-  const register = <I>(m: Message<I>) => {
-    setHandler(m.signal, async (raw: unknown) => {
-      const admitted = admit(m, raw);
-      if (!admitted.ok) return refuse(m.name, raw, admitted.reason, m.gate);
-      try {
-        await m.apply(admitted.value);
-      } catch (err) {
-        refuse(m.name, raw, err instanceof Error ? err.message : String(err), m.gate);
-      }
-    });
-    setHandler(
-      m.update,
-      async (raw: unknown) => {
-        // Validators do not run on replay, so the handler checks again: same state, same verdict.
-        const admitted = admit(m, raw);
-        if (!admitted.ok) throw permanent('MessageRefused', admitted.reason);
-        return m.apply(admitted.value);
-      },
-      {
-        validator: (raw: unknown) => {
-          const admitted = admit(m, raw);
-          if (!admitted.ok) throw permanent('MessageRefused', admitted.reason);
-        },
-      },
-    );
-  };
+  }
 
   // ---- Gates ----
-  const gateProblem = (gate: string): string | undefined => {
+
+  approve(): Message<ApproveInput> {
+    const { status, crew } = this;
+    return {
+      name: 'approve',
+      signal: approveSignal,
+      update: approveUpdate,
+      schema: ApproveInput,
+      gate: true,
+      check: (a) => {
+        const problem = this.gateProblem(a.gate);
+        if (problem || a.gate !== 'push') return problem;
+        const sha = status.gate!.sha;
+        return a.sha === sha ? undefined : `approval names ${a.sha ?? 'no commit'}, but the commit to push is ${sha}`;
+      },
+      apply: (a) => {
+        crew.decision = {
+          gate: a.gate,
+          approved: true,
+          by: a.by ?? 'unknown',
+          comment: a.comment,
+          sha: status.gate!.sha,
+        };
+        return `approved the ${a.gate} gate`;
+      },
+    };
+  }
+
+  reject(): Message<RejectInput> {
+    return {
+      name: 'reject',
+      signal: rejectSignal,
+      update: rejectUpdate,
+      schema: RejectInput,
+      gate: true,
+      check: (r) => this.gateProblem(r.gate),
+      apply: (r) => {
+        this.crew.decision = { gate: r.gate, approved: false, by: r.by ?? 'unknown', comment: r.reason };
+        return `rejected the ${r.gate} gate; the run ends without pushing`;
+      },
+    };
+  }
+
+  private gateProblem(gate: string): string | undefined {
+    const { status, crew } = this;
     const open = status.gate?.gate;
     if (open !== gate)
       return `the ${gate} gate is not open (${open ? `the ${open} gate is` : `phase: ${status.phase}`})`;
     if (crew.decision)
       return `the ${gate} gate was already ${crew.decision.approved ? 'approved' : 'rejected'} by ${crew.decision.by}`;
     return undefined;
-  };
-  register<ApproveInput>({
-    name: 'approve',
-    signal: approveSignal,
-    update: approveUpdate,
-    schema: ApproveInput,
-    gate: true,
-    check: (a) => {
-      const problem = gateProblem(a.gate);
-      if (problem || a.gate !== 'push') return problem;
-      const sha = status.gate!.sha;
-      return a.sha === sha ? undefined : `approval names ${a.sha ?? 'no commit'}, but the commit to push is ${sha}`;
-    },
-    apply: (a) => {
-      crew.decision = {
-        gate: a.gate,
-        approved: true,
-        by: a.by ?? 'unknown',
-        comment: a.comment,
-        sha: status.gate!.sha,
-      };
-      return `approved the ${a.gate} gate`;
-    },
-  });
-  register<RejectInput>({
-    name: 'reject',
-    signal: rejectSignal,
-    update: rejectUpdate,
-    schema: RejectInput,
-    gate: true,
-    check: (r) => gateProblem(r.gate),
-    apply: (r) => {
-      crew.decision = { gate: r.gate, approved: false, by: r.by ?? 'unknown', comment: r.reason };
-      return `rejected the ${r.gate} gate; the run ends without pushing`;
-    },
-  });
+  }
 
-  // ---- Workers: pause and resume are forwarded to the worker's child workflow ----
-  const worker = (id: string) => status.workers.find((w) => w.id === id);
-  const workerProblem = (id: string, allowed: SubTaskState[], verb: string): string | undefined => {
-    const ws = worker(id);
-    if (!ws && status.workers.length === 0)
+  // ---- Sub-tasks: pause and resume are forwarded to the sub-task's workflow ----
+
+  pause(): Message<PauseInput> {
+    return {
+      name: 'pause',
+      signal: pauseSignal,
+      update: pauseUpdate,
+      schema: PauseInput,
+      check: (p) => this.subTaskProblem(p.workerId, ['queued', 'running'], 'paused'),
+      apply: async (p) => {
+        const send = () => this.forward(p.workerId, (child) => child.signal(pauseSignal, p));
+        if (!this.crew.children.has(p.workerId)) {
+          // Not started yet: the pause reaches it as soon as it starts; the caller need not wait.
+          send().catch((err) => this.refuse('pause', p, err instanceof Error ? err.message : String(err)));
+          return `worker ${p.workerId} has not started; it is paused as soon as it does`;
+        }
+        await send();
+        return this.settled(p.workerId, 'running');
+      },
+    };
+  }
+
+  resume(): Message<ResumeInput> {
+    return {
+      name: 'resume',
+      signal: resumeSignal,
+      update: resumeUpdate,
+      schema: ResumeInput,
+      check: (r) => this.subTaskProblem(r.workerId, ['suspended'], 'resumed'),
+      apply: async (r) => {
+        await this.forward(r.workerId, (child) => child.signal(resumeSignal, r));
+        return this.settled(r.workerId, 'suspended');
+      },
+    };
+  }
+
+  private lineOf(id: string): SubTaskStatus | undefined {
+    return this.status.workers.find((w) => w.id === id);
+  }
+
+  // The words "worker" and "workers" here are the ones people, the CLI's --worker and the tests have always read.
+  private subTaskProblem(id: string, allowed: SubTaskState[], verb: string): string | undefined {
+    const { status } = this;
+    const line = this.lineOf(id);
+    if (!line && status.workers.length === 0)
       return `no worker "${clip(id, 100)}" in this run yet: its plan is not settled (phase: ${status.phase})`;
-    if (!ws) return `no worker "${clip(id, 100)}" in this run (workers: ${status.workers.map((w) => w.id).join(', ')})`;
-    if (!allowed.includes(ws.state))
-      return `worker ${id} is ${ws.state}; only a ${allowed.join(' or ')} worker can be ${verb}`;
+    if (!line)
+      return `no worker "${clip(id, 100)}" in this run (workers: ${status.workers.map((w) => w.id).join(', ')})`;
+    if (!allowed.includes(line.state))
+      return `worker ${id} is ${line.state}; only a ${allowed.join(' or ')} worker can be ${verb}`;
     return undefined;
-  };
+  }
+
   /**
-   * Sends to a worker's child once it has started. A child that ends first, or has already
+   * Sends to a sub-task's workflow once it has started. A child that ends first, or has already
    * closed, gets nothing: that is a refusal, never a failure of the leader.
    */
-  const forward = async (id: string, send: (child: ChildWorkflowHandle<typeof workerWorkflow>) => Promise<void>) => {
-    await condition(() => crew.children.has(id) || ENDED.includes(worker(id)!.state) || crew.over);
+  private async forward(id: string, send: (child: SubTaskHandle) => Promise<void>): Promise<void> {
+    const { crew } = this;
+    await condition(() => crew.children.has(id) || ENDED.includes(this.lineOf(id)!.state) || crew.over);
     const child = crew.children.get(id);
-    const ended = `worker ${id} is ${worker(id)!.state}; nothing to do`;
-    if (!child || ENDED.includes(worker(id)!.state)) throw permanent('MessageRefused', ended);
+    const ended = `worker ${id} is ${this.lineOf(id)!.state}; nothing to do`;
+    if (!child || ENDED.includes(this.lineOf(id)!.state)) throw permanent('MessageRefused', ended);
     try {
       await send(child);
     } catch {
       throw permanent('MessageRefused', `worker ${id} had already finished`);
     }
-  };
-  /** Waits until the worker leaves `state` (or the run ends), and says where it is now. */
-  const settled = async (id: string, state: SubTaskState) => {
-    const ws = worker(id)!;
-    await condition(() => ws.state !== state || crew.over);
-    return `worker ${id} is ${ws.state}`;
-  };
-  register<PauseInput>({
-    name: 'pause',
-    signal: pauseSignal,
-    update: pauseUpdate,
-    schema: PauseInput,
-    check: (p) => workerProblem(p.workerId, ['queued', 'running'], 'paused'),
-    apply: async (p) => {
-      const send = () => forward(p.workerId, (child) => child.signal(pauseSignal, p));
-      if (!crew.children.has(p.workerId)) {
-        // Not started yet: the pause reaches it as soon as it starts; the caller need not wait.
-        send().catch((err) => refuse('pause', p, err instanceof Error ? err.message : String(err)));
-        return `worker ${p.workerId} has not started; it is paused as soon as it does`;
-      }
-      await send();
-      return settled(p.workerId, 'running');
-    },
-  });
-  register<ResumeInput>({
-    name: 'resume',
-    signal: resumeSignal,
-    update: resumeUpdate,
-    schema: ResumeInput,
-    check: (r) => workerProblem(r.workerId, ['suspended'], 'resumed'),
-    apply: async (r) => {
-      await forward(r.workerId, (child) => child.signal(resumeSignal, r));
-      return settled(r.workerId, 'suspended');
-    },
-  });
+  }
 
-  // ---- Progress from the run's own workers, and nobody else ----
-  setHandler(subTaskProgressSignal, (raw: unknown) => {
+  /** Waits until the sub-task leaves `state` (or the run ends), and says where it is now. */
+  private async settled(id: string, state: SubTaskState): Promise<string> {
+    const line = this.lineOf(id)!;
+    await condition(() => line.state !== state || this.crew.over);
+    return `worker ${id} is ${line.state}`;
+  }
+
+  // ---- Progress from the run's own sub-task workflows, and nobody else ----
+
+  progress(raw: unknown): void {
     const parsed = parseMessage(SubTaskProgress, raw);
-    if (!parsed.ok) return refuse('workerProgress', raw, parsed.reason);
+    if (!parsed.ok) return this.refuse('workerProgress', raw, parsed.reason);
     const p = parsed.value;
-    const ws = crew.tokens.get(p.token);
-    if (!ws || ws.id !== p.id)
-      return refuse(
+    const line = this.crew.tokens.get(p.token);
+    if (!line || line.id !== p.id)
+      return this.refuse(
         'workerProgress',
         raw,
         `progress for worker "${clip(p.id, 100)}" that does not come from that worker`,
       );
-    if (ws.state === 'running' || ws.state === 'suspended') {
-      Object.assign(ws, { state: p.state, reason: p.reason, question: p.question, costUsd: p.costUsd, turns: p.turns });
-      // Where its sandbox is: sent by workers of runs with host affinity only.
+    if (line.state === 'running' || line.state === 'suspended') {
+      Object.assign(line, {
+        state: p.state,
+        reason: p.reason,
+        question: p.question,
+        costUsd: p.costUsd,
+        turns: p.turns,
+      });
+      // Where its sandbox is: sent by sub-tasks of runs with host affinity only.
       if (p.host !== undefined)
-        Object.assign(ws, { host: p.host, checkpoint: p.checkpoint, reprovisions: p.reprovisions });
+        Object.assign(line, { host: p.host, checkpoint: p.checkpoint, reprovisions: p.reprovisions });
     }
-  });
-
-  setDefaultSignalHandler((name: string, ...args: unknown[]) =>
-    refuse(name, args[0], `unknown signal "${clip(name, 100)}" (known: ${KNOWN})`),
-  );
+  }
 }
 
 /** Who sent a message, as far as its payload says; a sender's name is bounded like any text. */

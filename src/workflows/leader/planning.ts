@@ -1,93 +1,119 @@
 /**
  * Settling the plan: the caller's sub-tasks, or a planner agent's proposal validated exactly like
  * a caller's plan. An invalid proposal is retried once with the reasons; after that the run falls
- * back to a single worker with the whole objective, and says so.
+ * back to a single sub-task with the whole objective, and says so.
  */
-import { type ActivityOptions, CancellationScope, patched, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, patched } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../../activities';
-import { type LeaderRequest, type PlannedRequest, RequestError, parseLeaderRequest } from '../../contracts/request';
-import { type PlanningReport } from '../../contracts/reports';
-import { DEFAULT_HOST_TIMEOUT_MS, HOST_AFFINITY, SandboxHome } from '../host-affinity';
 import type { RunStatus } from '../../contracts/messages';
+import type { PlanningReport } from '../../contracts/reports';
+import { type LeaderRequest, type PlannedRequest, RequestError, parseLeaderRequest } from '../../contracts/request';
+import { msOfSeconds } from '../durations';
+import { SandboxHome } from '../host-affinity';
 import { activityOptions, commandOptions } from '../options';
+import { PATCHES } from '../patches';
 
 const PLANNER_ATTEMPTS = 2;
-/** Proposals are validated by the proposePlan activity, whose result is in history. */
-const PLAN_VALIDATED_BY_ACTIVITY = 'plan-validated-by-activity';
 const MAX_PLANNED_SUBTASKS = 12;
+
+interface PlanningContext {
+  runKey: string;
+  baseSha: string;
+  status: RunStatus;
+  heartbeatTimeoutMs: number;
+  /** The planner's time limit. */
+  timeoutMs: number;
+}
+
+type Proposal = Awaited<ReturnType<Activities['proposePlan']>>;
 
 export async function settlePlan(
   req: LeaderRequest,
-  ctx: { runKey: string; baseSha: string; status: RunStatus; heartbeatTimeoutMs: number; timeoutMs: number },
+  ctx: PlanningContext,
 ): Promise<{ request: PlannedRequest; planning: PlanningReport }> {
   if (req.subTasks)
     return {
       request: { ...req, subTasks: req.subTasks },
       planning: { source: 'request', attempts: 0, costUsd: 0, problems: [] },
     };
-  // The planner's sandbox stays on the host that claims it (runs started before host affinity: the shared queue).
-  const home = patched(HOST_AFFINITY)
-    ? new SandboxHome(
-        'the planner',
-        req.limits.hostTimeoutSeconds ? req.limits.hostTimeoutSeconds * 1000 : DEFAULT_HOST_TIMEOUT_MS,
-        ctx.heartbeatTimeoutMs,
-      )
-    : undefined;
-  if (home) await home.claim();
-  const proxy = (options: ActivityOptions) => (home ? home.on(options) : proxyActivities<Activities>(options));
-  const { provisionSandbox, seedWorkspace, destroySandbox } = proxy(activityOptions(ctx.heartbeatTimeoutMs));
-  const { proposePlan } = proxy(commandOptions(ctx.timeoutMs, ctx.heartbeatTimeoutMs));
-  // validate() guarantees a planner or a default agent when there are no sub-tasks.
-  const agent = (req.planner ?? req.agent)!;
+  // The planner's sandbox stays on the host that claims it: a planner whose host is lost fails the run.
+  const home = SandboxHome.open('the planner', {
+    hostTimeoutMs: msOfSeconds(req.limits.hostTimeoutSeconds),
+    heartbeatTimeoutMs: ctx.heartbeatTimeoutMs,
+  });
+  await home.claim();
+  const ops = home.on(activityOptions(ctx.heartbeatTimeoutMs));
   ctx.status.phase = 'planning';
   const planning: PlanningReport = { source: 'planner', attempts: 0, costUsd: 0, problems: [] };
   ctx.status.planning = planning;
   const sandbox: SandboxRef = { key: `${ctx.runKey}/planner`, ...req.sandbox };
   try {
-    await provisionSandbox(sandbox);
-    await seedWorkspace({
+    await ops.provisionSandbox(sandbox);
+    await ops.seedWorkspace({
       sandbox,
       runKey: ctx.runKey,
       baseSha: ctx.baseSha,
       branch: `flotilla/${ctx.runKey}/planner`,
       author: 'Flotilla planner',
     });
-    const byActivity = patched(PLAN_VALIDATED_BY_ACTIVITY);
-    while (planning.attempts < PLANNER_ATTEMPTS) {
-      planning.attempts++;
-      const proposal = await proposePlan({
-        ...(byActivity && { request: { ...req, subTasks: undefined } }),
-        sandbox,
-        agent,
-        objective: req.objective,
-        maxSubTasks: MAX_PLANNED_SUBTASKS,
-        problems: planning.problems,
-        timeoutMs: ctx.timeoutMs,
-        budgetUsd: req.limits.workerBudgetUsd,
-      });
-      planning.costUsd += proposal.costUsd;
-      if (proposal.problem) {
-        planning.problems = [proposal.problem];
-        continue;
-      }
-      if (byActivity) {
-        if (proposal.plan) return { request: { ...req, subTasks: proposal.plan }, planning };
-        planning.problems = proposal.problems ?? ["the planner's proposal was refused"];
-        continue;
-      }
-      // Runs started before proposals were validated by the activity validate them here, as then.
-      try {
-        const checked = parseLeaderRequest({ ...req, subTasks: proposal.subTasks });
-        return { request: { ...checked, subTasks: checked.subTasks! }, planning };
-      } catch (err) {
-        if (!(err instanceof RequestError)) throw err;
-        planning.problems = err.problems;
-      }
-    }
+    const proposed = await propose(req, planning, home.on(commandOptions(ctx.timeoutMs, ctx.heartbeatTimeoutMs)), {
+      sandbox,
+      timeoutMs: ctx.timeoutMs,
+    });
+    if (proposed) return { request: proposed, planning };
   } finally {
-    await CancellationScope.nonCancellable(() => destroySandbox(sandbox));
+    await CancellationScope.nonCancellable(() => ops.destroySandbox(sandbox));
   }
   planning.source = 'fallback';
   const subTasks = [{ id: 'objective', prompt: req.objective, ownedPaths: ['.'] }];
   return { request: { ...req, subTasks }, planning };
+}
+
+/**
+ * The planner's proposals, each retry told why the last was refused: the first valid one as
+ * the run's plan, or undefined when none was.
+ */
+async function propose(
+  req: LeaderRequest,
+  planning: PlanningReport,
+  { proposePlan }: Pick<ReturnType<SandboxHome['on']>, 'proposePlan'>,
+  planner: { sandbox: SandboxRef; timeoutMs: number },
+): Promise<PlannedRequest | undefined> {
+  const byActivity = patched(PATCHES.planValidatedByActivity.id);
+  while (planning.attempts < PLANNER_ATTEMPTS) {
+    planning.attempts++;
+    const proposal = await proposePlan({
+      ...(byActivity && { request: { ...req, subTasks: undefined } }),
+      sandbox: planner.sandbox,
+      // Validation guarantees a planner or a default agent when there are no sub-tasks.
+      agent: (req.planner ?? req.agent)!,
+      objective: req.objective,
+      maxSubTasks: MAX_PLANNED_SUBTASKS,
+      problems: planning.problems,
+      timeoutMs: planner.timeoutMs,
+      budgetUsd: req.limits.subTaskBudgetUsd,
+    });
+    planning.costUsd += proposal.costUsd;
+    const judged = judge(req, proposal, byActivity);
+    if (!Array.isArray(judged)) return judged;
+    planning.problems = judged;
+  }
+  return undefined;
+}
+
+/** A proposal as the run's plan, or why it is refused. */
+function judge(req: LeaderRequest, proposal: Proposal, byActivity: boolean): PlannedRequest | string[] {
+  if (proposal.problem) return [proposal.problem];
+  if (byActivity)
+    return proposal.plan
+      ? { ...req, subTasks: proposal.plan }
+      : (proposal.problems ?? ["the planner's proposal was refused"]);
+  // Runs started before proposals were validated by the activity validate them here, as then.
+  try {
+    const checked = parseLeaderRequest({ ...req, subTasks: proposal.subTasks });
+    return { ...checked, subTasks: checked.subTasks! };
+  } catch (err) {
+    if (!(err instanceof RequestError)) throw err;
+    return err.problems;
+  }
 }

@@ -3,10 +3,10 @@
  * `flotilla list` can filter runs by repository, phase, outcome and who they wait for.
  *
  * The attributes are derived from the run's status alone, and a watcher re-derives them after
- * every change the workflow makes to it: phases set by integration, a worker suspended by the
+ * every change the workflow makes to it: phases set by integration, a sub-task suspended by the
  * inbox, a gate opening... are published without each of those places having to say so. Each
  * upsert is a history event, so one is made only when something a filter reads has changed (the
- * cost rides along, refreshed at those moments and whenever a worker ends).
+ * cost rides along, refreshed at those moments and whenever a sub-task ends).
  */
 import { CancellationScope, condition, upsertSearchAttributes } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
@@ -24,7 +24,7 @@ import type { RunStatus } from '../../contracts/messages';
 /** Temporal refuses a search attribute value over 2 KB: a longer URL or ref is clipped, not fatal. */
 const KEYWORD_MAX_CHARS = 500;
 
-/** A gate waits for its approver; a suspended worker waits for someone to resume it (answer its question, raise its budget). */
+/** A gate waits for its approver; a suspended sub-task waits for someone to resume it (answer its question, raise its budget). */
 export function awaitingOf(status: RunStatus): Awaiting {
   if (status.endedAt !== undefined) return 'none';
   if (status.gate) return status.gate.gate;

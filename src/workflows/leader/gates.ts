@@ -1,0 +1,67 @@
+/**
+ * The plan and push gates: where a run waits for a person's decision, and what it shows them.
+ */
+import { condition, setCurrentDetails } from '@temporalio/workflow';
+import type { GateReview } from '../../contracts/messages';
+import type { GateDecision } from '../../contracts/reports';
+import { type Gate, type GateName, type PlannedRequest, agentOf } from '../../contracts/request';
+import { firstLine } from '../../contracts/text';
+import { msOfMinutes } from '../durations';
+import type { Run } from './run';
+
+/** What the gate shows beside its own fields: the plan's rows, or the commit to push. */
+export type Review = Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTimeout' | 'refused'>;
+
+/** Waits at a gate; returns normally when it is passed, ends the run when it is not. */
+export async function passGate(run: Run, name: GateName, gate: Gate, review: Review): Promise<void> {
+  if (gate.mode === 'auto') return;
+  const { status, crew } = run;
+  const timeoutMs = msOfMinutes(gate.timeoutMinutes);
+  status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
+  status.gate = {
+    gate: name,
+    openedAt: Date.now(),
+    expiresAt: Date.now() + timeoutMs,
+    onTimeout: gate.onTimeout,
+    refused: [],
+    ...review,
+  };
+  crew.decision = undefined;
+  setCurrentDetails(gateDetails(run.id, status.gate));
+  const decided = await condition(() => crew.decision !== undefined, timeoutMs, {
+    summary: `${name} gate: waiting for a person`,
+  });
+  setCurrentDetails('');
+  const taken: GateDecision = decided
+    ? crew.decision!
+    : { gate: name, approved: gate.onTimeout === 'approve', by: 'timeout', expired: true, sha: status.gate.sha };
+  status.decisions.push(taken);
+  run.result.decisions = status.decisions;
+  status.gate = undefined;
+  crew.decision = undefined;
+  if (taken.approved) return;
+  if (taken.expired)
+    run.fail('failed', `the ${name} gate expired after ${gate.timeoutMinutes} minute(s) without a decision`);
+  run.fail('rejected', `${taken.by} rejected the ${name} gate: ${taken.comment ?? 'no reason given'}`);
+}
+
+/** The Web UI's current details at an open gate: what waits, and the exact command that passes it. */
+export function gateDetails(runId: string, gate: GateReview): string {
+  const approve = `flotilla approve ${runId} --gate ${gate.gate}${gate.sha ? ` --sha ${gate.sha}` : ''}`;
+  return [
+    `**Waiting for a person at the ${gate.gate} gate** (on timeout: ${gate.onTimeout}, at ${new Date(gate.expiresAt).toISOString()})`,
+    ...(gate.testSummary ? [`Tests: ${gate.testSummary}`] : []),
+    `Approve: \`${approve}\``,
+    `Reject: \`flotilla reject ${runId} --gate ${gate.gate} --reason "why"\``,
+  ].join('\n');
+}
+
+/** The plan gate's rows: one per sub-task, with the agent it runs and its prompt's first line. */
+export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> {
+  return plan.subTasks.map((t) => ({
+    id: t.id,
+    ownedPaths: t.ownedPaths,
+    agent: agentOf(plan, t).kind,
+    prompt: firstLine(t.prompt),
+  }));
+}

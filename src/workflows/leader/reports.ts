@@ -1,0 +1,80 @@
+/**
+ * Sub-task reports as the leader keeps them: in the result (shrunk to fit one payload however
+ * many there are), on the status lines, and in the line that ends a run whose sub-tasks failed.
+ * Pure: no workflow APIs, so the unit tests call these directly.
+ */
+import type { SubTaskStatus } from '../../contracts/messages';
+import type { SubTaskReport } from '../../contracts/reports';
+import type { LeaderRequest } from '../../contracts/request';
+import { excerpt } from '../../contracts/text';
+
+/**
+ * A sub-task's report as the result carries it: its text shrinks with the number of sub-tasks,
+ * so a hundred reports still fit one 64 KiB payload; the full output stays in its logRef.
+ */
+export function briefReport(r: SubTaskReport, subTasks: number): SubTaskReport {
+  const share = (total: number, lo: number, hi: number) =>
+    Math.min(hi, Math.max(lo, Math.floor(total / Math.max(1, subTasks))));
+  const tail = share(12 * 1024, 64, 4096);
+  const reason = share(6 * 1024, 64, 1024);
+  return {
+    ...r,
+    ...(r.reason !== undefined && { reason: excerpt(r.reason, Math.ceil(reason / 2), Math.floor(reason / 2)) }),
+    ...(r.tail !== undefined && { tail: excerpt(r.tail, Math.ceil(tail / 4), Math.floor((3 * tail) / 4)) }),
+    ...(r.outOfScope && { outOfScope: r.outOfScope.slice(0, 3).map((p) => excerpt(p, 40, 40)) }),
+  };
+}
+
+/** The report of a sub-task that ended without a report of its own (never started, or its workflow failed). */
+export function failedReport(
+  workerId: string,
+  reason: string,
+  spent: Pick<SubTaskReport, 'durationMs' | 'costUsd' | 'turns'> = { durationMs: 0, costUsd: 0, turns: 0 },
+): SubTaskReport {
+  return {
+    workerId,
+    status: 'failed',
+    reason,
+    commits: 0,
+    filesChanged: 0,
+    isolation: 'none',
+    durationMs: spent.durationMs,
+    costUsd: spent.costUsd,
+    turns: spent.turns,
+    runs: 0,
+  };
+}
+
+/** A sub-task's status line once its report is in. */
+export function settledLine(report: SubTaskReport): Partial<SubTaskStatus> {
+  return {
+    state: report.status,
+    reason: report.reason,
+    question: undefined,
+    commits: report.commits,
+    filesChanged: report.filesChanged,
+    durationMs: report.durationMs,
+    costUsd: report.costUsd,
+    turns: report.turns,
+    ...(report.host !== undefined && {
+      host: report.host,
+      checkpoint: report.checkpoint,
+      reprovisions: report.reprovisions?.length ?? 0,
+    }),
+  };
+}
+
+/** Dollars each sub-task's agent may spend: the request's slice, or else an equal share of the run's budget. */
+export function subTaskBudget(limits: LeaderRequest['limits'], subTasks: number): number | undefined {
+  const runBudget = limits.runBudgetUsd;
+  return limits.subTaskBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / subTasks);
+}
+
+/** Why the run ends after the fan-out, naming the first few failed sub-tasks; undefined when none failed. */
+export function failedSubTasksLine(reports: SubTaskReport[], planned: number): string | undefined {
+  const failed = reports.filter((w) => w.status !== 'done');
+  if (failed.length === 0) return undefined;
+  const named = failed.slice(0, 3).map((w) => `${w.workerId}: ${w.reason}`);
+  if (failed.length > named.length) named.push(`${failed.length - named.length} more in the result`);
+  return `${failed.length} of ${planned} workers failed: ${named.join('; ')}`;
+}

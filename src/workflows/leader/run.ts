@@ -1,0 +1,195 @@
+/**
+ * One run's state, shared by the leader's steps and by its message handlers: the status (what
+ * the `status` query returns), the result, and what every agent has spent. It is made before
+ * the leader's first await, so every handler is registered then.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  ChildWorkflowFailure,
+  TemporalFailure,
+  allHandlersFinished,
+  condition,
+  isCancellation,
+  patched,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { type RunStatus, type SubTaskStatus, statusQuery } from '../../contracts/messages';
+import { runKeyOf } from '../../contracts/names';
+import type { RunOutcome, RunResult } from '../../contracts/reports';
+import type { LeaderRequest, SubTask } from '../../contracts/request';
+import { clip } from '../../contracts/text';
+import { PATCHES } from '../patches';
+import { type Crew, openInbox } from './inbox';
+import { keepSearchAttributesCurrent } from './visibility';
+
+/** How a run ends short of a push. */
+export type Ending = Exclude<RunOutcome, 'pushed' | 'unchanged'>;
+
+export class Run {
+  /** The run's id: its workflow id. */
+  readonly id: string;
+  /** The run's name in refs, branches and sandbox keys. */
+  readonly key: string;
+  readonly status: RunStatus;
+  readonly result: RunResult;
+  /** What the inbox shares with the steps: the open gate's decision, the sub-task workflows, their tokens. */
+  readonly crew: Crew;
+  private readonly publishSearchAttributes: () => void;
+
+  constructor() {
+    const info = workflowInfo();
+    this.id = info.workflowId;
+    this.key = runKeyOf(info.workflowId, info.runId);
+    this.status = {
+      phase: 'resolving',
+      objective: '',
+      repo: '',
+      targetRef: '',
+      workers: [],
+      decisions: [],
+      refusals: [],
+      refusedCount: 0,
+      startedAt: Date.now(),
+      totals: { costUsd: 0, turns: 0, workersDone: 0, workersFailed: 0 },
+    };
+    // Runs started before search attributes existed do not upsert them (their namespace may lack them).
+    this.publishSearchAttributes = patched(PATCHES.searchAttributes.id)
+      ? keepSearchAttributesCurrent(this.status, () => this.spent())
+      : () => undefined;
+    setHandler(statusQuery, () => this.statusNow());
+    // People and sub-tasks: every message goes through the inbox.
+    this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false };
+    openInbox(this.crew);
+    this.result = {
+      outcome: 'failed',
+      message: '',
+      baseSha: '',
+      targetRef: '',
+      workers: [],
+      costUsd: 0,
+      decisions: [],
+      refusals: [],
+      refusedCount: 0,
+    };
+  }
+
+  /** The request is parsed: the status and the result say what the run is for. */
+  begin(req: LeaderRequest): void {
+    const targetRef = req.repo.targetRef ?? req.repo.baseRef;
+    Object.assign(this.status, {
+      objective: req.objective,
+      repo: req.repo.url,
+      targetRef,
+      workers: queued(req.subTasks ?? []),
+    });
+    this.result.targetRef = targetRef;
+  }
+
+  /** Dollars spent by every agent of the run: planner, sub-tasks, resolvers and repairers. */
+  spent(): number {
+    const { status } = this;
+    return (
+      (status.planning?.costUsd ?? 0) +
+      status.workers.reduce((sum, w) => sum + w.costUsd, 0) +
+      (status.integration?.costUsd ?? 0)
+    );
+  }
+
+  /** Ends the run having pushed, or with nothing to push: its result. */
+  succeed(outcome: 'pushed' | 'unchanged', message: string): RunResult {
+    this.settle(outcome, message);
+    return this.result;
+  }
+
+  /** Ends the run short of a push: the workflow fails with the result attached, so the Web UI shows red and clients still get the report. */
+  fail(outcome: Ending, message: string): never {
+    this.settle(outcome, message);
+    throw ApplicationFailure.create({
+      type: outcome,
+      message: this.result.message,
+      nonRetryable: true,
+      details: [this.result],
+    });
+  }
+
+  /** How a step's failure ends the run. Always throws. */
+  failed(err: unknown): never {
+    const { status } = this;
+    if (status.endedAt !== undefined) throw err; // fail() already ended the run
+    if (isCancellation(err)) {
+      Object.assign(status, {
+        phase: 'cancelled',
+        gate: undefined,
+        endedAt: Date.now(),
+        message: 'cancelled; nothing was pushed',
+      });
+      for (const w of status.workers) if (w.state !== 'done' && w.state !== 'failed') w.state = 'cancelled';
+      throw err;
+    }
+    // An activity that failed for good (a permanent failure, or retries spent): the run ends, saying
+    // why in one line. Anything else is a bug in this code: it fails the task, to be fixed and replayed.
+    if (!(err instanceof TemporalFailure)) throw err;
+    return this.fail('failed', `${phaseName(status.phase)} failed: ${failureLine(err)}`);
+  }
+
+  /** However the run ended: its search attributes say so, and every handler has finished. */
+  async close(): Promise<void> {
+    this.publishSearchAttributes(); // the run's end, before it closes
+    // Handlers waiting on a sub-task stop waiting; every handler finishes before the run returns.
+    this.crew.over = true;
+    await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
+  }
+
+  private settle(outcome: RunOutcome, message: string): void {
+    // Sandboxes that ran unisolated (the worker's FLOTILLA_ISOLATION=none) are said in the result itself.
+    if (this.result.isolation === 'none') message += ' (WARNING: the sandboxes were not isolated: isolation none)';
+    Object.assign(this.result, {
+      outcome,
+      message,
+      costUsd: this.spent(),
+      refusals: this.status.refusals,
+      refusedCount: this.status.refusedCount,
+    });
+    Object.assign(this.status, {
+      outcome,
+      message,
+      endedAt: Date.now(),
+      phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed',
+    });
+  }
+
+  /** Pure: a query must not change the state it reports. Durations are the client's to compute. */
+  private statusNow(): RunStatus {
+    const { status } = this;
+    return {
+      ...status,
+      totals: {
+        costUsd: this.spent(),
+        turns: status.workers.reduce((sum, w) => sum + w.turns, 0),
+        workersDone: status.workers.filter((w) => w.state === 'done').length,
+        workersFailed: status.workers.filter((w) => w.state === 'failed').length,
+      },
+    };
+  }
+}
+
+/** A status line per sub-task, none started yet. */
+export function queued(subTasks: SubTask[]): SubTaskStatus[] {
+  return subTasks.map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 }));
+}
+
+function phaseName(phase: RunStatus['phase']): string {
+  return phase === 'resolving' ? 'resolving the base' : phase;
+}
+
+/** The innermost cause of a failure, with its type: "RemoteRefused: branch nope does not exist". */
+export function failureLine(err: unknown): string {
+  let e: unknown = err;
+  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
+  const line = (text: string) => clip(text.trim().split('\n')[0], 500);
+  if (e instanceof ApplicationFailure) return `${e.type ? `${e.type}: ` : ''}${line(e.message)}`;
+  return line(e instanceof Error ? e.message : String(e));
+}

@@ -1,0 +1,48 @@
+/**
+ * Every `patched()` id in Flotilla's workflows. A patch keeps a run started on an older release
+ * on the code path it started on: `patched(id)` is true for runs that start on a release that
+ * has it, and false when a run from before replays (its history has no marker for the id).
+ *
+ * The ids are recorded in histories, so they never change, and a patch is removed only once no
+ * run started before it can still be in flight (the replay fixtures, test/history/v*, say which
+ * releases must still replay). Every `patched()` call takes its id from here.
+ */
+
+export interface Patch {
+  /** The id `patched()` records in history. */
+  readonly id: string;
+  /** The release that added it (the landings are listed by `issues stops`), and its commit. */
+  readonly since: string;
+  /** What runs started before it keep doing on replay. */
+  readonly before: string;
+}
+
+export const PATCHES = {
+  requestParsedByActivity: {
+    id: 'request-parsed-by-activity',
+    since: 'second landing (stop 13, issue 11), 03d5698',
+    before: 'the leader parses and defaults the request in the workflow itself',
+  },
+  planValidatedByActivity: {
+    id: 'plan-validated-by-activity',
+    since: 'second landing (stop 13, issue 11), f8cad4f',
+    before: "the planner's activity returns the sub-tasks as the agent wrote them; the leader validates them",
+  },
+  salvageFailedAgentRuns: {
+    id: 'salvage-failed-agent-runs',
+    since: 'second landing (stop 13, issue 11), 4f6df6b and 70d1d15',
+    before:
+      "a failed invocation's sandbox is destroyed without collecting its work, and an agent activity that fails for good fails the sub-task workflow with its error",
+  },
+  searchAttributes: {
+    id: 'search-attributes',
+    since: 'third landing (stop 14, issue 9), cc60329',
+    before: "the leader upserts no search attributes (the run's namespace may not have them)",
+  },
+  hostAffinity: {
+    id: 'host-affinity',
+    since: 'third landing (stop 14, issue 9), 4cb7040',
+    before:
+      'every activity goes to the shared task queue: no host is claimed, nothing is checkpointed, no sandbox moves',
+  },
+} as const satisfies Record<string, Patch>;
