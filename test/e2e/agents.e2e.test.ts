@@ -6,7 +6,8 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { awaitRun, formatStatus } from '../../src/client/index';
+import { formatStatus } from '../../src/cli/format/status';
+import { awaitRun } from '../../src/client/index';
 import { type RunStatus, resumeSignal, statusQuery } from '../../src/contracts/messages';
 import { TestEnv, makeRemote, describeReplay, writeAgent } from '../support/helpers';
 import { waitFor } from '../support/processes';

@@ -9,7 +9,9 @@ import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { MessageRefused, approve, awaitRun, formatRunEnd, formatStatus, pause, resume } from '../../src/client/index';
+import { formatRunEnd } from '../../src/cli/format/run-end';
+import { formatStatus } from '../../src/cli/format/status';
+import { MessageRefused, approve, awaitRun, pause, resume } from '../../src/client/index';
 import { MAX_CHARS, RequestError, parseLeaderRequest } from '../../src/contracts/request';
 import { temporalBinary } from '../../src/temporal/server';
 import {

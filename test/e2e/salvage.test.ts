@@ -7,7 +7,8 @@
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { awaitRun, formatRunEnd } from '../../src/client/index';
+import { formatRunEnd } from '../../src/cli/format/run-end';
+import { awaitRun } from '../../src/client/index';
 import { TestEnv, describeReplay, makeRemote, writeAgent } from '../support/helpers';
 import { processesRunning, waitFor } from '../support/processes';
 

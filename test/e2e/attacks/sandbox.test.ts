@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatStatus } from '../../../src/client/index';
+import { formatStatus } from '../../../src/cli/format/status';
 import { statusQuery } from '../../../src/contracts/messages';
 import { subTaskWorkflowId } from '../../../src/workflows/subtask/subtask';
 import { TestEnv, makeRemote } from '../../support/helpers';
