@@ -16,7 +16,8 @@ import { awaitRun, newRunId, startRun } from '../src/client';
 import { dataDir } from '../src/config/settings';
 import { type LeaderRequest, parseLeaderRequest } from '../src/contracts/request';
 import { ensureTemporal, workflowUrl } from '../src/temporal/server';
-import { createFlotillaWorker, warnIfUnisolated } from '../src/worker';
+import { warnIfUnisolated } from '../src/temporal/preflight';
+import { createFlotillaWorker } from '../src/temporal/worker';
 import { type RunStatus, statusQuery } from '../src/contracts/messages';
 
 const SAMPLE: Record<string, string> = {
