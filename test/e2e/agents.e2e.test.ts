@@ -310,7 +310,7 @@ describe('planner', () => {
     expect(end.result?.planning?.problems.join('\n')).toContain('"src/b" overlaps "src"');
     expect(end.result?.workers.map((w) => w.workerId)).toEqual(['objective']);
     expect(formatStatus(await handle.query(statusQuery), handle.workflowId)).toContain(
-      'fell back to one worker with the whole objective',
+      'fell back to one sub-task with the whole objective',
     );
     remote.cleanup();
   });

@@ -143,7 +143,7 @@ describe('the Web UI', () => {
         await flotilla(env.taskQueue, [
           'resume',
           workflowId,
-          '--worker',
+          '--subtask',
           'spender',
           '--message',
           'blue',

@@ -51,7 +51,7 @@ async function listCommand(o: ListOptions): Promise<number> {
 export const status: AddCommand = (program, run) =>
   program
     .command('status')
-    .description('phase, open gate, workers (state, cost, turns) and totals of a run')
+    .description('phase, open gate, sub-tasks (state, cost, turns) and totals of a run')
     .argument('<id>', 'the run id')
     .option('--json', 'print the status as JSON')
     .addHelpText('after', example('flotilla status flotilla-20261130-142501-a1b2'))
@@ -63,7 +63,7 @@ export const list: AddCommand = (program, run) =>
     .description('recent runs with their phase, who they wait for, repository and cost')
     .option(
       '--awaiting [kind]',
-      'only runs waiting for a person: at the plan gate, the push gate, to resume a worker (answer), or any of them (the default)',
+      'only runs waiting for a person: at the plan gate, the push gate, to resume a sub-task (answer), or any of them (the default)',
     )
     .option('--repo <url>', 'only runs of this repository (its URL exactly as in the request)')
     .option('--phase <phase>', 'only runs in this phase (running, awaiting-push-approval, done, failed, ...)')

@@ -4,10 +4,11 @@
  * answering is exit 3.
  */
 import type { Client } from '@temporalio/client';
+import { type Command, Option } from 'commander';
 import { EXIT, UsageError } from '../exit';
 import { load } from '../lazy';
 import { type AddCommand, example, gateOption, positiveNumber } from '../options';
-import { say } from '../output';
+import { say, warn } from '../output';
 import { statusOf, withClient } from '../session';
 
 type Messages = typeof import('../../client/messages');
@@ -45,18 +46,38 @@ async function rejectCommand(id: string, o: { gate: 'plan' | 'push'; reason: str
   return EXIT.ok;
 }
 
-async function pauseCommand(id: string, o: { worker: string; by?: string }): Promise<number> {
-  await steer(id, (client, m) => m.pause(client, id, { workerId: o.worker, by: who(o.by) }));
-  say(`resume it with: flotilla resume ${id} --worker ${o.worker}`);
+/**
+ * `--subtask <id>`, and `--worker <id>`, its name before the sub-task had its own word: still
+ * accepted, hidden from help, with a line on stderr saying so.
+ */
+function withSubTaskOption(command: Command): Command {
+  return command
+    .option('--subtask <id>', 'the sub-task id')
+    .addOption(new Option('--worker <id>', 'deprecated: --subtask').hideHelp())
+    .hook('preAction', (cmd) => {
+      const { subtask, worker } = cmd.opts<{ subtask?: string; worker?: string }>();
+      if (worker !== undefined && subtask !== undefined)
+        cmd.error('error: --worker is the old name of --subtask; give --subtask only', { exitCode: EXIT.badInput });
+      if (worker !== undefined) {
+        warn('--worker is deprecated; use --subtask');
+        cmd.setOptionValue('subtask', worker);
+      } else if (subtask === undefined)
+        cmd.error("error: required option '--subtask <id>' not specified", { exitCode: EXIT.badInput });
+    });
+}
+
+async function pauseCommand(id: string, o: { subtask: string; by?: string }): Promise<number> {
+  await steer(id, (client, m) => m.pause(client, id, { workerId: o.subtask, by: who(o.by) }));
+  say(`resume it with: flotilla resume ${id} --subtask ${o.subtask}`);
   return EXIT.ok;
 }
 
 async function resumeCommand(
   id: string,
-  o: { worker: string; message?: string; addBudget?: number; by?: string },
+  o: { subtask: string; message?: string; addBudget?: number; by?: string },
 ): Promise<number> {
   await steer(id, (client, m) =>
-    m.resume(client, id, { workerId: o.worker, message: o.message, addBudgetUsd: o.addBudget, by: who(o.by) }),
+    m.resume(client, id, { workerId: o.subtask, message: o.message, addBudgetUsd: o.addBudget, by: who(o.by) }),
   );
   return EXIT.ok;
 }
@@ -91,23 +112,22 @@ export const reject: AddCommand = (program, run) =>
     .action((id, o) => run(rejectCommand(id, o)));
 
 export const pause: AddCommand = (program, run) =>
-  program
-    .command('pause')
-    .description("stop a worker's agent and keep its sandbox")
-    .argument('<id>', 'the run id')
-    .requiredOption('--worker <id>', 'the sub-task id')
+  withSubTaskOption(
+    program.command('pause').description("stop a sub-task's agent and keep its sandbox").argument('<id>', 'the run id'),
+  )
     .option('--by <name>', 'who pauses (default: $USER)')
-    .addHelpText('after', example('flotilla pause RUN --worker api'))
+    .addHelpText('after', example('flotilla pause RUN --subtask api'))
     .action((id, o) => run(pauseCommand(id, o)));
 
 export const resume: AddCommand = (program, run) =>
-  program
-    .command('resume')
-    .description('continue a suspended worker, telling its agent a message')
-    .argument('<id>', 'the run id')
-    .requiredOption('--worker <id>', 'the sub-task id')
+  withSubTaskOption(
+    program
+      .command('resume')
+      .description('continue a suspended sub-task, telling its agent a message')
+      .argument('<id>', 'the run id'),
+  )
     .option('--message <text>', 'what the agent is told (an answer to its question)')
     .option('--add-budget <usd>', 'dollars added to its budget', positiveNumber('--add-budget'))
     .option('--by <name>', 'who resumes (default: $USER)')
-    .addHelpText('after', example('flotilla resume RUN --worker api --message "use zod" --add-budget 2'))
+    .addHelpText('after', example('flotilla resume RUN --subtask api --message "use zod" --add-budget 2'))
     .action((id, o) => run(resumeCommand(id, o)));

@@ -24,7 +24,7 @@ export function formatRefusals(refusals: Refusal[] | undefined, count: number | 
   ];
 }
 
-/** Where a worker's sandbox lives and when its work was last saved: "on host-b, checkpoint 14:03:10 UTC (1a2b3c4d5e6f), moved 1 time(s)". */
+/** Where a sub-task's sandbox lives and when its work was last saved: "on host-b, checkpoint 14:03:10 UTC (1a2b3c4d5e6f), moved 1 time(s)". */
 export function placement(w: {
   host?: string;
   checkpoint?: { sha: string; at: number };

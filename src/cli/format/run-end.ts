@@ -35,12 +35,12 @@ export function formatRunEnd(end: RunEnd): string {
 /** A sub-task's report: how it ended, what was salvaged of it, where its sandbox went. */
 function subTaskLines(w: SubTaskReport): string[] {
   const lines = [
-    `  worker ${w.workerId}: ${w.status}, ${w.commits} commit(s), ${w.filesChanged} file(s), isolation ${w.isolation}${w.reason ? ` — ${w.reason}` : ''}`,
+    `  sub-task ${w.workerId}: ${w.status}, ${w.commits} commit(s), ${w.filesChanged} file(s), isolation ${w.isolation}${w.reason ? ` — ${w.reason}` : ''}`,
   ];
   const s = w.salvaged;
   if (s)
     lines.push(
-      `    salvaged: ${s.commits} unverified commit(s) at ${s.ref} (${s.headSha.slice(0, 12)}) in the worker's staging repository`,
+      `    salvaged: ${s.commits} unverified commit(s) at ${s.ref} (${s.headSha.slice(0, 12)}) in its host's staging repository`,
     );
   if (w.salvageFailed) lines.push(`    not salvaged: ${w.salvageFailed}`);
   const where = placement(w);

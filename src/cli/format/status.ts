@@ -37,7 +37,7 @@ function planningLines(s: RunStatus): string[] {
     return [`plan:      proposed by the planner (${s.planning.attempts} attempt(s), ${usd(s.planning.costUsd)})`];
   if (s.planning?.source === 'fallback')
     return [
-      `plan:      the planner gave no valid plan (${s.planning.problems.join('; ')}); fell back to one worker with the whole objective`,
+      `plan:      the planner gave no valid plan (${s.planning.problems.join('; ')}); fell back to one sub-task with the whole objective`,
     ];
   return [];
 }
@@ -68,7 +68,7 @@ function formatGate(s: RunStatus, runId: string): string[] {
 
 /** One row per sub-task (state, time, cost, turns), and under it where it runs, its question, how to resume it. */
 function subTaskLines(s: RunStatus, runId: string, now: number): string[] {
-  const lines = ['workers:'];
+  const lines = ['sub-tasks:'];
   const width = Math.max(6, ...s.workers.map((w) => w.id.length));
   const under = (text: string) => `  ${' '.repeat(width)}  ${text}`;
   for (const w of s.workers) {
@@ -85,7 +85,7 @@ function subTaskLines(s: RunStatus, runId: string, now: number): string[] {
     if (where) lines.push(under(where));
     if (w.question) lines.push(under(`question: ${w.question}`));
     if (w.state === 'suspended')
-      lines.push(under(`resume:   flotilla resume ${q(runId)} --worker ${w.id} --message '...'`));
+      lines.push(under(`resume:   flotilla resume ${q(runId)} --subtask ${w.id} --message '...'`));
   }
   return lines;
 }
@@ -111,7 +111,7 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
     facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
   for (const w of s.workers) {
     const detail = w.question ? ` — question: ${w.question}` : w.reason ? ` — ${w.reason}` : '';
-    facts.push([`worker ${w.id}`, `worker ${w.id}: ${w.state}, ${usd(w.costUsd)}, ${w.turns} turns${detail}`]);
+    facts.push([`sub-task ${w.id}`, `sub-task ${w.id}: ${w.state}, ${usd(w.costUsd)}, ${w.turns} turns${detail}`]);
   }
   (s.integration?.attempts ?? []).forEach((a, i) =>
     facts.push([
