@@ -1,22 +1,18 @@
 /** The program's own help: what it is, the variables it reads, its exit codes. */
 import { Command } from 'commander';
 import { packageVersion } from '../config/settings';
+import { VARIABLES } from '../config/variables';
 import { paintErr, paintOut } from './output';
 import { colourEnabled } from './terminal';
 
+/** The variables a CLI user needs at hand (docs/configuration.md has them all). */
+const environment = Object.entries(VARIABLES)
+  .flatMap(([name, v]) => ('help' in v && v.help ? [`  ${name.padEnd(22)}  ${v.help}`] : []))
+  .join('\n');
+
 const ENVIRONMENT = `
 Environment:
-  TEMPORAL_ADDRESS        use this Temporal cluster (host:port) instead of the embedded dev server
-  TEMPORAL_NAMESPACE      its namespace (default "default")
-  TEMPORAL_UI_URL         its Web UI, for links (the embedded server's is known)
-  FLOTILLA_TEMPORAL_PORT  port of the embedded dev server (default 7233; Web UI on port + 1000)
-  FLOTILLA_TASK_QUEUE     task queue of runs and workers (default "flotilla"); both must agree
-  FLOTILLA_HOME           data directory (default ~/.flotilla)
-  FLOTILLA_STAGING_URL    worker, gc: the shared store of run state every worker host reaches
-  FLOTILLA_DEPLOYMENT     worker: poll as a version of this worker deployment, runs pinned to it
-  FLOTILLA_BUILD_ID       worker: that version's build ID (default: package version + workflow code hash)
-  FLOTILLA_REGISTER_SEARCH_ATTRIBUTES  worker: 1 registers Flotilla's search attributes at start (else: flotilla setup-cluster)
-  NO_COLOR                no colours, even on a terminal
+${environment}
 
 Exit codes:
   0  done (for start --wait, result, watch: the run pushed)

@@ -17,7 +17,7 @@ import type { Readable } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { pipeline } from 'node:stream/promises';
 import { simpleGit, type SimpleGit } from 'simple-git';
-import { tokenHosts } from '../config/settings';
+import { setting, tokenHosts } from '../config/settings';
 import { permanent } from '../contracts/failures';
 import { redact } from '../store/secrets';
 
@@ -59,7 +59,7 @@ function remoteEnv(url: string, protocols = 'file:https:ssh'): Record<string, st
     const value = process.env[name];
     if (value) env[name] = value;
   }
-  const token = process.env.FLOTILLA_GIT_TOKEN;
+  const token = setting('FLOTILLA_GIT_TOKEN');
   const origin = tokenOrigin(url);
   if (token && origin) {
     const basic = Buffer.from(`x-access-token:${token}`).toString('base64');
@@ -86,7 +86,7 @@ export function tokenOrigin(url: string, hosts: string[] = tokenHosts()): string
 
 /** Error text safe to show: a credential that git echoed back is masked. */
 export function scrubSecrets(text: string): string {
-  const token = process.env.FLOTILLA_GIT_TOKEN;
+  const token = setting('FLOTILLA_GIT_TOKEN');
   let out = text.replace(/(https?:\/\/)[^/@\s]+@/g, '$1***@');
   if (token) out = out.split(token).join('***');
   return redact(out);

@@ -4,13 +4,14 @@
  */
 import { realpathSync } from 'node:fs';
 import type { NativeConnection } from '@temporalio/worker';
+import { setting } from '../config/variables';
 import { probeBubblewrap, readOnlyDirs } from '../sandbox/local/provider';
 import { checkMessage, checkSearchAttributes, registerSearchAttributes } from './search-attributes';
 import { credentialFiles } from './server';
 
 /** Says loudly, once, when agents will run without isolation, or when local sandboxes will be refused. */
 export function warnIfUnisolated(log: (line: string) => void = console.error): void {
-  if (process.env.FLOTILLA_ISOLATION === 'none') {
+  if (setting('FLOTILLA_ISOLATION') === 'none') {
     log('WARNING: FLOTILLA_ISOLATION=none: local sandboxes are NOT isolated. Agents, and the code they write,');
     log("         run as plain processes with this worker's user and access. Every report says isolation none.");
     return;
@@ -26,7 +27,7 @@ export function warnIfUnisolated(log: (line: string) => void = console.error): v
 
 /** A deployment (the Docker image) sets FLOTILLA_REQUIRE_ISOLATION=1: better no worker than bare agents. */
 export function requireIsolationIfAsked(): void {
-  if (process.env.FLOTILLA_REQUIRE_ISOLATION !== '1') return;
+  if (!setting('FLOTILLA_REQUIRE_ISOLATION')) return;
   const probe = probeBubblewrap();
   if (probe.isolation === 'none') {
     throw new Error(
@@ -58,7 +59,7 @@ export async function requireSearchAttributes(
   namespace: string,
   log: (line: string) => void,
 ): Promise<void> {
-  if (process.env.FLOTILLA_REGISTER_SEARCH_ATTRIBUTES === '1') {
+  if (setting('FLOTILLA_REGISTER_SEARCH_ATTRIBUTES')) {
     const added = await registerSearchAttributes(connection.operatorService, namespace);
     if (added.length) log(`Registered search attributes in namespace "${namespace}": ${added.join(', ')}`);
     return;

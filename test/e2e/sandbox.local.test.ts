@@ -25,13 +25,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, beforeAll, afterAll, vi } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import {
-  DEFAULT_LIMITS,
-  LocalSandboxProvider,
-  MAX_LIMITS,
-  parseMaxLimits,
-  probeBubblewrap,
-} from '../../src/sandbox/local/provider';
+import { DEFAULT_LIMITS, LocalSandboxProvider, MAX_LIMITS, probeBubblewrap } from '../../src/sandbox/local/provider';
+import { parseMaxLimits } from '../../src/config/parse';
 import type { Sandbox } from '../../src/sandbox/types';
 import { sandboxContract } from '../support/sandbox-contract';
 

@@ -1,5 +1,6 @@
 /** Running and tending Flotilla itself: worker, gc, setup-cluster. */
 import { Option } from 'commander';
+import { parseAge } from '../../config/parse';
 import { ConfigError, dataDir } from '../../config/settings';
 import { EXIT, UnreachableError, UsageError } from '../exit';
 import { load } from '../lazy';
@@ -25,7 +26,7 @@ async function setupClusterCommand(): Promise<number> {
 }
 
 async function gcCommand(o: { olderThan: string; dryRun?: boolean; json?: boolean }): Promise<number> {
-  const { collectGarbage, formatGc, parseAge } = load.gc();
+  const { collectGarbage, formatGc } = load.gc();
   let olderThanMs: number;
   try {
     olderThanMs = parseAge(o.olderThan);

@@ -5,6 +5,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { type Command, Option } from 'commander';
+import { setting } from '../../config/variables';
 import { EXIT, UsageError } from '../exit';
 import { load } from '../lazy';
 import { type AddCommand, example, gateOption, positiveNumber } from '../options';
@@ -15,7 +16,7 @@ type Messages = typeof import('../../client/messages');
 
 /** Who decides, when --by does not say. */
 function who(by: string | undefined): string {
-  return by ?? process.env.USER ?? 'cli';
+  return by ?? setting('USER');
 }
 
 /** Sends one message to run `id` and prints the run's answer. */

@@ -19,6 +19,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { setting } from '../../config/variables';
 import type { ExecResult } from '../types';
 
 /** Who may be reached. Host entries: "name" (ports 80 and 443), "name:port", "*.domain" (subdomains). */
@@ -71,7 +72,7 @@ export function urlEndpoint(url: string | undefined): string | undefined {
  * private network, it is the operator's own); one without is a public host on ports 80 and 443.
  */
 export function operatorRules(env: NodeJS.ProcessEnv = process.env): EgressRules {
-  const entries = (env.FLOTILLA_EGRESS_ALLOW ?? '').split(/[\s,]+/).filter(Boolean);
+  const entries = setting('FLOTILLA_EGRESS_ALLOW', env);
   return { hosts: entries.filter((e) => !hasPort(e)), trusted: entries.filter(hasPort).map(normalizeEntry) };
 }
 

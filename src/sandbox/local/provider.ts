@@ -30,6 +30,7 @@ import { constants as fsConstants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
+import { setting } from '../../config/variables';
 import { permanent } from '../../contracts/failures';
 import { SANDBOX_OBJECTS } from '../../git/run-mirror';
 import type { Isolation } from '../../contracts/reports';
@@ -97,31 +98,6 @@ export interface BubblewrapProbe {
 /** Commands run as root before the sandbox starts, so its uid can reach directories root keeps private. */
 const asRoot = () => process.getuid?.() === 0;
 
-function parseUidRange(text: string | undefined): { first: number; count: number } {
-  const m = /^(\d+)-(\d+)$/.exec(text ?? '200000-265535');
-  const [first, last] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
-  if (!(first >= 1000 && last >= first && last < 2 ** 32 - 1)) {
-    throw new Error(`FLOTILLA_SANDBOX_UIDS must be "first-last" with 1000 <= first <= last (got "${text}")`);
-  }
-  return { first, count: last - first + 1 };
-}
-
-/** The worker's caps from "memoryMiB=8192,processes=512" (FLOTILLA_SANDBOX_MAX_LIMITS). */
-export function parseMaxLimits(text: string | undefined): Partial<SandboxLimits> {
-  const caps: Partial<SandboxLimits> = {};
-  for (const item of (text ?? '').split(',').filter((x) => x.trim())) {
-    const [name, value] = item.split('=').map((x) => x.trim());
-    if (!(name in MAX_LIMITS))
-      throw new Error(
-        `FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "${name}" (known: ${Object.keys(MAX_LIMITS).join(', ')})`,
-      );
-    if (!/^[1-9]\d*$/.test(value ?? ''))
-      throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: ${name} must be a positive whole number (got "${value ?? ''}")`);
-    caps[name as keyof SandboxLimits] = Number(value);
-  }
-  return caps;
-}
-
 const probes = new Map<string, BubblewrapProbe>();
 
 /**
@@ -132,7 +108,7 @@ const probes = new Map<string, BubblewrapProbe>();
 export function probeBubblewrap(bwrap = defaultBwrap()): BubblewrapProbe {
   const known = probes.get(bwrap);
   if (known) return known;
-  const uid = String(parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS).first);
+  const uid = String(setting('FLOTILLA_SANDBOX_UIDS').first);
   const inner = [
     bwrap,
     '--unshare-user',
@@ -178,7 +154,7 @@ export function probeBubblewrap(bwrap = defaultBwrap()): BubblewrapProbe {
 }
 
 function defaultBwrap(): string {
-  return process.env.FLOTILLA_BWRAP || 'bwrap';
+  return setting('FLOTILLA_BWRAP');
 }
 
 export function readOnlyDirs(): string[] {
@@ -188,7 +164,7 @@ export function readOnlyDirs(): string[] {
   const extra = [
     path.dirname(path.dirname(process.execPath)),
     path.resolve(__dirname, '../../../node_modules'),
-    ...(process.env.FLOTILLA_SANDBOX_RO_PATHS ?? '').split(':'),
+    ...setting('FLOTILLA_SANDBOX_RO_PATHS'),
   ];
   for (const d of extra) {
     if (d && existsSync(d) && !dirs.some((s) => d === s || d.startsWith(s + '/'))) dirs.push(d);
@@ -769,12 +745,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     options: LocalProviderOptions = {},
   ) {
     this.bwrap = options.bwrap ?? defaultBwrap();
-    this.noIsolation = options.noIsolation ?? process.env.FLOTILLA_ISOLATION === 'none';
+    this.noIsolation = options.noIsolation ?? setting('FLOTILLA_ISOLATION') === 'none';
     this.maxLimits = {
       ...MAX_LIMITS,
-      ...(options.maxLimits ?? parseMaxLimits(process.env.FLOTILLA_SANDBOX_MAX_LIMITS)),
+      ...(options.maxLimits ?? setting('FLOTILLA_SANDBOX_MAX_LIMITS')),
     };
-    this.uids = options.uids ?? parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS);
+    this.uids = options.uids ?? setting('FLOTILLA_SANDBOX_UIDS');
     this.objectsFor = options.objectsFor ?? (() => undefined);
   }
 
