@@ -5,7 +5,7 @@
  * this module loads nothing: the OpenTelemetry packages are required inside startTracing.
  *
  * A trace follows a run from the client that starts it (`flotilla start`) through the leader
- * and worker workflows to every activity, using Temporal's own interceptors: the client's puts
+ * and sub-task workflows to every activity, using Temporal's own interceptors: the client's puts
  * the trace context in the workflow's headers, the workflows' (compiled into the workflow
  * bundle, see TRACED_WORKFLOW_MODULES) pass it on to children and activities and hand their
  * finished spans to the worker through a sink, the activities' continue it on the worker.

@@ -83,7 +83,7 @@ export class FlotillaWorker {
 }
 
 /**
- * `npm run build` bundles the workflows into dist/, next to the compiled worker, so an installed
+ * `npm run build` bundles the workflows into dist/ (beside dist/worker.js), so an installed
  * package starts without webpack. Run from the sources (a checkout, tests), there is none.
  */
 function packagedBundle(traced = false): { codePath: string } | undefined {
@@ -112,7 +112,7 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     // or paused agent is stopped within seconds, not the default half-minute.
     maxHeartbeatThrottleInterval: '2 seconds',
     shutdownGraceTime: opts.shutdownGraceTime ?? 0,
-    // PINNED: a run, its workers and their activities stay on the version that started the run,
+    // PINNED: a run, its sub-tasks and their activities stay on the version that started the run,
     // so new code only ever sees histories it wrote. The leader waits at gates for days: with
     // AUTO_UPGRADE a deploy would replay those runs on code they were not recorded with.
     ...(opts.deployment
