@@ -11,11 +11,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { awaitRun, formatRunEnd, newRunId, startRun } from '../src/client';
+import { formatRunEnd } from '../src/cli/format/run-end';
+import { awaitRun, newRunId, startRun } from '../src/client';
 import { dataDir } from '../src/config/settings';
 import { type LeaderRequest, parseLeaderRequest } from '../src/contracts/request';
 import { ensureTemporal, workflowUrl } from '../src/temporal/server';
-import { createFlotillaWorker, warnIfUnisolated } from '../src/worker';
+import { warnIfUnisolated } from '../src/temporal/preflight';
+import { createFlotillaWorker } from '../src/temporal/worker';
 import { type RunStatus, statusQuery } from '../src/contracts/messages';
 
 const SAMPLE: Record<string, string> = {
@@ -99,7 +101,7 @@ function demoRequest(remote: string): LeaderRequest {
   });
 }
 
-/** Prints each change of phase and worker state, once. */
+/** Prints each change of phase and sub-task state, once. */
 function progressPrinter() {
   const seen = new Map<string, string>();
   return (s: RunStatus) => {
@@ -111,7 +113,7 @@ function progressPrinter() {
     for (const w of s.workers) {
       const detail =
         w.state === 'done' ? `: ${w.commits} commit(s), ${w.filesChanged} file(s)` : w.reason ? `: ${w.reason}` : '';
-      report(`w:${w.id}`, w.state, `[worker ${w.id}] ${w.state}${detail}`);
+      report(`w:${w.id}`, w.state, `[sub-task ${w.id}] ${w.state}${detail}`);
     }
     report('phase', s.phase, `[run] ${s.phase}${s.baseSha ? ` (base ${s.baseSha.slice(0, 12)})` : ''}`);
   };
@@ -149,7 +151,7 @@ async function main(): Promise<void> {
   let exitCode = 1;
   await worker.runUntil(async () => {
     const handle = await startRun(client, demoRequest(remote), { taskQueue });
-    console.log(`Started leader ${handle.workflowId} with ${FEATURES.length} workers`);
+    console.log(`Started run ${handle.workflowId} with ${FEATURES.length} sub-tasks`);
     const url = workflowUrl(temporal.uiUrl, temporal.namespace, handle.workflowId);
     if (url) console.log(`Watch it: ${url}`);
     const print = progressPrinter();

@@ -2,6 +2,7 @@
  * What the CLI writes to a terminal: colour only where a person reads it, text from agents made
  * inert, and a live view that redraws only the lines that changed.
  */
+import { setting } from '../config/variables';
 
 export interface Output {
   write(text: string): unknown;
@@ -12,8 +13,8 @@ export interface Output {
 
 /** Colour on a terminal, never with NO_COLOR (https://no-color.org) or TERM=dumb. */
 export function colourEnabled(out: Output, env: NodeJS.ProcessEnv = process.env): boolean {
-  if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;
-  if (env.TERM === 'dumb') return false;
+  if (setting('NO_COLOR', env)) return false;
+  if (setting('TERM', env) === 'dumb') return false;
   return out.isTTY === true;
 }
 

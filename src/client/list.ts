@@ -1,26 +1,23 @@
 /**
- * `flotilla list`: leader runs from Temporal's visibility store, filtered by Flotilla's search
- * attributes (src/contracts/search-attributes.ts) in the same query the Web UI would run, each row read
- * from those attributes. A run started before they existed has none: its row asks the run's
- * status query instead, when a worker answers.
+ * Listing runs (`flotilla list`): leader runs from Temporal's visibility store, filtered by
+ * Flotilla's search attributes (src/contracts/search-attributes.ts) in the same query the Web UI
+ * would run, each row read from those attributes. A run started before they existed has none:
+ * its row asks the run's status query instead, when a worker answers.
  */
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
-import { NoWorkerError, grpcCode, queryStatus, usd } from './index';
+import { NoWorkerError, grpcCode, queryStatus } from './status';
 import {
-  AWAITING,
   FlotillaAwaiting,
   FlotillaCostUsd,
   FlotillaOutcome,
   FlotillaPhase,
   FlotillaRepo,
   FlotillaTargetRef,
-  OUTCOMES,
-  PHASES,
   type RunFilters,
+  awaitingOf,
   runsQuery,
 } from '../contracts/search-attributes';
 import { checkMessage, checkSearchAttributes } from '../temporal/search-attributes';
-import { awaitingOf } from '../workflows/leader/visibility';
 
 export interface RunRow {
   id: string;
@@ -30,7 +27,7 @@ export interface RunRow {
   taskQueue: string;
   /** The run's phase; absent for an older run no worker answered for. */
   phase?: string;
-  /** The person it waits for: at the plan gate, the push gate, or to resume a worker ("answer"). */
+  /** The person it waits for: at the plan gate, the push gate, or to resume a sub-task ("answer"). */
   awaiting?: 'plan' | 'push' | 'answer';
   outcome?: string;
   repo?: string;
@@ -44,20 +41,6 @@ export type ListFilters = RunFilters;
 
 /** The namespace lacks the search attributes a filter needs. */
 export class SearchAttributesMissing extends Error {}
-
-/** Checks the values of the filters (bad ones are the caller's mistake); returns the problem, if any. */
-export function filterProblem(filters: ListFilters): string | undefined {
-  const among = (name: string, value: string | undefined, allowed: readonly string[]) =>
-    value !== undefined && !allowed.includes(value)
-      ? `${name} must be one of ${allowed.join(', ')} (got "${value}")`
-      : undefined;
-  return (
-    among('--awaiting', filters.awaiting, [...AWAITING.filter((a) => a !== 'none'), 'any']) ??
-    among('--phase', filters.phase, PHASES) ??
-    among('--outcome', filters.outcome, OUTCOMES) ??
-    (filters.repo === '' ? '--repo must not be empty' : undefined)
-  );
-}
 
 /**
  * How long one run's status query may take. Short: a worker that just died is still listed as a
@@ -128,25 +111,4 @@ export async function listRuns(client: Client, limit: number, filters: ListFilte
       }),
   );
   return rows;
-}
-
-/** One row per run, columns aligned. */
-export function formatRuns(rows: RunRow[]): string {
-  if (!rows.length) return 'No runs.';
-  const table = [
-    ['RUN', 'PHASE', 'AWAITING', 'OUTCOME', 'COST', 'REPO', 'STARTED'],
-    ...rows.map((r) => [
-      r.id,
-      r.phase ?? r.execution.toLowerCase(),
-      r.awaiting ?? '-',
-      r.outcome ?? '-',
-      r.costUsd === undefined ? '-' : usd(r.costUsd),
-      r.repo ?? (r.note ? `(${r.note})` : '-'),
-      r.startedAt.replace('T', ' ').slice(0, 19),
-    ]),
-  ];
-  const widths = table[0].map((_, c) => Math.max(...table.map((row) => row[c].length)));
-  return table
-    .map((row) => row.map((cell, c) => (c === row.length - 1 ? cell : cell.padEnd(widths[c]))).join('  '))
-    .join('\n');
 }

@@ -5,13 +5,24 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { type LeaderRequest, RequestError, parseLeaderRequest } from '../contracts/request';
+import { type LeaderRequest, RequestError, deprecatedFields, parseLeaderRequest } from '../contracts/request';
+
+/** A validated request, and one line per deprecated field name it used (still accepted). */
+export interface LoadedRequest {
+  request: LeaderRequest;
+  deprecated: string[];
+}
+
+/** Reads and validates a request file; see loadRequest. */
+export function loadRequestFile(file: string): LeaderRequest {
+  return loadRequest(file).request;
+}
 
 /**
  * Reads a request from JSON or YAML and validates it. A local repository path may be relative:
  * it is resolved against the request file's directory, since the worker runs elsewhere.
  */
-export function loadRequestFile(file: string): LeaderRequest {
+export function loadRequest(file: string): LoadedRequest {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -26,7 +37,8 @@ export function loadRequestFile(file: string): LeaderRequest {
       `${file} is not valid ${/\.ya?ml$/i.test(file) ? 'YAML' : 'JSON'}: ${(err as Error).message}`,
     ]);
   }
-  return parseLeaderRequest(resolveLocalRepo(raw, path.dirname(path.resolve(file))));
+  const request = parseLeaderRequest(resolveLocalRepo(raw, path.dirname(path.resolve(file))));
+  return { request, deprecated: deprecatedFields(raw) };
 }
 
 function resolveLocalRepo(raw: unknown, dir: string): unknown {

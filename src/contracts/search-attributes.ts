@@ -10,6 +10,7 @@
  * worker instead of breaking.
  */
 import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/common';
+import type { RunStatus } from './messages';
 
 export const FlotillaRepo = defineSearchAttributeKey('FlotillaRepo', SearchAttributeType.KEYWORD);
 export const FlotillaTargetRef = defineSearchAttributeKey('FlotillaTargetRef', SearchAttributeType.KEYWORD);
@@ -90,4 +91,15 @@ export function runsQuery(filters: RunFilters): string {
   if (filters.phase !== undefined) clauses.push(`${FlotillaPhase.name} = ${quote(filters.phase)}`);
   if (filters.outcome !== undefined) clauses.push(`${FlotillaOutcome.name} = ${quote(filters.outcome)}`);
   return clauses.join(' AND ');
+}
+
+/**
+ * Who a run waits for, from its status alone: the leader publishes it and `flotilla list` reads it
+ * from a status, so the two can never disagree. A gate waits for its approver; a suspended sub-task
+ * for someone to resume it (answer its question, raise its budget).
+ */
+export function awaitingOf(status: RunStatus): Awaiting {
+  if (status.endedAt !== undefined) return 'none';
+  if (status.gate) return status.gate.gate;
+  return status.workers.some((w) => w.state === 'suspended') ? 'answer' : 'none';
 }

@@ -5,7 +5,7 @@
  * listed here on purpose.
  */
 import os from 'node:os';
-import { tokenHosts } from '../config/settings';
+import { setting, tokenHosts } from '../config/settings';
 
 /** The whole environment of one git process. */
 export type GitEnv = Readonly<Record<string, string>>;
@@ -67,7 +67,7 @@ const TRANSPORT_VARIABLES = ['SSH_AUTH_SOCK', 'GIT_SSH_COMMAND', 'GIT_SSL_CAINFO
  */
 export function remoteGitEnv(url: string, protocols = 'file:https:ssh'): GitEnv {
   const settings = [...HOST_SETTINGS];
-  const token = process.env.FLOTILLA_GIT_TOKEN;
+  const token = setting('FLOTILLA_GIT_TOKEN');
   const origin = tokenOrigin(url);
   if (token && origin) {
     const basic = Buffer.from(`x-access-token:${token}`).toString('base64');

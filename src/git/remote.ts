@@ -4,12 +4,13 @@
  * process; this is the one place that uses simple-git.
  */
 import { simpleGit, type SimpleGit } from 'simple-git';
+import { setting } from '../config/settings';
 import { redact } from '../store/secrets';
 import { type GitEnv, remoteGitEnv } from './env';
 
 /** Error text safe to show: a credential that git echoed back is masked. */
 export function scrubSecrets(text: string): string {
-  const token = process.env.FLOTILLA_GIT_TOKEN;
+  const token = setting('FLOTILLA_GIT_TOKEN');
   let out = text.replace(/(https?:\/\/)[^/@\s]+@/g, '$1***@');
   if (token) out = out.split(token).join('***');
   return redact(out);

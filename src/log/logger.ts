@@ -9,9 +9,8 @@ import { parseArgs } from 'node:util';
 import { type LogLevel, type LogMetadata, type Logger, Runtime } from '@temporalio/worker';
 import pino from 'pino';
 import pretty from 'pino-pretty';
-
-export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
-export const LOG_FORMATS = ['text', 'json'] as const;
+import { oneOf } from '../config/parse';
+import { LOG_FORMATS, type LOG_LEVELS, setting } from '../config/variables';
 
 export interface LogOptions {
   level: (typeof LOG_LEVELS)[number];
@@ -21,19 +20,11 @@ export interface LogOptions {
 /** --verbose and --log-format win over FLOTILLA_LOG_LEVEL and FLOTILLA_LOG_FORMAT. */
 export function logOptions(args: string[], env: NodeJS.ProcessEnv = process.env): LogOptions {
   const { values } = parseArgs({ args, options: { verbose: { type: 'boolean' }, 'log-format': { type: 'string' } } });
-  const level = values.verbose ? 'debug' : oneOf('FLOTILLA_LOG_LEVEL', env.FLOTILLA_LOG_LEVEL ?? 'info', LOG_LEVELS);
-  const format = oneOf(
-    values['log-format'] ? '--log-format' : 'FLOTILLA_LOG_FORMAT',
-    values['log-format'] ?? env.FLOTILLA_LOG_FORMAT ?? 'text',
-    LOG_FORMATS,
-  );
+  const level = values.verbose ? 'debug' : setting('FLOTILLA_LOG_LEVEL', env);
+  const flag = values['log-format'];
+  const format =
+    flag !== undefined ? oneOf(LOG_FORMATS, 'text')(flag, '--log-format') : setting('FLOTILLA_LOG_FORMAT', env);
   return { level, format };
-}
-
-function oneOf<T extends string>(field: string, value: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(value))
-    throw new Error(`${field}: must be one of ${allowed.join(', ')}, not "${value}"`);
-  return value as T;
 }
 
 export function createLogger(opts: LogOptions): pino.Logger {

@@ -26,7 +26,7 @@ import { lstat, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { ArtifactStore } from '../store/artifacts';
-import { ConfigError, stagingUrl } from '../config/settings';
+import { ConfigError, setting, stagingUrl } from '../config/settings';
 import { StagingRepo, compact, deleteLocalRefs, listRefs, stagingDirOf } from '../git/staging';
 import { runKeyOf } from '../contracts/names';
 
@@ -57,18 +57,6 @@ export interface GcReport {
   /** What is (or would be) removed from the shared store, when there is one. */
   sharedStore?: { refs: number; artifacts: number };
   freedBytes: number;
-}
-
-const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** "7d", "12h", "30m", "45s" or "0": milliseconds, or an error naming the option (or variable). */
-export function parseAge(text: string, field = '--older-than'): number {
-  const m = /^(\d+)([smhd])?$/.exec(text.trim());
-  if (!m || (!m[2] && m[1] !== '0'))
-    throw new Error(
-      `${field} must be a whole number with a unit (s, m, h or d), such as 7d or 12h, or 0; not "${text}"`,
-    );
-  return Number(m[1]) * UNITS[m[2] ?? 's'];
 }
 
 interface KnownRun {
@@ -335,30 +323,14 @@ export interface RetentionPolicy {
   everyMs: number;
 }
 
-function age(env: NodeJS.ProcessEnv, name: string): number | undefined {
-  const text = env[name]?.trim();
-  if (!text) return undefined;
-  let ms: number;
-  try {
-    ms = parseAge(text, name);
-  } catch (err) {
-    throw new ConfigError((err as Error).message);
-  }
-  if (ms === 0)
-    throw new ConfigError(
-      `${name} must be longer than 0, such as 7d or 12h; unset FLOTILLA_RETENTION to turn retention off`,
-    );
-  return ms;
-}
-
 /** The worker's retention policy from the environment; undefined (off) without FLOTILLA_RETENTION. */
 export function retentionPolicy(env: NodeJS.ProcessEnv = process.env): RetentionPolicy | undefined {
-  const olderThanMs = age(env, 'FLOTILLA_RETENTION');
-  if (olderThanMs === undefined) return undefined;
+  const retention = setting('FLOTILLA_RETENTION', env);
+  if (!retention) return undefined;
   return {
-    setting: env.FLOTILLA_RETENTION!.trim(),
-    olderThanMs,
-    everyMs: age(env, 'FLOTILLA_RETENTION_INTERVAL') ?? 3_600_000,
+    setting: retention.text,
+    olderThanMs: retention.ms,
+    everyMs: setting('FLOTILLA_RETENTION_INTERVAL', env)?.ms ?? 3_600_000,
   };
 }
 

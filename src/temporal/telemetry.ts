@@ -5,7 +5,7 @@
  * this module loads nothing: the OpenTelemetry packages are required inside startTracing.
  *
  * A trace follows a run from the client that starts it (`flotilla start`) through the leader
- * and worker workflows to every activity, using Temporal's own interceptors: the client's puts
+ * and sub-task workflows to every activity, using Temporal's own interceptors: the client's puts
  * the trace context in the workflow's headers, the workflows' (compiled into the workflow
  * bundle, see TRACED_WORKFLOW_MODULES) pass it on to children and activities and hand their
  * finished spans to the worker through a sink, the activities' continue it on the worker.
@@ -13,7 +13,7 @@
 import type { ActivityInterceptorsFactory, InjectedSinks } from '@temporalio/worker';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { ReadableSpan, SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { ConfigError } from '../config/settings';
+import { setting } from '../config/variables';
 
 /** Where the workflow interceptors live: bundled into the workflow code of a traced worker. */
 export const TRACED_WORKFLOW_MODULES = [
@@ -31,11 +31,15 @@ export interface Tracing {
   flush(): Promise<void>;
 }
 
-/** The traces endpoint the OTLP exporter will use, if the environment names one. */
+/**
+ * The traces endpoint the OTLP exporter will use, if the environment names one; an endpoint that
+ * is not an http(s) URL is refused, naming its variable.
+ */
 export function tracesEndpoint(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  if (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
-  if (env.OTEL_EXPORTER_OTLP_ENDPOINT) return `${env.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`;
-  return undefined;
+  const traces = setting('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', env);
+  if (traces) return traces;
+  const base = setting('OTEL_EXPORTER_OTLP_ENDPOINT', env);
+  return base && `${base.replace(/\/+$/, '')}/v1/traces`;
 }
 
 let started: Tracing | undefined;
@@ -52,15 +56,7 @@ export function startTracing(
   const endpoint = tracesEndpoint(env);
   if (!endpoint) return undefined;
   if (started) return started;
-  const url = URL.parse(endpoint);
-  if (!url || !/^https?:$/.test(url.protocol)) {
-    const name = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-      ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
-      : 'OTEL_EXPORTER_OTLP_ENDPOINT';
-    throw new ConfigError(
-      `${name} must be an http:// or https:// URL (OTLP over HTTP), such as http://localhost:4318; not "${env[name]}"`,
-    );
-  }
+  const url = new URL(endpoint);
   const shown = `${url.protocol}//${url.host}${url.pathname}`;
   const { AsyncLocalStorageContextManager } =
     require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
@@ -80,7 +76,7 @@ export function startTracing(
     if (!said.has(reason)) warn(reason);
     said.add(reason);
   });
-  const resource = new Resource({ 'service.name': env.OTEL_SERVICE_NAME || defaultServiceName });
+  const resource = new Resource({ 'service.name': setting('OTEL_SERVICE_NAME', env) ?? defaultServiceName });
   const processor = new BatchSpanProcessor(new OTLPTraceExporter({ url: endpoint }));
   const provider = new BasicTracerProvider({ resource });
   provider.addSpanProcessor(processor);

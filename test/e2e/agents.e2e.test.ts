@@ -6,7 +6,8 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { awaitRun, formatStatus } from '../../src/client/index';
+import { formatStatus } from '../../src/cli/format/status';
+import { awaitRun } from '../../src/client/index';
 import { resumeSignal, statusQuery } from '../../src/contracts/messages';
 import type { LeaderRequestInput } from '../../src/contracts/request';
 import { TestEnv } from '../support/env';
@@ -281,7 +282,7 @@ describe('planner', () => {
     expect(end.result?.planning?.problems.join('\n')).toContain('"src/b" overlaps "src"');
     expect(end.result?.workers.map((w) => w.workerId)).toEqual(['objective']);
     expect(formatStatus(await handle.query(statusQuery), handle.workflowId)).toContain(
-      'fell back to one worker with the whole objective',
+      'fell back to one sub-task with the whole objective',
     );
   });
 });

@@ -33,7 +33,7 @@ const VERBS: [string, string][] = [
   ['list', '--awaiting'],
   ['approve', '--sha <sha>'],
   ['reject', '--reason <text>'],
-  ['pause', '--worker <id>'],
+  ['pause', '--subtask <id>'],
   ['resume', '--add-budget <usd>'],
   ['cancel', '<id>'],
   ['gc', '--older-than <age>'],
@@ -89,9 +89,47 @@ describe('refusals and exit codes', () => {
     const choice = await flotilla(['approve', 'x', '--gate', 'merge']);
     expect(choice.code).toBe(2);
     expect(choice.err).toContain('Allowed choices are plan, push');
-    const money = await flotilla(['resume', 'x', '--worker', 'a', '--add-budget', 'lots']);
+    const money = await flotilla(['resume', 'x', '--subtask', 'a', '--add-budget', 'lots']);
     expect(money.code).toBe(2);
     expect(money.err).toContain('--add-budget must be a positive number of dollars');
+  });
+
+  it('pause and resume take --subtask; --worker, its old name, still works, hidden from help and saying so on stderr', async () => {
+    for (const verb of ['pause', 'resume']) {
+      const help = await flotilla([verb, '--help']);
+      expect(help.out, verb).toContain('--subtask <id>');
+      expect(help.out, verb).not.toContain('--worker');
+    }
+    const old = await flotilla(['pause', 'no-such-run', '--worker', 'a']);
+    expect(old.code).toBe(2);
+    expect(old.err).toContain('flotilla: warning: --worker is deprecated; use --subtask\n');
+    expect(old.err).toContain('no run with id no-such-run');
+    const current = await flotilla(['resume', 'no-such-run', '--subtask', 'a']);
+    expect(current.code).toBe(2);
+    expect(current.err).not.toContain('deprecated');
+    const both = await flotilla(['resume', 'x', '--worker', 'a', '--subtask', 'a']);
+    expect(both.code).toBe(2);
+    expect(both.err).toContain('--worker is the old name of --subtask; give --subtask only');
+    const neither = await flotilla(['pause', 'x']);
+    expect(neither.code).toBe(2);
+    expect(neither.err).toContain("required option '--subtask <id>' not specified");
+  });
+
+  it('a request with an old limit name is valid, and validate says what to call it now', async () => {
+    const file = path.join(tempDir('cli'), 'old.yaml');
+    writeFileSync(
+      file,
+      'objective: x\nrepo: { url: /tmp/r }\ntestCmd: "true"\nlimits: { workerTimeoutMinutes: 5, workerBudgetUsd: 1 }\n' +
+        'subTasks: [{ id: a, prompt: p, ownedPaths: [a], agent: { kind: shell, command: "true" } }]\n',
+    );
+    const r = await flotilla(['validate', file]);
+    expect(r.code).toBe(0);
+    expect(r.err).toContain(
+      'flotilla: warning: limits.workerTimeoutMinutes is deprecated; use limits.agentTimeoutMinutes',
+    );
+    expect(r.err).toContain('flotilla: warning: limits.workerBudgetUsd is deprecated; use limits.subTaskBudgetUsd');
+    const printed = await flotilla(['request', file, '--json']);
+    expect(JSON.parse(printed.out).limits).toMatchObject({ agentTimeoutMinutes: 5, subTaskBudgetUsd: 1 });
   });
 
   it('a bad request exits 2 naming the field', async () => {

@@ -8,8 +8,9 @@
  */
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
+import { formatRunEnd } from '../../src/cli/format/run-end';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MessageRefused, approve, awaitRun, formatRunEnd, pause, resume } from '../../src/client/index';
+import { MessageRefused, approve, awaitRun, pause, resume } from '../../src/client/index';
 import { MAX_CHARS } from '../../src/contracts/request';
 import {
   REFUSALS_KEPT,

@@ -188,7 +188,7 @@ describe('suspend and resume', () => {
     const r = await flotilla(env.taskQueue, [
       'resume',
       handle.workflowId,
-      '--worker',
+      '--subtask',
       'spender',
       '--message',
       'use blue',
@@ -237,14 +237,14 @@ describe('suspend and resume', () => {
     const slow = untilResumed('slow', `mkdir -p slow && echo started > slow/progress.txt && ${marker}`);
     const handle = await env.start(shellRequest(remote.url, [slow]));
     await waitFor('the agent process', async () => ((await processesRunning(marker)).length ? true : undefined));
-    const paused = await flotilla(env.taskQueue, ['pause', handle.workflowId, '--worker', 'slow']);
+    const paused = await flotilla(env.taskQueue, ['pause', handle.workflowId, '--subtask', 'slow']);
     expect(paused.err).toBe('');
     const s = await waitForStatus(handle, 'the pause', (x) => x.workers[0].state === 'suspended');
     expect(s.workers[0].reason).toBe('paused by an operator');
     await waitFor('the agent to be killed', async () =>
       (await processesMatching(marker)).length === 0 ? true : undefined,
     );
-    await flotilla(env.taskQueue, ['resume', handle.workflowId, '--worker', 'slow', '--message', 'carry on']);
+    await flotilla(env.taskQueue, ['resume', handle.workflowId, '--subtask', 'slow', '--message', 'carry on']);
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(await remote.show('main', 'slow/answer.txt')).toBe('carry on\n');

@@ -121,7 +121,7 @@ describe('conflicts', () => {
     const r = await flotilla(env.taskQueue, [
       'resume',
       handle.workflowId,
-      '--worker',
+      '--subtask',
       'right.redo',
       '--message',
       'yes',

@@ -6,8 +6,9 @@
  */
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
+import { formatRunEnd } from '../../src/cli/format/run-end';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { awaitRun, formatRunEnd } from '../../src/client/index';
+import { awaitRun } from '../../src/client/index';
 import { TestEnv } from '../support/env';
 import { processesRunning, waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';

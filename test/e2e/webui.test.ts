@@ -129,13 +129,13 @@ describe('the Web UI', () => {
       return d.includes('Suspended') ? d : undefined;
     });
     expect(suspended).toContain('the agent used its budget ($2.00 of $1.00)');
-    expect(suspended).toContain(`\`flotilla resume ${workflowId} --worker spender --message "..."\``);
+    expect(suspended).toContain(`\`flotilla resume ${workflowId} --subtask spender --message "..."\``);
     expect(
       (
         await flotilla(env.taskQueue, [
           'resume',
           workflowId,
-          '--worker',
+          '--subtask',
           'spender',
           '--message',
           'blue',

@@ -4,7 +4,7 @@
  * (test/e2e/messages.test.ts sends the same hostile messages to a real run.)
  */
 import { describe, expect, it } from 'vitest';
-import { formatStatus } from '../../src/client/index';
+import { formatStatus } from '../../src/cli/format/status';
 import { ApproveInput, ResumeInput, type RunStatus, parseMessage } from '../../src/contracts/messages';
 import { MAX_CHARS, RequestError, parseLeaderRequest } from '../../src/contracts/request';
 

@@ -153,11 +153,6 @@ describe('repository locations', () => {
 });
 
 describe('request files', () => {
-  it('the README example validates', () => {
-    const req = loadRequestFile(path.join(__dirname, '../../examples/request.yaml'));
-    expect(req.subTasks!.map((t) => t.id)).toEqual(['orders', 'users']);
-  });
-
   it('names the file and the parse error of broken YAML', () => {
     const file = path.join(tempDir('spec'), 'broken.yaml');
     // A flow map that never closes.

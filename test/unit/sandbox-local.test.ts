@@ -9,11 +9,12 @@ import { type BwrapInput, bwrapArgv } from '../../src/sandbox/local/bwrap';
 import { cgroupLimitHit } from '../../src/sandbox/local/cgroups';
 import { tmpFull, usageOverLimit } from '../../src/sandbox/local/disk';
 import { hostPathIn } from '../../src/sandbox/local/files';
-import { DEFAULT_LIMITS, MAX_LIMITS, parseMaxLimits, rlimitOptions } from '../../src/sandbox/local/limits';
+import { DEFAULT_LIMITS, MAX_LIMITS, rlimitOptions } from '../../src/sandbox/local/limits';
+import { parseMaxLimits, parseUidRange } from '../../src/config/parse';
 import { preludeArgv } from '../../src/sandbox/local/prelude';
 import { probeArgv } from '../../src/sandbox/local/probe';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
-import { parseUidRange, uidIn } from '../../src/sandbox/local/uids';
+import { uidIn } from '../../src/sandbox/local/uids';
 
 const MIB = 1024 * 1024;
 

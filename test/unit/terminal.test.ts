@@ -3,7 +3,8 @@
  * terminal, one line per change elsewhere, agent text made inert; and the figures they show.
  */
 import { describe, expect, it } from 'vitest';
-import { heartbeatLine, usd } from '../../src/client/index';
+import { heartbeatLine } from '../../src/cli/format/heartbeat';
+import { usd } from '../../src/cli/format/units';
 import { ChangeLog, InPlaceView } from '../../src/cli/terminal';
 
 describe('live views', () => {

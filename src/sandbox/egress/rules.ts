@@ -7,6 +7,7 @@
  */
 import net from 'node:net';
 import os from 'node:os';
+import { setting } from '../../config/variables';
 
 /** Who may be reached. Hostname entries: "name" (ports 80 and 443), "name:port", "*.domain" (subdomains). */
 export interface EgressRules {
@@ -52,7 +53,7 @@ export function urlEndpoint(url: string | undefined): string | undefined {
  * private network, it is the operator's own); one without is a public hostname on ports 80 and 443.
  */
 export function operatorRules(env: NodeJS.ProcessEnv = process.env): EgressRules {
-  const entries = (env.FLOTILLA_EGRESS_ALLOW ?? '').split(/[\s,]+/).filter(Boolean);
+  const entries = setting('FLOTILLA_EGRESS_ALLOW', env);
   return { hostnames: entries.filter((e) => !hasPort(e)), trusted: entries.filter(hasPort).map(normalizeEntry) };
 }
 

@@ -6,6 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { setting } from '../../config/variables';
 import { SANDBOX_OBJECTS } from '../../git/run-mirror';
 import type { SandboxNet } from '../egress/sandbox-net';
 import { MIB } from './limits';
@@ -25,7 +26,7 @@ export function readOnlyDirs(): string[] {
   const extra = [
     path.dirname(path.dirname(process.execPath)),
     path.resolve(__dirname, '../../../node_modules'),
-    ...(process.env.FLOTILLA_SANDBOX_RO_PATHS ?? '').split(':'),
+    ...setting('FLOTILLA_SANDBOX_RO_PATHS'),
   ];
   for (const d of extra) {
     if (d && existsSync(d) && !dirs.some((s) => d === s || d.startsWith(s + '/'))) dirs.push(d);

@@ -26,22 +26,6 @@ export const MAX_LIMITS: SandboxLimits = {
   memoryMiB: 32_768,
 };
 
-/** The worker's caps from "memoryMiB=8192,processes=512" (FLOTILLA_SANDBOX_MAX_LIMITS). */
-export function parseMaxLimits(text: string | undefined): Partial<SandboxLimits> {
-  const caps: Partial<SandboxLimits> = {};
-  for (const item of (text ?? '').split(',').filter((x) => x.trim())) {
-    const [name, value] = item.split('=').map((x) => x.trim());
-    if (!(name in MAX_LIMITS))
-      throw new Error(
-        `FLOTILLA_SANDBOX_MAX_LIMITS: unknown limit "${name}" (known: ${Object.keys(MAX_LIMITS).join(', ')})`,
-      );
-    if (!/^[1-9]\d*$/.test(value ?? ''))
-      throw new Error(`FLOTILLA_SANDBOX_MAX_LIMITS: ${name} must be a positive whole number (got "${value ?? ''}")`);
-    caps[name as keyof SandboxLimits] = Number(value);
-  }
-  return caps;
-}
-
 /** The defaults, overridden by the request, each capped at the worker's maximum. */
 export function capLimits(requested: SandboxLimitsRequest, max: SandboxLimits): SandboxLimits {
   const limits = { ...DEFAULT_LIMITS };

@@ -6,7 +6,8 @@
 import { spawnSync } from 'node:child_process';
 import type { Isolation } from '../../contracts/reports';
 import { asSandboxUid, inOwnMountNamespace } from './prelude';
-import { asRoot, parseUidRange } from './uids';
+import { setting } from '../../config/variables';
+import { asRoot } from './uids';
 
 export interface BubblewrapProbe {
   isolation: Isolation;
@@ -16,7 +17,7 @@ export interface BubblewrapProbe {
 
 /** The bubblewrap binary: $FLOTILLA_BWRAP, else "bwrap" on the PATH. */
 export function defaultBwrap(): string {
-  return process.env.FLOTILLA_BWRAP || 'bwrap';
+  return setting('FLOTILLA_BWRAP');
 }
 
 /**
@@ -54,7 +55,7 @@ const probes = new Map<string, BubblewrapProbe>();
 export function probeBubblewrap(bwrap = defaultBwrap()): BubblewrapProbe {
   const known = probes.get(bwrap);
   if (known) return known;
-  const argv = probeArgv(bwrap, asRoot(), parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS).first);
+  const argv = probeArgv(bwrap, asRoot(), setting('FLOTILLA_SANDBOX_UIDS').first);
   const r = spawnSync(argv[0], argv.slice(1), { encoding: 'utf8', timeout: 10_000 });
   let probe: BubblewrapProbe;
   if (r.error) probe = { isolation: 'none', reason: `cannot start ${argv[0]}: ${r.error.message}` };

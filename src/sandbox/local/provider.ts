@@ -11,16 +11,17 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { setting } from '../../config/variables';
 import { permanent } from '../../contracts/failures';
 import type { Isolation } from '../../contracts/reports';
 import type { SandboxLimitsRequest } from '../../contracts/request';
 import type { Sandbox, SandboxOptions, SandboxProvider } from '../types';
 import { INSIDE_SCRATCH } from './bwrap';
 import { CommandCgroups } from './cgroups';
-import { MAX_LIMITS, type SandboxLimits, capLimits, parseMaxLimits } from './limits';
+import { MAX_LIMITS, type SandboxLimits, capLimits } from './limits';
 import { defaultBwrap, probeBubblewrap } from './probe';
 import { LocalSandbox } from './sandbox';
-import { type UidRange, asRoot, parseUidRange, passwdWith, uidIn } from './uids';
+import { type UidRange, asRoot, passwdWith, uidIn } from './uids';
 
 export interface LocalProviderOptions {
   /** The bubblewrap binary. Default: $FLOTILLA_BWRAP, else "bwrap" on the PATH. */
@@ -52,12 +53,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     options: LocalProviderOptions = {},
   ) {
     this.bwrap = options.bwrap ?? defaultBwrap();
-    this.noIsolation = options.noIsolation ?? process.env.FLOTILLA_ISOLATION === 'none';
+    this.noIsolation = options.noIsolation ?? setting('FLOTILLA_ISOLATION') === 'none';
     this.maxLimits = {
       ...MAX_LIMITS,
-      ...(options.maxLimits ?? parseMaxLimits(process.env.FLOTILLA_SANDBOX_MAX_LIMITS)),
+      ...(options.maxLimits ?? setting('FLOTILLA_SANDBOX_MAX_LIMITS')),
     };
-    this.uids = options.uids ?? parseUidRange(process.env.FLOTILLA_SANDBOX_UIDS);
+    this.uids = options.uids ?? setting('FLOTILLA_SANDBOX_UIDS');
     this.objectsFor = options.objectsFor ?? (() => undefined);
   }
 

@@ -11,20 +11,8 @@ export interface UidRange {
   count: number;
 }
 
-const DEFAULT_RANGE = '200000-265535';
-
 /** Root can hand out uids, make cgroups and mount: all of it happens before a sandbox starts. */
 export const asRoot = () => process.getuid?.() === 0;
-
-/** "first-last" as FLOTILLA_SANDBOX_UIDS gives it; undefined means the default range. */
-export function parseUidRange(text: string | undefined): UidRange {
-  const m = /^(\d+)-(\d+)$/.exec(text ?? DEFAULT_RANGE);
-  const [first, last] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
-  if (!(first >= 1000 && last >= first && last < 2 ** 32 - 1)) {
-    throw new Error(`FLOTILLA_SANDBOX_UIDS must be "first-last" with 1000 <= first <= last (got "${text}")`);
-  }
-  return { first, count: last - first + 1 };
-}
 
 /** A key's uid in the range: stable, so a worker that restarts finds its files owned right. */
 export function uidIn(range: UidRange, key: string): number {

@@ -11,25 +11,18 @@
 import { CancellationScope, condition, upsertSearchAttributes } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import {
-  type Awaiting,
   FlotillaAwaiting,
   FlotillaCostUsd,
   FlotillaOutcome,
   FlotillaPhase,
   FlotillaRepo,
   FlotillaTargetRef,
+  awaitingOf,
 } from '../../contracts/search-attributes';
 import type { RunStatus } from '../../contracts/messages';
 
 /** Temporal refuses a search attribute value over 2 KB: a longer URL or ref is clipped, not fatal. */
 const KEYWORD_MAX_CHARS = 500;
-
-/** A gate waits for its approver; a suspended sub-task waits for someone to resume it (answer its question, raise its budget). */
-export function awaitingOf(status: RunStatus): Awaiting {
-  if (status.endedAt !== undefined) return 'none';
-  if (status.gate) return status.gate.gate;
-  return status.workers.some((w) => w.state === 'suspended') ? 'answer' : 'none';
-}
 
 function keyword(value: string): string {
   return value.length <= KEYWORD_MAX_CHARS ? value : value.slice(0, KEYWORD_MAX_CHARS);

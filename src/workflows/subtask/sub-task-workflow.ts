@@ -341,7 +341,7 @@ export class SubTaskWorkflow {
   private async waitForResume(why: string): Promise<SubTaskReport | undefined> {
     const { input, task } = this;
     setCurrentDetails(
-      `**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${this.parentId ?? 'RUN'} --worker ${task.id} --message "..."\``,
+      `**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${this.parentId ?? 'RUN'} --subtask ${task.id} --message "..."\``,
     );
     const resumed = await condition(() => this.resume !== undefined, input.suspendTimeoutMs, {
       summary: `${task.id} suspended: waiting for resume`,

@@ -5,8 +5,9 @@
  * all. Each test asserts that the attack failed and what the run's report says about it.
  */
 import { readFileSync } from 'node:fs';
+import { formatStatus } from '../../../src/cli/format/status';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { formatStatus } from '../../../src/client/index';
+import {} from '../../../src/client/index';
 import { statusQuery } from '../../../src/contracts/messages';
 import { subTaskWorkflowId } from '../../../src/workflows/subtask/subtask';
 import { TestEnv } from '../../support/env';

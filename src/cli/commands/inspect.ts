@@ -1,0 +1,80 @@
+/** Reading runs: status, list. */
+import type { ListFilters } from '../../client/list';
+import { EXIT, UnreachableError, UsageError } from '../exit';
+import { load } from '../lazy';
+import { type AddCommand, example, positiveInteger } from '../options';
+import { json, paintPhase, say } from '../output';
+import { statusOf, withClient } from '../session';
+
+async function statusCommand(id: string, o: { json?: boolean }): Promise<number> {
+  return withClient(async ({ client, url }) => {
+    const { status, taskQueue: queue } = await statusOf(client, id);
+    if (o.json) json({ workflowId: id, taskQueue: queue, webUrl: url(id), ...status });
+    else {
+      say(load.statusFormat().formatStatus(status, id), paintPhase);
+      const link = url(id);
+      if (link) say(`Web UI: ${link}`);
+    }
+    return EXIT.ok;
+  });
+}
+
+interface ListOptions {
+  awaiting?: true | string;
+  repo?: string;
+  phase?: string;
+  outcome?: string;
+  limit: number;
+  json?: boolean;
+}
+
+async function listCommand(o: ListOptions): Promise<number> {
+  const filters = {
+    awaiting: o.awaiting === true ? 'any' : o.awaiting,
+    repo: o.repo,
+    phase: o.phase,
+    outcome: o.outcome,
+  } as ListFilters;
+  const problem = load.listFilters().filterProblem(filters);
+  if (problem) throw new UsageError(problem);
+  return withClient(async ({ client }) => {
+    const { SearchAttributesMissing, listRuns } = load.runs();
+    const rows = await listRuns(client, o.limit, filters).catch((err: unknown) => {
+      throw err instanceof SearchAttributesMissing ? new UnreachableError(err.message) : err;
+    });
+    if (o.json) json(rows);
+    else say(load.runsFormat().formatRuns(rows));
+    return EXIT.ok;
+  });
+}
+
+export const status: AddCommand = (program, run) =>
+  program
+    .command('status')
+    .description('phase, open gate, sub-tasks (state, cost, turns) and totals of a run')
+    .argument('<id>', 'the run id')
+    .option('--json', 'print the status as JSON')
+    .addHelpText('after', example('flotilla status flotilla-20261130-142501-a1b2'))
+    .action((id, o) => run(statusCommand(id, o)));
+
+export const list: AddCommand = (program, run) =>
+  program
+    .command('list')
+    .description('recent runs with their phase, who they wait for, repository and cost')
+    .option(
+      '--awaiting [kind]',
+      'only runs waiting for a person: at the plan gate, the push gate, to resume a sub-task (answer), or any of them (the default)',
+    )
+    .option('--repo <url>', 'only runs of this repository (its URL exactly as in the request)')
+    .option('--phase <phase>', 'only runs in this phase (running, awaiting-push-approval, done, failed, ...)')
+    .option('--outcome <outcome>', 'only runs that ended so (pushed, rejected, failed, cancelled, ...)')
+    .option('--limit <n>', 'show at most n runs, most recent first', positiveInteger('--limit'), 20)
+    .option('--json', 'print the runs as JSON')
+    .addHelpText(
+      'after',
+      example(
+        'flotilla list --awaiting push',
+        'flotilla list --repo git@github.com:acme/shop.git --phase running --json',
+      ),
+    )
+    .action((o) => run(listCommand(o)));

@@ -1,0 +1,99 @@
+/** Starting a run and following it to its end: start, watch, result, cancel. */
+import { taskQueue } from '../../config/settings';
+import { EXIT } from '../exit';
+import { requestSummary } from '../format/request';
+import { load } from '../lazy';
+import { type AddCommand, example } from '../options';
+import { json, say } from '../output';
+import { warnIfNoWorker, withClient } from '../session';
+import { readRequest } from './request';
+
+async function startCommand(file: string, o: { id?: string; wait?: boolean; json?: boolean }): Promise<number> {
+  // Validate before connecting: a bad request never reaches Temporal.
+  const req = readRequest(file);
+  return withClient(async ({ client, url }) => {
+    const queue = taskQueue();
+    const handle = await load.start().startRun(client, req, { taskQueue: queue, workflowId: o.id });
+    await warnIfNoWorker(client, queue);
+    const started = { workflowId: handle.workflowId, taskQueue: queue, webUrl: url(handle.workflowId) };
+    if (!o.json) {
+      say(`Started run ${handle.workflowId} (${requestSummary(req)}).`);
+      if (started.webUrl) say(`Web UI: ${started.webUrl}`);
+      say(`Follow it with: flotilla watch ${handle.workflowId}`);
+    }
+    if (!o.wait) {
+      if (o.json) json(started);
+      return EXIT.ok;
+    }
+    const end = await load.result().awaitRun(handle);
+    if (o.json) json({ ...started, end });
+    else say(load.runEndFormat().formatRunEnd(end));
+    return end.failureType ? EXIT.notPushed : EXIT.ok;
+  });
+}
+
+async function watchCommand(id: string): Promise<number> {
+  return withClient(async ({ client }) => {
+    const end = await load.live().watchRun(client, id, process.stdout);
+    say(load.runEndFormat().formatRunEnd(end));
+    return end.failureType ? EXIT.notPushed : EXIT.ok;
+  });
+}
+
+async function resultCommand(id: string, o: { json?: boolean }): Promise<number> {
+  return withClient(async ({ client }) => {
+    const handle = client.workflow.getHandle(id);
+    const desc = await handle.describe();
+    if (desc.status.name === 'RUNNING') await warnIfNoWorker(client, desc.taskQueue);
+    const end = await load.result().awaitRun(handle);
+    if (o.json) json(end);
+    else say(load.runEndFormat().formatRunEnd(end));
+    return end.failureType ? EXIT.notPushed : EXIT.ok;
+  });
+}
+
+async function cancelCommand(id: string): Promise<number> {
+  return withClient(async ({ client }) => {
+    const handle = client.workflow.getHandle(id);
+    await handle.cancel();
+    say(`Cancelling ${id}: stopping agents and destroying sandboxes...`);
+    say(load.runEndFormat().formatRunEnd(await load.result().awaitRun(handle)));
+    return EXIT.ok;
+  });
+}
+
+export const start: AddCommand = (program, run) =>
+  program
+    .command('start')
+    .description('validate a request (JSON or YAML) and start a run')
+    .argument('<request>', 'the request file')
+    .option('--id <id>', 'workflow id (default: flotilla-<timestamp>-<random>)')
+    .option('--wait', 'wait for the run to end and print its result; exit 0 only if it pushed')
+    .option('--json', 'print the run id (and with --wait, how it ended) as JSON')
+    .addHelpText('after', example('flotilla start flotilla.yaml', 'flotilla start flotilla.yaml --wait --json'))
+    .action((file, o) => run(startCommand(file, o)));
+
+export const watch: AddCommand = (program, run) =>
+  program
+    .command('watch')
+    .description('live status until the run ends; exits with its result')
+    .argument('<id>', 'the run id')
+    .addHelpText('after', example('flotilla watch flotilla-20261130-142501-a1b2'))
+    .action((id) => run(watchCommand(id)));
+
+export const result: AddCommand = (program, run) =>
+  program
+    .command('result')
+    .description('wait for a run to end and print its result; exit 0 only if it pushed')
+    .argument('<id>', 'the run id')
+    .option('--json', 'print the result as JSON')
+    .addHelpText('after', example('flotilla result flotilla-20261130-142501-a1b2 --json'))
+    .action((id, o) => run(resultCommand(id, o)));
+
+export const cancel: AddCommand = (program, run) =>
+  program
+    .command('cancel')
+    .description('cancel a run: agents are killed, sandboxes destroyed, nothing pushed')
+    .argument('<id>', 'the run id')
+    .addHelpText('after', example('flotilla cancel RUN'))
+    .action((id) => run(cancelCommand(id)));
