@@ -13,6 +13,7 @@ import { checkRetention, retentionPolicy, startRetention } from './retention/gc'
 import { connectWorker } from './temporal/connection';
 import {
   refuseCredentialsVisibleToAgents,
+  refuseUnreadableInstall,
   requireIsolationIfAsked,
   requireSearchAttributes,
   warnIfUnisolated,
@@ -35,6 +36,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const log = createLogger(opts);
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
+  refuseUnreadableInstall();
   stagingUrl(); // a bad FLOTILLA_STAGING_URL stops the worker here, before it connects
   const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
   const retention = retentionPolicy();

@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs';
 import type { NativeConnection } from '@temporalio/worker';
 import { setting } from '../config/variables';
-import { readOnlyDirs } from '../sandbox/local/bwrap';
+import { readOnlyDirs, unreadableInstall } from '../sandbox/local/install';
 import { probeBubblewrap } from '../sandbox/local/probe';
 import { checkMessage, checkSearchAttributes, registerSearchAttributes } from './search-attributes';
 import { credentialFiles } from './server';
@@ -35,6 +35,17 @@ export function requireIsolationIfAsked(): void {
       `refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated (${probe.reason})`,
     );
   }
+}
+
+/**
+ * Sandboxes mount Node and the agent CLIs from the worker's install: when their uids cannot read
+ * it, every seed would fail ("bwrap: Can't find source path ...: Permission denied") and be
+ * retried for many minutes. Better no worker, naming the path and the fix.
+ */
+export function refuseUnreadableInstall(): void {
+  if (setting('FLOTILLA_ISOLATION') === 'none') return;
+  const problem = unreadableInstall();
+  if (problem) throw new Error(`refusing to start: ${problem}`);
 }
 
 /** Sandboxes mount some host directories read-only (/etc, /opt...): Temporal credentials must not be in them. */

@@ -152,11 +152,16 @@ export interface WorkerProcess extends Spawned {
 }
 
 /**
- * `flotilla worker [args]` from the sources, with `env` as its whole environment, under `prefix`
- * (a command such as nsenter that runs it) if given.
+ * `flotilla worker [args]` from the sources (or the CLI command `cli`), with `env` as its whole
+ * environment, under `prefix` (a command such as nsenter that runs it) if given.
  */
-export function spawnWorker(env: NodeJS.ProcessEnv, prefix: string[] = [], args: string[] = []): WorkerProcess {
-  const [command, ...rest] = [...prefix, ...CLI, 'worker', ...args];
+export function spawnWorker(
+  env: NodeJS.ProcessEnv,
+  prefix: string[] = [],
+  args: string[] = [],
+  cli: string[] = CLI,
+): WorkerProcess {
+  const [command, ...rest] = [...prefix, ...cli, 'worker', ...args];
   const worker = spawnTracked(command, rest, env);
   const polling = async (ms = 120_000) => {
     const line = pollingLine(worker.output());

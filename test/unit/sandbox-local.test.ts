@@ -3,6 +3,8 @@
  * capped, which uid it gets, and how a limit it hit is put into words. (That bubblewrap really
  * confines a command is test/e2e/sandbox.local.test.ts's job.)
  */
+import { chmodSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SANDBOX_OBJECTS } from '../../src/git/run-mirror';
 import { type BwrapInput, bwrapArgv } from '../../src/sandbox/local/bwrap';
@@ -11,10 +13,13 @@ import { tmpFull, usageOverLimit } from '../../src/sandbox/local/disk';
 import { hostPathIn } from '../../src/sandbox/local/files';
 import { DEFAULT_LIMITS, MAX_LIMITS, rlimitOptions } from '../../src/sandbox/local/limits';
 import { parseMaxLimits, parseUidRange } from '../../src/config/parse';
-import { preludeArgv } from '../../src/sandbox/local/prelude';
+import { preludeArgv, toolPoint } from '../../src/sandbox/local/prelude';
 import { probeArgv } from '../../src/sandbox/local/probe';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import { uidIn } from '../../src/sandbox/local/uids';
+import { unreadableInstall } from '../../src/sandbox/local/install';
+import { machineHas } from '../support/requirements';
+import { tempDir } from '../support/temp';
 
 const MIB = 1024 * 1024;
 
@@ -26,7 +31,11 @@ function after(argv: string[], flag: string, width = 2): string[][] {
 const input = (over: Partial<BwrapInput> = {}): BwrapInput => ({
   bwrap: '/usr/bin/bwrap',
   tmpMiB: 8,
-  systemDirs: ['/usr', '/etc', '/tmp/tools'],
+  readOnly: [
+    { source: '/usr', path: '/usr' },
+    { source: '/etc', path: '/etc' },
+    { source: '/tmp/tools', path: '/tmp/tools' },
+  ],
   sources: { workspace: '/data/sb/workspace', scratch: '/data/sb/scratch' },
   readOnlyWorkspace: false,
   net: { bwrapArgs: ['--unshare-net'], env: {}, command: (argv) => argv },
@@ -65,6 +74,11 @@ describe('the bubblewrap command line', () => {
     ]);
     expect(argv.indexOf('--tmpfs')).toBeLessThan(argv.indexOf('/tmp/tools'));
     expect(argv).not.toContain('/sys');
+  });
+
+  it('mounts a directory of the install from where the prelude lent it, at its own path', () => {
+    const argv = bwrapArgv(input({ readOnly: [{ source: '/run/points/tools/ab12', path: '/root/.nvm/node' }] }));
+    expect(after(argv, '--ro-bind')).toContainEqual(['/run/points/tools/ab12', '/root/.nvm/node']);
   });
 
   it('binds the workspace (read-only when asked), the scratch directory, and the run objects when lent', () => {
@@ -118,11 +132,12 @@ describe('the root prelude', () => {
         workspace: '/data/sb/workspace',
         scratch: '/data/sb/scratch',
         passwd: '/data/sb/passwd',
+        tools: [],
       },
       200_123,
     );
     expect(argv.slice(0, 7)).toEqual(['unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c']);
-    expect(argv.slice(8, 15)).toEqual([
+    expect(argv.slice(8, 16)).toEqual([
       'flotilla-prelude',
       '/cg/memory/cgroup.procs /cg/pids/cgroup.procs',
       '/data/sb/workspace',
@@ -130,8 +145,9 @@ describe('the root prelude', () => {
       '/data/sb/passwd',
       '/run/flotilla-sandbox',
       '',
+      '0',
     ]);
-    expect(argv.slice(15)).toEqual([
+    expect(argv.slice(16)).toEqual([
       'setpriv',
       '--reuid',
       '200123',
@@ -143,6 +159,16 @@ describe('the root prelude', () => {
     ]);
     // The run objects are bound read-only.
     expect(argv[7]).toContain('mount --bind -o ro "$objects"');
+  });
+
+  it("lends the worker's install, whose parents the sandbox uid may not traverse, through a bind point each", () => {
+    const tools = ['/root/.nvm/versions/node/v20', '/root/flotilla/node_modules'];
+    const argv = preludeArgv({ procsFiles: [], workspace: '/w', scratch: '/s', passwd: '/p', tools }, 200_123);
+    const args = argv.slice(argv.indexOf('flotilla-prelude') + 1, argv.indexOf('setpriv'));
+    expect(args.slice(6)).toEqual(['2', tools[0], toolPoint(tools[0]), tools[1], toolPoint(tools[1])]);
+    expect(new Set(tools.map(toolPoint)).size).toBe(2);
+    expect(toolPoint(tools[0])).toMatch(/^\/run\/flotilla-sandbox\/tools\/[0-9a-f]{16}$/);
+    expect(argv[7]).toContain('mount --rbind "$1" "$2"');
   });
 
   it('is what the isolation probe tries too, as root; without root, bwrap alone', () => {
@@ -171,6 +197,35 @@ describe('the root prelude', () => {
       '/proc',
       'true',
     ]);
+  });
+});
+
+describe("the worker's install, as sandbox uids see it", () => {
+  const refusal = (blocked: string, mode: string, what: string, target: string) =>
+    `sandboxes run as uids of their own (FLOTILLA_SANDBOX_UIDS), which cannot read ${blocked} (mode ${mode}); ` +
+    `they need it for ${what} (${target}). Make it readable by all (chmod -R o+rX ${blocked}), or install it ` +
+    'where every user can read it';
+
+  it.runIf(machineHas('root'))('needs what it lends readable by all, whatever the mode of its parents', () => {
+    const parent = tempDir('private-parent');
+    expect(statSync(parent).mode & 0o777).toBe(0o700);
+    const modules = path.join(parent, 'node_modules');
+    mkdirSync(modules, { mode: 0o755 });
+    chmodSync(modules, 0o755);
+    const tools = [{ path: modules, what: 'the agent CLIs' }];
+    expect(unreadableInstall(tools)).toBeUndefined();
+
+    chmodSync(modules, 0o750);
+    expect(unreadableInstall(tools)).toBe(refusal(modules, '0750', 'the agent CLIs', modules));
+  });
+
+  it.runIf(machineHas('root'))('names a file of FLOTILLA_SANDBOX_RO_PATHS that others cannot read', () => {
+    const file = path.join(tempDir('ro-file'), 'tool.cfg');
+    writeFileSync(file, 'x', { mode: 0o600 });
+    const tools = [{ path: file, what: 'FLOTILLA_SANDBOX_RO_PATHS' }];
+    expect(unreadableInstall(tools)).toBe(refusal(file, '0600', 'FLOTILLA_SANDBOX_RO_PATHS', file));
+    chmodSync(file, 0o644);
+    expect(unreadableInstall(tools)).toBeUndefined();
   });
 });
 

@@ -4,9 +4,6 @@
  * read-only /proc/sys, the workspace and scratch directories, and it dies with its parent. Inside
  * it, a small wrapper sets the command's rlimits before the command starts.
  */
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { setting } from '../../config/variables';
 import { SANDBOX_OBJECTS } from '../../git/run-mirror';
 import type { SandboxNet } from '../egress/sandbox-net';
 import { MIB } from './limits';
@@ -14,25 +11,6 @@ import { MIB } from './limits';
 /** Where the workspace and scratch directories are, as commands in a bubblewrap sandbox see them. */
 export const INSIDE_WORKSPACE = '/workspace';
 export const INSIDE_SCRATCH = '/scratch';
-
-/** Host directories mounted read-only so tools work inside the sandbox. */
-const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'];
-
-/** The host directories every sandbox sees, read-only, at the same path. */
-export function readOnlyDirs(): string[] {
-  const dirs = SYSTEM_DIRS.filter((d) => existsSync(d));
-  // Node and tools installed outside /usr (nvm, pyenv) must stay reachable, and so must the
-  // agent CLIs Flotilla ships as dependencies (Claude Code, Codex).
-  const extra = [
-    path.dirname(path.dirname(process.execPath)),
-    path.resolve(__dirname, '../../../node_modules'),
-    ...setting('FLOTILLA_SANDBOX_RO_PATHS'),
-  ];
-  for (const d of extra) {
-    if (d && existsSync(d) && !dirs.some((s) => d === s || d.startsWith(s + '/'))) dirs.push(d);
-  }
-  return dirs;
-}
 
 /**
  * Sets the command's rlimits ($1, options of bash's ulimit, which lowers soft and hard limit
@@ -47,8 +25,11 @@ export interface BwrapInput {
   bwrap: string;
   /** The size of the private /tmp. */
   tmpMiB: number;
-  /** Host directories mounted read-only at the same path (readOnlyDirs()). */
-  systemDirs: string[];
+  /**
+   * Host directories mounted read-only at `path` (install.ts: the system's and the worker's
+   * install), each found at `source`: the path itself, or the prelude's bind point for it.
+   */
+  readOnly: { source: string; path: string }[];
   /** Where bwrap finds the sandbox's directories: the host's own paths, or the prelude's bind points. */
   sources: { workspace: string; scratch: string; objects?: string };
   /** The sandbox user's passwd file, mounted over /etc/passwd; none when it runs as the worker's uid. */
@@ -91,7 +72,7 @@ export function bwrapArgv(input: BwrapInput): string[] {
     '--tmpfs',
     '/tmp',
   );
-  for (const dir of input.systemDirs) argv.push('--ro-bind', dir, dir);
+  for (const dir of input.readOnly) argv.push('--ro-bind', dir.source, dir.path);
   if (input.passwd) argv.push('--ro-bind', input.passwd, '/etc/passwd');
   argv.push(
     input.readOnlyWorkspace ? '--ro-bind' : '--bind',

@@ -11,12 +11,13 @@ import type { Isolation } from '../../contracts/reports';
 import { type SandboxNet, withSandboxNet } from '../egress/sandbox-net';
 import { sandboxRules } from '../egress/rules';
 import type { ExecOptions, ExecResult, Sandbox } from '../types';
-import { INSIDE_SCRATCH, INSIDE_WORKSPACE, bwrapArgv, readOnlyDirs } from './bwrap';
+import { INSIDE_SCRATCH, INSIDE_WORKSPACE, bwrapArgv } from './bwrap';
 import { CommandCgroups } from './cgroups';
 import { SandboxDisk, tmpFull } from './disk';
 import { type FileOptions, SandboxFiles } from './files';
+import { systemDirs, toolDirs } from './install';
 import { type SandboxLimits, rlimitOptions } from './limits';
-import { bindPoint, ensureBindPoints, preludeArgv } from './prelude';
+import { bindPoint, ensureBindPoints, preludeArgv, toolPoint } from './prelude';
 import { runProcessGroup } from './process-group';
 
 export interface LocalSandboxSpec {
@@ -79,7 +80,8 @@ export class LocalSandbox implements Sandbox {
   /** A command under bubblewrap, stopped at the first limit it hits and failing permanently saying which. */
   private async execIsolated(command: string, cwd: string, options: ExecOptions): Promise<ExecResult> {
     const { limits } = this.spec;
-    if (this.spec.uid !== undefined) await ensureBindPoints();
+    const tools = toolDirs().map((t) => t.path);
+    if (this.spec.uid !== undefined) await ensureBindPoints(tools);
     const cgroups = await CommandCgroups.create(`${this.id}-${randomBytes(4).toString('hex')}`, limits);
     let tmpReport = '';
     // The command stops at the caller's signal, or once the disk watch finds it over a limit.
@@ -97,7 +99,7 @@ export class LocalSandbox implements Sandbox {
       const rules = this.spec.network ? sandboxRules(this.spec.allowHosts, options.egress) : undefined;
       const result = await withSandboxNet(rules, options.onOutput, (net) =>
         runProcessGroup(
-          this.argv(command, cwd, options, cgroups, net),
+          this.argv(command, cwd, tools, options, cgroups, net),
           '/',
           { ...options, env: { ...options.env, ...net.env }, signal: stop.signal },
           (text) => (tmpReport += text),
@@ -121,12 +123,13 @@ export class LocalSandbox implements Sandbox {
 
   /**
    * With a uid: unshare → prelude → setpriv (prelude.ts), then bwrap → wrapper → the command
-   * (bwrap.ts), bwrap finding the sandbox's directories on the bind points. Without one, bwrap
-   * binds the host directories itself.
+   * (bwrap.ts), bwrap finding the sandbox's directories and the worker's install `tools` on the
+   * bind points. Without one, bwrap binds the host directories itself.
    */
   private argv(
     command: string,
     cwd: string,
+    tools: string[],
     options: ExecOptions,
     cgroups: CommandCgroups | undefined,
     net: SandboxNet,
@@ -137,7 +140,10 @@ export class LocalSandbox implements Sandbox {
     const sandbox = bwrapArgv({
       bwrap: this.spec.bwrap,
       tmpMiB: limits.tmpMiB,
-      systemDirs: readOnlyDirs(),
+      readOnly: [
+        ...systemDirs().map((d) => ({ source: d, path: d })),
+        ...tools.map((t) => ({ source: uid === undefined ? t : toolPoint(t), path: t })),
+      ],
       sources:
         uid === undefined
           ? { workspace: host('workspace'), scratch: host('scratch'), objects }
@@ -161,6 +167,7 @@ export class LocalSandbox implements Sandbox {
         scratch: host('scratch'),
         passwd: host('passwd'),
         objects,
+        tools,
       },
       uid,
     );
