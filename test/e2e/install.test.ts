@@ -4,15 +4,14 @@
  * their own, still reach Node and the agent CLIs, and a run pushes; an install they could not
  * read stops the worker at start, naming the path and the fix.
  */
-import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, cpSync, linkSync, mkdirSync, statSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { chmodSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { describe, expect, inject, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
 import { leaderWorkflow } from '../../src/workflows/index';
+import { checkoutCli, copyCheckout, copyNode } from '../support/checkout';
 import { releaseAtEnd } from '../support/cleanup';
 import { run, spawnWorker } from '../support/processes';
 import { makeRemote } from '../support/remotes';
@@ -20,40 +19,17 @@ import { shellRequest, subTask } from '../support/requests';
 import { machineHas } from '../support/requirements';
 import { tempDir } from '../support/temp';
 
-const ROOT = path.join(__dirname, '../..');
-
-/** Hard links where the file system allows (node_modules is over a gigabyte), else copies. */
-function linkOrCopy(from: string, to: string): void {
-  const linked = spawnSync('cp', ['-al', from, to]);
-  if (linked.status !== 0) cpSync(from, to, { recursive: true, preserveTimestamps: true });
-}
-
 /**
  * A checkout of this tree and a Node installation (`node/bin/node`) in `dir`, a directory only
  * root may enter: what a worker started from /root/flotilla with Node from nvm runs.
  */
 function privateInstall(dir: string): { checkout: string; node: string } {
   expect(statSync(dir).mode & 0o777).toBe(0o700);
-  const checkout = path.join(dir, 'flotilla');
-  mkdirSync(checkout, { mode: 0o755 });
-  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'bin', 'src', 'schema'])
-    cpSync(path.join(ROOT, entry), path.join(checkout, entry), { recursive: true });
-  linkOrCopy(path.join(ROOT, 'node_modules'), path.join(checkout, 'node_modules'));
-  const bin = path.join(dir, 'node', 'bin');
-  mkdirSync(bin, { recursive: true, mode: 0o755 });
-  const node = path.join(bin, 'node');
-  try {
-    linkSync(process.execPath, node);
-  } catch {
-    cpSync(process.execPath, node, { preserveTimestamps: true });
-  }
-  return { checkout, node };
+  return { checkout: copyCheckout(dir), node: copyNode(dir) };
 }
 
 /** `flotilla worker` of that checkout, run by that Node, found first on the PATH its sandboxes get too. */
 function startPrivateWorker(install: { checkout: string; node: string }, taskQueue: string) {
-  const tsx = createRequire(path.join(install.checkout, 'package.json')).resolve('tsx/cjs');
-  const cli = path.join(install.checkout, 'src/cli/index.ts');
   return spawnWorker(
     {
       ...process.env,
@@ -64,7 +40,7 @@ function startPrivateWorker(install: { checkout: string; node: string }, taskQue
     },
     [],
     [],
-    [install.node, '--require', tsx, cli],
+    checkoutCli(install.checkout, install.node),
   );
 }
 

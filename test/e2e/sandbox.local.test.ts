@@ -25,6 +25,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { probeBubblewrap } from '../../src/sandbox/local/probe';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import type { Sandbox } from '../../src/sandbox/types';
+import { checkoutNode, copyCheckout, copyNode } from '../support/checkout';
 import { machineHas } from '../support/requirements';
 import { sandboxContract } from '../support/sandbox-contract';
 import { tempDir } from '../support/temp';
@@ -350,11 +351,16 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
 
 describe.runIf(bwrapWorks && machineHas('root'))('local sandbox: a worker that is not root', () => {
   it('still confines commands in a user namespace, with the same mounts and limits', async () => {
-    // The worker itself runs as nobody: no uid to hand out, no cgroups, rlimits instead.
+    // The worker itself runs as nobody: no uid to hand out, no cgroups, rlimits instead. It runs
+    // a copy of this checkout that nobody can read, as it could not this one under a 0700 directory.
     const base = tempDir('nonroot');
     chownSync(base, 65534, 65534);
+    const reachable = tempDir('nonroot-install');
+    chmodSync(reachable, 0o755);
+    const checkout = copyCheckout(reachable);
+    const [node, ...loader] = checkoutNode(checkout, copyNode(reachable));
     const script = `
-      const { LocalSandboxProvider } = require(${JSON.stringify(LOCAL_TS)});
+      const { LocalSandboxProvider } = require(${JSON.stringify(path.join(checkout, 'src/sandbox/local/provider.ts'))});
       (async () => {
         const sb = await new LocalSandboxProvider(${JSON.stringify(path.join(base, 'sandboxes'))}).provision('k', { network: false, limits: { tmpMiB: 8 } });
         const r = await sb.exec('id -u; echo x 2>/dev/null > /proc/sys/kernel/core_pattern || echo refused; echo ok > f && cat f; ulimit -H -u; ulimit -H -v', { timeoutMs: 10000 });
@@ -365,7 +371,7 @@ describe.runIf(bwrapWorks && machineHas('root'))('local sandbox: a worker that i
     const stdout = await new Promise<string>((resolve, reject) => {
       execFile(
         'setpriv',
-        ['--reuid', '65534', '--regid', '65534', '--clear-groups', TSX, '-e', script],
+        ['--reuid', '65534', '--regid', '65534', '--clear-groups', node, ...loader, '-e', script],
         { env: { ...process.env, HOME: base }, timeout: 60_000 },
         (err, out, errOut) => (err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out)),
       );
