@@ -351,8 +351,9 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
 
 describe.runIf(bwrapWorks && machineHas('root'))('local sandbox: a worker that is not root', () => {
   it('still confines commands in a user namespace, with the same mounts and limits', async () => {
-    // The worker itself runs as nobody: no uid to hand out, no cgroups, rlimits instead. It runs
-    // a copy of this checkout that nobody can read, as it could not this one under a 0700 directory.
+    // The worker itself runs as nobody: no uid to hand out, no cgroups, rlimits instead. It runs a
+    // copy of this checkout where nobody may read it, from a directory nobody may enter (this
+    // checkout, and the suite's working directory, may be under a 0700 directory).
     const base = tempDir('nonroot');
     chownSync(base, 65534, 65534);
     const reachable = tempDir('nonroot-install');
@@ -372,7 +373,7 @@ describe.runIf(bwrapWorks && machineHas('root'))('local sandbox: a worker that i
       execFile(
         'setpriv',
         ['--reuid', '65534', '--regid', '65534', '--clear-groups', node, ...loader, '-e', script],
-        { env: { ...process.env, HOME: base }, timeout: 60_000 },
+        { env: { ...process.env, HOME: base }, cwd: base, timeout: 60_000 },
         (err, out, errOut) => (err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve(out)),
       );
     });
