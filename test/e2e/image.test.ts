@@ -8,14 +8,37 @@
  * apt-get is not run: the packages it names must be installed here (scripts/setup.sh does).
  * npm uses a hard-linked copy of this machine's npm cache (offline where it can), which changes
  * where packages come from, not which.
+ *
+ * Its worker then runs in such a container as compose runs it (root, privileged: every
+ * capability and an unmasked /proc) and pushes a run whose sandbox has a uid of its own; with
+ * Docker's defaults, or with capabilities but /proc masked, it refuses to start. What this does
+ * not show: Docker's own seccomp and AppArmor profiles, and a host kernel that restricts user
+ * namespaces.
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  statSync,
+} from 'node:fs';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { Client, Connection } from '@temporalio/client';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { awaitRun } from '../../src/client/index';
+import { leaderWorkflow } from '../../src/workflows/index';
 import { linkOrCopy } from '../support/checkout';
+import { releaseAtEnd } from '../support/cleanup';
 import { type Stage, dockerIgnored, parseCopy, parseDockerfile, readDockerignore } from '../support/dockerfile';
-import type { Ran } from '../support/processes';
+import { type Ran, type WorkerProcess, spawnWorker } from '../support/processes';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask, writeAgent } from '../support/requests';
 import { machineHas } from '../support/requirements';
 import { tempDir } from '../support/temp';
 
@@ -47,10 +70,26 @@ function systemMounts(image: Image): string[] {
     });
 }
 
-/** `argv` in a container of `image`: its files as /, the system over them, its env and workdir. */
-function inImage(image: Image, argv: string[], extra: { env?: Record<string, string>; mounts?: string[] } = {}) {
-  const env = { ...BASE_ENV, ...image.env, ...extra.env };
-  const args = [
+interface ContainerOptions {
+  env?: Record<string, string>;
+  /** More bubblewrap mounts (a host directory bound in, as a volume would). */
+  mounts?: string[];
+  /** Every capability for the container's root, and no seccomp or AppArmor here either; else none. */
+  allCaps?: boolean;
+  /** A /proc with nothing mounted over it; else bwrap's, with /proc/sys and others covered, as Docker masks them. */
+  unmaskedProc?: boolean;
+}
+
+/** What `privileged: true` gives a container (compose's worker). */
+const PRIVILEGED: ContainerOptions = { allCaps: true, unmaskedProc: true };
+
+/**
+ * bwrap's arguments for `argv` in a container of `image`: its files as /, the system over them,
+ * a fresh /proc, /dev and /tmp, its env and workdir; the host's network, as a build has.
+ */
+function containerArgs(image: Image, argv: string[], options: ContainerOptions = {}): string[] {
+  const env = { ...BASE_ENV, ...image.env, ...options.env };
+  return [
     '--bind',
     image.root,
     '/',
@@ -65,17 +104,34 @@ function inImage(image: Image, argv: string[], extra: { env?: Record<string, str
     '--unshare-pid',
     '--as-pid-1',
     '--die-with-parent',
-    ...(extra.mounts ?? []),
+    ...(options.allCaps ? ['--cap-add', 'ALL'] : []),
+    ...(options.mounts ?? []),
     '--clearenv',
     ...Object.entries(env).flatMap(([k, v]) => ['--setenv', k, v]),
     '--chdir',
     image.workdir,
     '--',
+    ...(options.unmaskedProc ? UNMASKED_PROC : []),
     ...argv,
   ];
+}
+
+/**
+ * What the runtime gives a privileged container (or `systempaths=unconfined`) and bwrap's --proc
+ * does not: a /proc with nothing mounted over it. bwrap covers /proc/sys and others read-only, as
+ * Docker's masks do, and the kernel then refuses the fresh /proc each sandbox mounts. A plain
+ * procfs on top, then the command.
+ */
+const UNMASKED_PROC = ['/bin/sh', '-c', 'mount -t proc proc /proc && exec "$@"', 'privileged-container'];
+
+/** `argv` in a container of `image`, to its end. */
+function inImage(image: Image, argv: string[], options: ContainerOptions = {}): Promise<Ran> {
   return new Promise<Ran>((resolve) => {
-    execFile('bwrap', args, { encoding: 'utf8', timeout: 900_000, maxBuffer: 64 << 20 }, (error, out, err) =>
-      resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out, err }),
+    execFile(
+      'bwrap',
+      containerArgs(image, argv, options),
+      { encoding: 'utf8', timeout: 900_000, maxBuffer: 64 << 20 },
+      (error, out, err) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : -1) : 0, out, err }),
     );
   });
 }
@@ -136,6 +192,8 @@ const parseEnv = (args: string) => Object.fromEntries(args.split(' ').map((kv) =
 async function buildStage(stage: Stage, built: Map<string, Image>, npmCache: string): Promise<Image> {
   checkBase(stage.base);
   const image: Image = { root: tempDir('image'), workdir: '/', env: {} };
+  // An image's / is 0755, not a temporary directory's 0700: sandbox uids traverse it.
+  chmodSync(image.root, 0o755);
   for (const { keyword, args } of stage.instructions) {
     if (keyword === 'WORKDIR') {
       image.workdir = path.posix.resolve(image.workdir, args);
@@ -200,4 +258,58 @@ describe.runIf(machineHas('root') && machineHas('bwrap'))('the worker image, ass
     expect(help.out).toContain('Usage: flotilla worker');
     expect(help.code).toBe(0);
   });
+
+  /** The image's worker on the suite's server and `taskQueue`, in a container as compose starts it. */
+  function startWorker(taskQueue: string, options: ContainerOptions): WorkerProcess {
+    // spawnWorker adds the entrypoint's last word, `worker`.
+    const flotilla = image.entrypoint!.slice(0, -1);
+    const env = { TEMPORAL_ADDRESS: inject('temporalAddress'), FLOTILLA_TASK_QUEUE: taskQueue };
+    return spawnWorker(
+      { PATH: process.env.PATH },
+      [],
+      [],
+      ['bwrap', ...containerArgs(image, flotilla, { ...options, env })],
+    );
+  }
+
+  it('runs its worker as root in a privileged container (compose): sandboxes get uids of their own, and a run pushes', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const taskQueue = `image-${randomUUID()}`;
+    // The remote is a directory of this machine, bound in as a volume would be.
+    const worker = startWorker(taskQueue, { ...PRIVILEGED, mounts: ['--bind', remote.root, remote.root] });
+    await worker.polling();
+    const connection = await Connection.connect({ address: inject('temporalAddress') });
+    releaseAtEnd(() => connection.close());
+    const handle = await new Client({ connection }).workflow.start(leaderWorkflow, {
+      taskQueue,
+      workflowId: `image-${randomUUID()}`,
+      args: [
+        shellRequest(remote.url, [
+          subTask('one', `mkdir -p one && id -u > one/uid.txt && ${writeAgent('one/hi.txt', 'hi')}`),
+        ]),
+      ],
+    });
+    releaseAtEnd(() => handle.terminate('test over').catch(() => undefined));
+    const end = await awaitRun(handle);
+    expect(end.result, worker.output()).toMatchObject({
+      outcome: 'pushed',
+      pushedSha: await remote.head(),
+      isolation: 'bubblewrap',
+    });
+    expect(Number(await remote.show('main', 'one/uid.txt'))).toBeGreaterThanOrEqual(200_000);
+  }, 300_000);
+
+  it('refuses to start in a container without those privileges, rather than run agents bare', async () => {
+    // Docker's defaults: root without capabilities, /proc masked.
+    const plain = startWorker(`image-${randomUUID()}`, {});
+    expect(await plain.exited).not.toBe(0);
+    expect(plain.stderr()).toContain(
+      'refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated',
+    );
+    // What Compose can pass without `privileged` (cap_add, seccomp and AppArmor unconfined): /proc
+    // stays masked, and no sandbox could mount its own.
+    const masked = startWorker(`image-${randomUUID()}`, { allCaps: true });
+    expect(await masked.exited).not.toBe(0);
+    expect(masked.stderr()).toContain("Can't mount proc on /newroot/proc: Operation not permitted");
+  }, 120_000);
 });
