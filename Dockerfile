@@ -7,10 +7,10 @@
 #
 # The worker runs as root, which gives each sandbox a uid of its own, cgroups where they are
 # writable, and mounts; agents never run as root: each runs under bubblewrap as its sandbox's uid,
-# with no capabilities. So the container needs (docker-compose.yml sets it; docs/operations.md,
-# "Docker and docker-compose", says why and what narrower options `docker run` takes):
-#   - CAP_SYS_ADMIN, seccomp and AppArmor that allow unshare and mount (the prelude, bubblewrap);
-#   - an unmasked /proc, for the fresh /proc each sandbox mounts;
+# with no capabilities. So the container needs (docker-compose.yml asks for it; docs/operations.md,
+# "Docker and docker-compose", says why, and the `docker run` options):
+#   - CAP_SYS_ADMIN, and seccomp and AppArmor that allow unshare and mount (the prelude, bubblewrap);
+#   - an unmasked /proc (systempaths=unconfined), for the fresh /proc each sandbox mounts;
 #   - a host kernel that allows unprivileged user namespaces (Debian: kernel.unprivileged_userns_clone=1;
 #     Ubuntu 24.04+: kernel.apparmor_restrict_unprivileged_userns=0).
 # FLOTILLA_REQUIRE_ISOLATION=1 makes the worker refuse to start when bubblewrap cannot isolate.

@@ -45,10 +45,12 @@ describe('docker-compose.yml', () => {
       // Only the named data volume: the checkout is not mounted, nothing is installed at start.
       expect(worker.volumes).toEqual(['flotilla-data:/data:rw']);
       expect(worker.environment.TEMPORAL_ADDRESS).toBe('temporal:7233');
-      // Local sandboxes need root (a uid per sandbox), mounts and an unmasked /proc: the image's
-      // user, and a privileged container, since Compose cannot pass systempaths=unconfined.
+      // Local sandboxes need root (a uid per sandbox: the image's user), mounts and an unmasked
+      // /proc (test/e2e/image.test.ts runs the image's worker with exactly these).
       expect(worker.user).toBeUndefined();
-      expect(worker.privileged).toBe(true);
+      expect(worker.privileged).toBeUndefined();
+      expect(worker.cap_add).toEqual(['SYS_ADMIN']);
+      expect(worker.security_opt).toEqual(['seccomp=unconfined', 'apparmor=unconfined', 'systempaths=unconfined']);
       expect(services['temporal-ui'].image).toBe('temporalio/ui:2.34.0');
       expect(services.temporal.image).toBe('temporalio/auto-setup:1.27.2');
     },

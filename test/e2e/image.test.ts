@@ -9,11 +9,11 @@
  * npm uses a hard-linked copy of this machine's npm cache (offline where it can), which changes
  * where packages come from, not which.
  *
- * Its worker then runs in such a container as compose runs it (root, privileged: every
- * capability and an unmasked /proc) and pushes a run whose sandbox has a uid of its own; with
- * Docker's defaults, or with capabilities but /proc masked, it refuses to start. What this does
- * not show: Docker's own seccomp and AppArmor profiles, and a host kernel that restricts user
- * namespaces.
+ * Its worker then runs in such a container with what docker-compose.yml asks for (root, Docker's
+ * capabilities and cap_add, an unmasked /proc) and pushes a run whose sandbox has a uid of its
+ * own; with Docker's defaults, or with those capabilities but /proc masked, it refuses to start.
+ * What this does not show: Docker's own seccomp and AppArmor profiles (compose turns both off),
+ * and a host kernel that restricts user namespaces.
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -31,6 +31,7 @@ import {
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
+import YAML from 'yaml';
 import { awaitRun } from '../../src/client/index';
 import { leaderWorkflow } from '../../src/workflows/index';
 import { linkOrCopy } from '../support/checkout';
@@ -74,14 +75,43 @@ interface ContainerOptions {
   env?: Record<string, string>;
   /** More bubblewrap mounts (a host directory bound in, as a volume would). */
   mounts?: string[];
-  /** Every capability for the container's root, and no seccomp or AppArmor here either; else none. */
-  allCaps?: boolean;
+  /** The capabilities of the container's root (CAP_ names); none when undefined. */
+  caps?: string[];
   /** A /proc with nothing mounted over it; else bwrap's, with /proc/sys and others covered, as Docker masks them. */
   unmaskedProc?: boolean;
 }
 
-/** What `privileged: true` gives a container (compose's worker). */
-const PRIVILEGED: ContainerOptions = { allCaps: true, unmaskedProc: true };
+/** What Docker gives a container's root unless told otherwise (moby's default capabilities). */
+const DOCKER_CAPS = [
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FSETID',
+  'FOWNER',
+  'MKNOD',
+  'NET_RAW',
+  'SETGID',
+  'SETUID',
+  'SETFCAP',
+  'SETPCAP',
+  'NET_BIND_SERVICE',
+  'SYS_CHROOT',
+  'KILL',
+  'AUDIT_WRITE',
+];
+
+/**
+ * The container docker-compose.yml asks for its worker: Docker's capabilities and its cap_add
+ * (every one when privileged), and /proc unmasked when privileged or systempaths=unconfined.
+ * seccomp and AppArmor are not applied here at all, so the test cannot show their veto.
+ */
+function composeWorkerContainer(): ContainerOptions {
+  const worker = YAML.parse(readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8')).services.worker;
+  if (worker.privileged) return { caps: ['ALL'], unmaskedProc: true };
+  return {
+    caps: [...DOCKER_CAPS, ...(worker.cap_add ?? [])].map((c: string) => `CAP_${c.replace(/^CAP_/, '')}`),
+    unmaskedProc: (worker.security_opt ?? []).includes('systempaths=unconfined'),
+  };
+}
 
 /**
  * bwrap's arguments for `argv` in a container of `image`: its files as /, the system over them,
@@ -104,7 +134,7 @@ function containerArgs(image: Image, argv: string[], options: ContainerOptions =
     '--unshare-pid',
     '--as-pid-1',
     '--die-with-parent',
-    ...(options.allCaps ? ['--cap-add', 'ALL'] : []),
+    ...(options.caps ?? []).flatMap((cap) => ['--cap-add', cap]),
     ...(options.mounts ?? []),
     '--clearenv',
     ...Object.entries(env).flatMap(([k, v]) => ['--setenv', k, v]),
@@ -117,12 +147,13 @@ function containerArgs(image: Image, argv: string[], options: ContainerOptions =
 }
 
 /**
- * What the runtime gives a privileged container (or `systempaths=unconfined`) and bwrap's --proc
- * does not: a /proc with nothing mounted over it. bwrap covers /proc/sys and others read-only, as
- * Docker's masks do, and the kernel then refuses the fresh /proc each sandbox mounts. A plain
- * procfs on top, then the command.
+ * What the runtime gives a container with `systempaths=unconfined` (or a privileged one) and
+ * bwrap's --proc does not: a /proc with nothing mounted over it. bwrap covers /proc/sys and others
+ * read-only, as Docker's masks do, and the kernel then refuses the fresh /proc each sandbox
+ * mounts. A plain procfs on top, then the command (the mount takes the CAP_SYS_ADMIN that such a
+ * container has here).
  */
-const UNMASKED_PROC = ['/bin/sh', '-c', 'mount -t proc proc /proc && exec "$@"', 'privileged-container'];
+const UNMASKED_PROC = ['/bin/sh', '-c', 'mount -t proc proc /proc && exec "$@"', 'unmasked-proc'];
 
 /** `argv` in a container of `image`, to its end. */
 function inImage(image: Image, argv: string[], options: ContainerOptions = {}): Promise<Ran> {
@@ -272,11 +303,14 @@ describe.runIf(machineHas('root') && machineHas('bwrap'))('the worker image, ass
     );
   }
 
-  it('runs its worker as root in a privileged container (compose): sandboxes get uids of their own, and a run pushes', async () => {
+  it('runs its worker in the container compose asks for: sandboxes get uids of their own, and a run pushes', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const taskQueue = `image-${randomUUID()}`;
     // The remote is a directory of this machine, bound in as a volume would be.
-    const worker = startWorker(taskQueue, { ...PRIVILEGED, mounts: ['--bind', remote.root, remote.root] });
+    const worker = startWorker(taskQueue, {
+      ...composeWorkerContainer(),
+      mounts: ['--bind', remote.root, remote.root],
+    });
     await worker.polling();
     const connection = await Connection.connect({ address: inject('temporalAddress') });
     releaseAtEnd(() => connection.close());
@@ -306,9 +340,9 @@ describe.runIf(machineHas('root') && machineHas('bwrap'))('the worker image, ass
     expect(plain.stderr()).toContain(
       'refusing to start: FLOTILLA_REQUIRE_ISOLATION=1, but sandboxes would not be isolated',
     );
-    // What Compose can pass without `privileged` (cap_add, seccomp and AppArmor unconfined): /proc
+    // Compose's settings less systempaths=unconfined (as Compose before v2.15 passed them): /proc
     // stays masked, and no sandbox could mount its own.
-    const masked = startWorker(`image-${randomUUID()}`, { allCaps: true });
+    const masked = startWorker(`image-${randomUUID()}`, { ...composeWorkerContainer(), unmaskedProc: false });
     expect(await masked.exited).not.toBe(0);
     expect(masked.stderr()).toContain("Can't mount proc on /newroot/proc: Operation not permitted");
   }, 120_000);
