@@ -5,7 +5,7 @@
  */
 import { chmodSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SANDBOX_OBJECTS } from '../../src/git/run-mirror';
 import { type BwrapInput, bwrapArgv } from '../../src/sandbox/local/bwrap';
 import { cgroupLimitHit } from '../../src/sandbox/local/cgroups';
@@ -17,7 +17,7 @@ import { preludeArgv, toolPoint } from '../../src/sandbox/local/prelude';
 import { probeArgv } from '../../src/sandbox/local/probe';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import { uidIn } from '../../src/sandbox/local/uids';
-import { unreadableInstall } from '../../src/sandbox/local/install';
+import { readOnlyDirs, toolDirs, unreadableInstall } from '../../src/sandbox/local/install';
 import { machineHas } from '../support/requirements';
 import { tempDir } from '../support/temp';
 
@@ -201,6 +201,20 @@ describe('the root prelude', () => {
 });
 
 describe("the worker's install, as sandbox uids see it", () => {
+  it("mounts the operator's directories, but never the host's root nor what a system directory holds", () => {
+    const extra = tempDir('ro-extra');
+    vi.stubEnv('FLOTILLA_SANDBOX_RO_PATHS', `/:/usr/share:${extra}`);
+    try {
+      const dirs = readOnlyDirs();
+      expect(dirs).toContain(extra);
+      expect(dirs).not.toContain('/');
+      expect(dirs.filter((d) => d === '/usr/share')).toEqual([]);
+      expect(toolDirs().find((t) => t.path === extra)?.what).toBe('FLOTILLA_SANDBOX_RO_PATHS');
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
   const refusal = (blocked: string, mode: string, what: string, target: string) =>
     `sandboxes run as uids of their own (FLOTILLA_SANDBOX_UIDS), which cannot read ${blocked} (mode ${mode}); ` +
     `they need it for ${what} (${target}). Make it readable by all (chmod -R o+rX ${blocked}), or install it ` +

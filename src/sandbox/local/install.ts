@@ -40,7 +40,8 @@ export function toolDirs(): ToolDir[] {
   const tools: ToolDir[] = [];
   for (const tool of candidates) {
     const d = tool.path;
-    if (!d || !existsSync(d) || taken.some((t) => d === t || d.startsWith(`${t}/`))) continue;
+    // Never the host's root (Node at /bin/node has / for prefix; /bin is mounted anyway).
+    if (!d || d === '/' || !existsSync(d) || taken.some((t) => d === t || d.startsWith(`${t}/`))) continue;
     taken.push(d);
     tools.push(tool);
   }
