@@ -127,9 +127,64 @@ describe('parseLeaderRequest', () => {
     ['an unknown agent kind', (r) => (r.agent = { kind: 'gpt', command: 'x' }), 'agent.kind'],
     ['an unknown field', (r) => (r.tests = 'npm test'), '(request): unknown field(s) "tests"'],
     ['a zero maxParallel', (r) => (r.limits = { maxParallel: 0 }), 'limits.maxParallel: Too small'],
+    [
+      'a gate that waits for ever',
+      (r) => (r.gates = { push: { mode: 'manual', timeoutMinutes: 1.5e11 } }),
+      'gates.push.timeoutMinutes: must be at most 525600 minutes (a year)',
+    ],
+    [
+      'a gate that waits infinitely',
+      (r) => (r.gates = { plan: { mode: 'manual', timeoutMinutes: Infinity } }),
+      'gates.plan.timeoutMinutes: expected number, got Infinity',
+    ],
+    [
+      'a suspension that waits for ever',
+      (r) => (r.limits = { suspendTimeoutMinutes: 1e12 }),
+      'limits.suspendTimeoutMinutes: must be at most 525600 minutes (a year)',
+    ],
+    [
+      'a suspension of NaN minutes',
+      (r) => (r.limits = { suspendTimeoutMinutes: NaN }),
+      'limits.suspendTimeoutMinutes: expected number, got NaN',
+    ],
+    [
+      'an agent timeout over a day',
+      (r) => (r.limits = { agentTimeoutMinutes: 1441 }),
+      'limits.agentTimeoutMinutes: must be at most 1440 minutes (a day)',
+    ],
+    [
+      'an infinite command timeout',
+      (r) => (r.limits = { commandTimeoutMinutes: -Infinity }),
+      'limits.commandTimeoutMinutes: expected number, got -Infinity',
+    ],
+    ['a huge host timeout', (r) => (r.limits = { hostTimeoutSeconds: 1e15 }), 'limits.hostTimeoutSeconds: Too big'],
+    [
+      'a huge checkpoint interval',
+      (r) => (r.limits = { checkpointIntervalSeconds: 1e15 }),
+      'limits.checkpointIntervalSeconds: Too big',
+    ],
+    [
+      'a huge heartbeat timeout',
+      (r) => (r.limits = { heartbeatTimeoutSeconds: 1e9 }),
+      'limits.heartbeatTimeoutSeconds: Too big',
+    ],
   ])('refuses %s', (_what, mutate, expected) => {
     const found = problems(mutate);
     expect(found.join('\n')).toContain(expected);
+  });
+
+  it('accepts the longest waits, a year at a gate and a year suspended', () => {
+    const year = 365 * 24 * 60;
+    const req = parseLeaderRequest({
+      ...valid(),
+      limits: { suspendTimeoutMinutes: year },
+      gates: { plan: { mode: 'manual', timeoutMinutes: year }, push: { mode: 'manual', timeoutMinutes: year } },
+    });
+    expect([req.limits.suspendTimeoutMinutes, req.gates.plan.timeoutMinutes, req.gates.push.timeoutMinutes]).toEqual([
+      year,
+      year,
+      year,
+    ]);
   });
 
   it('lists every field problem at once', () => {
