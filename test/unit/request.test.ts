@@ -5,6 +5,7 @@ import Ajv from 'ajv';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { loadRequestFile } from '../../src/client/index';
+import { MAX_REQUEST_FILE_BYTES } from '../../src/client/request-file';
 import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
 import { repoUrlProblem } from '../../src/contracts/names';
 import { tempDir } from '../support/temp';
@@ -204,7 +205,24 @@ describe('repository locations', () => {
     'git@github.com:a/b.git',
     '/srv/git/b.git',
     'file:///srv/git/b.git',
+    'ssh://git@host/-odd-path.git',
   ])('accepts %s', (url) => expect(repoUrlProblem(url)).toBeUndefined());
+
+  it.each(['ssh://-oProxyCommand=touch%20x/y.git', 'ssh://git@-oProxyCommand=x/y.git', 'git@-oProxyCommand=x:y.git'])(
+    'refuses %s, whose user or host ssh would read as an option',
+    (url) =>
+      expect(repoUrlProblem(url)).toBe('names a user or host starting with "-", which ssh would read as an option'),
+  );
+
+  it.each(['HEAD', 'FETCH_HEAD', 'ORIG_HEAD', 'MERGE_HEAD'])(
+    'refuses %s as a branch: git keeps it for a ref of its own',
+    (ref) => {
+      expect(problems((r) => (r.repo.targetRef = ref))).toEqual([
+        `repo.targetRef: branch name is "${ref}", a name git keeps for a ref of its own, not a branch`,
+      ]);
+      expect(problems((r) => (r.repo.baseRef = ref))[0]).toMatch(/^repo\.baseRef: branch name is /);
+    },
+  );
 });
 
 describe('request files', () => {
@@ -214,6 +232,62 @@ describe('request files', () => {
     writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
     expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
     expect(() => loadRequestFile(file)).toThrow(/must be sufficiently indented and end with a \} at line 4, column 1/);
+  });
+
+  const fileWith = (name: string, text: string) => {
+    const file = path.join(tempDir('spec'), name);
+    writeFileSync(file, text);
+    return file;
+  };
+
+  it('refuses a key given twice, in JSON and in YAML, rather than keep the last', () => {
+    const json = JSON.stringify({ ...valid(), testCmd: 'true' }).replace(
+      '"testCmd":"true"',
+      '"testCmd":"true","testCmd":"false"',
+    );
+    expect(() => loadRequestFile(fileWith('twice.json', json))).toThrow(
+      /twice\.json is not valid JSON: the key "testCmd" appears twice in one object \(line 1\)/,
+    );
+    const nested = JSON.stringify(valid(), null, 2).replace(
+      '"baseRef": "main"',
+      '"baseRef": "main",\n    "base\\u0052ef": "dev"',
+    );
+    expect(() => loadRequestFile(fileWith('nested.json', nested))).toThrow(
+      /the key "baseRef" appears twice in one object \(line 6\)/,
+    );
+    const yaml = `${YAML.stringify(valid())}testCmd: "false"\n`;
+    expect(() => loadRequestFile(fileWith('twice.yaml', yaml))).toThrow(
+      /twice\.yaml is not valid YAML: Map keys must be unique/,
+    );
+  });
+
+  it('keeps the same key in different objects, and a key-like string that is a value', () => {
+    const req = { ...valid(), objective: 'id: "a"' };
+    expect(loadRequestFile(fileWith('fine.json', JSON.stringify(req))).subTasks!.map((t) => t.id)).toEqual(['a', 'b']);
+  });
+
+  it('refuses a YAML tag nothing resolves, such as !!js/function, rather than read it as a string', () => {
+    const yaml = YAML.stringify(valid()).replace('testCmd: "true"', 'testCmd: !!js/function "function () {}"');
+    expect(yaml).toContain('!!js/function');
+    expect(() => loadRequestFile(fileWith('tag.yaml', yaml))).toThrow(
+      /tag\.yaml is not valid YAML: Unresolved tag: tag:yaml\.org,2002:js\/function at line/,
+    );
+  });
+
+  it("refuses an empty repository URL rather than make it the request file's directory", () => {
+    const file = fileWith('empty.json', JSON.stringify({ ...valid(), repo: { url: '' } }));
+    expect(() => loadRequestFile(file)).toThrow('repo.url: repository is empty');
+  });
+
+  it('refuses a file over the size limit without reading past it, and a directory', () => {
+    const big = fileWith('big.json', ' '.repeat(MAX_REQUEST_FILE_BYTES + 1));
+    expect(() => loadRequestFile(big)).toThrow(
+      `cannot read request file ${big}: it is larger than ${MAX_REQUEST_FILE_BYTES} bytes`,
+    );
+    const dir = tempDir('spec');
+    expect(() => loadRequestFile(dir)).toThrow(
+      `cannot read request file ${dir}: it is a directory, not a regular file`,
+    );
   });
 
   it('names the file and the parse error of broken JSON', () => {
