@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { awaitRun } from '../../src/client/index';
+import { statusQuery } from '../../src/contracts/messages';
 import { MAX_WAIT_MINUTES } from '../../src/contracts/request';
 import { releaseAtEnd } from '../support/cleanup';
 import { TestEnv } from '../support/env';
@@ -116,5 +117,23 @@ describe('remotes that cannot work end the run within a minute, naming the URL',
     const end = await within(url);
     expect(end.failureType).toBe('InvalidRequest');
     expect(end.failureMessage).toContain('repo.url: repository names a user or host starting with "-"');
+  });
+});
+
+describe('agents the worker cannot run', () => {
+  it('a Codex agent on a worker without its key is refused at the start of the run, naming the key', async () => {
+    vi.stubEnv('OPENAI_API_KEY', undefined);
+    vi.stubEnv('CODEX_API_KEY', undefined);
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const codex = { id: 'one', prompt: 'greet', ownedPaths: ['one'], agent: { kind: 'codex' as const } };
+    const handle = await env.start(shellRequest(remote.url, [codex], { sandbox: { network: true } }));
+    const end = await awaitRun(handle);
+    expect(end.failureType).toBe('failed');
+    expect(end.failureMessage).toMatch(
+      /^this worker \(host [^)]+\) cannot run the run's agents: codex: OPENAI_API_KEY or CODEX_API_KEY is not set on this worker/,
+    );
+    const s = await handle.query(statusQuery);
+    expect([s.phase, s.baseSha, s.workers.map((w) => w.state)]).toEqual(['failed', undefined, ['queued']]);
+    expect(env.sandboxesLeft()).toEqual([]);
   });
 });
