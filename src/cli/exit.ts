@@ -1,5 +1,6 @@
 /** The CLI's exit codes, the failures that choose them, and the one line that says what went wrong. */
 import { CommanderError } from 'commander';
+import { ConfigError } from '../config/error';
 import { load } from './lazy';
 import { paintErr } from './output';
 import { inert } from './terminal';
@@ -27,6 +28,8 @@ export function failed(err: unknown): number {
       EXIT.badInput,
     );
   if (err instanceof load.request().RequestError) return tell(err.message, EXIT.badInput);
+  // A setting: one line naming the variable, and no usage hint, since no argument was wrong.
+  if (err instanceof ConfigError) return tell(err.message, EXIT.badInput);
   if (err instanceof load.temporalSdk().WorkflowNotFoundError)
     return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
   if (err instanceof UnreachableError) return tell(err.message, EXIT.unreachable);

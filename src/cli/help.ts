@@ -17,7 +17,7 @@ ${environment}
 Exit codes:
   0  done (for start --wait, result, watch: the run pushed)
   1  the run ended without pushing, or something failed
-  2  bad input: an unknown command or option, a bad request file, no such run
+  2  bad input: an unknown command or option, a bad request file or setting, no such run
   3  cannot reach Temporal, or no worker polls the run's task queue`;
 
 /** The program without its commands: name, version, help and error manners. */

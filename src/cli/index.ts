@@ -8,6 +8,7 @@
  * Temporal (cli/lazy.ts), so `help`, `validate`, `request`, `schema` and `init` answer at once.
  */
 import type { Command } from 'commander';
+import { checkSettings } from '../config/settings';
 import * as inspect from './commands/inspect';
 import * as operate from './commands/operate';
 import * as request from './commands/request';
@@ -41,6 +42,11 @@ const COMMANDS: AddCommand[] = [
 function buildProgram(run: Runner): Command {
   const program = rootProgram();
   for (const add of COMMANDS) add(program, run);
+  // Every command's settings are checked before it runs (help and --version need none); the
+  // worker checks its own, which are not the CLI's.
+  program.hook('preAction', (_program, command) => {
+    if (command.name() !== 'worker') checkSettings('cli');
+  });
   return program;
 }
 

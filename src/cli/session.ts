@@ -17,7 +17,8 @@ export async function withClient<T>(fn: (c: Connected) => Promise<T>): Promise<T
   const { workflowUrl } = load.temporalServer();
   const session = await connectClient({ dataDir: dataDir(), warn: (line) => console.error(line) }).catch(
     (err: Error) => {
-      throw err instanceof ConfigError || /^bad Temporal configuration/.test(err.message)
+      if (err instanceof ConfigError) throw err;
+      throw /^bad Temporal configuration/.test(err.message)
         ? new UsageError(err.message)
         : new UnreachableError(err.message);
     },
