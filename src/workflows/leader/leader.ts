@@ -22,7 +22,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   // The status exists, and every handler is registered, before the first await.
   const run = new Run();
   // A refused request fails the workflow with the refusal, before the run has begun.
-  const req = await parseRequest(input);
+  const req = await parseRequest(input).catch((err: unknown) => run.refuse(input, err));
   run.begin(req);
   try {
     await checkIsolation(run, req);
