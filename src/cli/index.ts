@@ -39,8 +39,8 @@ const COMMANDS: AddCommand[] = [
   operate.worker,
 ];
 
-function buildProgram(run: Runner): Command {
-  const program = rootProgram();
+function buildProgram(run: Runner, jsonErrors: boolean): Command {
+  const program = rootProgram(jsonErrors);
   for (const add of COMMANDS) add(program, run);
   // Every command's settings are checked before it runs (help and --version need none); the
   // worker checks its own, which are not the CLI's.
@@ -50,19 +50,26 @@ function buildProgram(run: Runner): Command {
   return program;
 }
 
+/** True when the command line asks for JSON: then its errors are JSON too. */
+function wantsJson(argv: string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
 /** Runs the command line and exits with its code. */
 export function cli(argv: string[]): void {
   let code: number = EXIT.ok;
+  const jsonErrors = wantsJson(argv);
   const program = buildProgram(async (action) => {
     code = await action;
-  });
+  }, jsonErrors);
   const done =
     argv.length === 0
       ? Promise.resolve(program.outputHelp())
       : program.parseAsync(argv, { from: 'user' }).then(
           () => undefined,
           (err: unknown) => {
-            code = failed(err);
+            code = failed(err, jsonErrors);
           },
         );
   void done.then(() => {

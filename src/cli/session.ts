@@ -43,3 +43,9 @@ export async function statusOf(client: Client, id: string): Promise<{ status: Ru
     throw err instanceof NoWorkerError ? new UnreachableError(err.message) : err;
   });
 }
+
+/** Exit 2 when run `id` has ended, saying how and `why` that matters ("takes no more messages"). */
+export async function refuseIfEnded(client: Client, id: string, why: string): Promise<void> {
+  const how = await load.messages().endedAs(client, id);
+  if (how) throw new UsageError(`run ${id} has ended (${how}); it ${why}`, false);
+}
