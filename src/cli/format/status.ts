@@ -2,6 +2,7 @@
 import type { RunStatus } from '../../contracts/messages';
 import { shellQuote as q } from '../../client/shell';
 import { isoTime } from '../../contracts/text';
+import { printableLines } from '../terminal';
 import { formatAttempts, formatRefusals, placement } from './lines';
 import { seconds, shortSha, usd } from './units';
 
@@ -25,7 +26,7 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
   lines.push(
     `totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(elapsed)} elapsed`,
   );
-  return lines.join('\n');
+  return printableLines(lines);
 }
 
 function isolationLines(s: RunStatus): string[] {
