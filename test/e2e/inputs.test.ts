@@ -9,14 +9,16 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { temporal } from '@temporalio/proto';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { awaitRun } from '../../src/client/index';
-import { statusQuery } from '../../src/contracts/messages';
+import { MessageRefused, approve, awaitRun } from '../../src/client/index';
+import { approveSignal, statusQuery } from '../../src/contracts/messages';
 import { MAX_WAIT_MINUTES } from '../../src/contracts/request';
 import { releaseAtEnd } from '../support/cleanup';
 import { TestEnv } from '../support/env';
 import { makeRemote } from '../support/remotes';
-import { greet, shellRequest } from '../support/requests';
+import { flotilla } from '../support/processes';
+import { greet, shellRequest, subTask, withGates } from '../support/requests';
 import { waitForStatus } from '../support/runs';
 import { tempDir } from '../support/temp';
 
@@ -135,5 +137,167 @@ describe('agents the worker cannot run', () => {
     const s = await handle.query(statusQuery);
     expect([s.phase, s.baseSha, s.workers.map((w) => w.state)]).toEqual(['failed', undefined, ['queued']]);
     expect(env.sandboxesLeft()).toEqual([]);
+  });
+});
+
+describe('requests that refuse themselves', () => {
+  it('a run whose request is refused shows phase failed with the refusal, and what it named', async () => {
+    const url = 'ssh://-oProxyCommand=x/repo.git';
+    const handle = await env.start({ ...shellRequest(url, [greet('one')]), testCmd: '' });
+    await expect(awaitRun(handle)).resolves.toMatchObject({ failureType: 'InvalidRequest' });
+    const s = await handle.query(statusQuery);
+    expect([s.phase, s.outcome, s.repo, s.objective]).toEqual(['failed', 'failed', url, 'a test run']);
+    expect(s.message).toBe(
+      'invalid request: repo.url: repository names a user or host starting with "-", which ssh would read as an option; testCmd: must not be empty',
+    );
+    const shown = await flotilla(env.taskQueue, ['status', handle.workflowId]);
+    expect(shown.code).toBe(0);
+    expect(shown.out).toMatch(/^phase: +failed \(failed\)$/m);
+    expect(shown.out).toMatch(/^message: +invalid request: repo\.url: /m);
+  });
+
+  it('a gate of 1.5e11 minutes started past validation ends the run at once, naming the field', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const gate = { mode: 'manual' as const, timeoutMinutes: 1.5e11 };
+    const end = await env.run(shellRequest(remote.url, [greet('one')], { gates: { push: gate } }));
+    expect(end.failureType).toBe('InvalidRequest');
+    expect(end.failureMessage).toContain('gates.push.timeoutMinutes: must be at most 525600 minutes (a year)');
+  });
+
+  it('a sub-task workflow started by hand with {} fails at once, naming the fields it lacks', async () => {
+    const handle = await env.client.workflow.start('workerWorkflow', {
+      taskQueue: env.taskQueue,
+      workflowId: `by-hand-${Date.now()}`,
+      args: [{}],
+    });
+    const failure = await handle.result().then(
+      () => undefined,
+      (err: { cause?: { type?: string; message?: string; nonRetryable?: boolean } }) => err.cause,
+    );
+    expect(failure?.type).toBe('InvalidRequest');
+    expect(failure?.nonRetryable).toBe(true);
+    expect(failure?.message).toMatch(
+      /^invalid sub-task input: runKey: is required; objective: is required; task: is required/,
+    );
+  });
+});
+
+describe('messages to a run, as the CLI says them', () => {
+  it('approve, reject, pause and resume on a run that has ended say it has ended, and how', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const handle = await env.start(shellRequest(remote.url, [greet('one')], withGates('plan')));
+    await waitForStatus(handle, 'the plan gate', (st) => st.phase === 'awaiting-plan-approval');
+    const rejected = await flotilla(env.taskQueue, ['reject', handle.workflowId, '--gate', 'plan', '--reason', 'no']);
+    expect(rejected.code).toBe(0);
+    await awaitRun(handle);
+    const how = `run ${handle.workflowId} has ended (rejected: `;
+    for (const args of [
+      ['approve', '--gate', 'plan'],
+      ['reject', '--gate', 'plan', '--reason', 'again'],
+      ['pause', '--subtask', 'one'],
+      ['resume', '--subtask', 'one'],
+    ]) {
+      const r = await flotilla(env.taskQueue, [args[0], handle.workflowId, ...args.slice(1)]);
+      expect(r.code, args[0]).toBe(2);
+      expect(r.err, args[0]).toContain(how);
+      expect(r.err, args[0]).toContain('rejected the plan gate: no); it takes no more messages');
+      expect(r.err, args[0]).not.toContain('no run with id');
+      expect(r.err, args[0]).not.toContain('--help');
+    }
+    const cancel = await flotilla(env.taskQueue, ['cancel', handle.workflowId]);
+    expect([cancel.code, cancel.err]).toEqual([2, expect.stringContaining(`${how}`)]);
+  });
+
+  it('a refusal is said once, and reject without --reason says what is missing', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const handle = await env.start(shellRequest(remote.url, [greet('one')], withGates('plan')));
+    await waitForStatus(handle, 'the plan gate', (st) => st.phase === 'awaiting-plan-approval');
+    const wrong = await flotilla(env.taskQueue, ['approve', handle.workflowId, '--gate', 'push']);
+    expect(wrong.code).toBe(2);
+    expect(wrong.err).toContain('refused: the push gate is not open (the plan gate is)');
+    expect(wrong.err.match(/refused/g)).toHaveLength(1);
+    const noReason = await flotilla(env.taskQueue, ['reject', handle.workflowId, '--gate', 'plan']);
+    expect(noReason.code).toBe(2);
+    expect(noReason.err).toContain("required option '--reason <text>' not specified");
+    await handle.cancel();
+  });
+
+  it('--json errors are JSON on stdout', async () => {
+    const r = await flotilla(env.taskQueue, ['status', 'no-such-run', '--json']);
+    expect(r.code).toBe(2);
+    expect(r.err).toBe('');
+    expect(JSON.parse(r.out)).toEqual({ error: { message: 'no run with id no-such-run', exitCode: 2 } });
+    const usage = await flotilla(env.taskQueue, ['list', '--json', '--limit', '0x10']);
+    expect(usage.code).toBe(2);
+    expect(JSON.parse(usage.out).error.message).toContain('--limit must be a positive whole number');
+  });
+
+  it('cancel with no worker polling says so at once, instead of waiting', async () => {
+    const queue = `nobody-${Date.now()}`;
+    const id = `unserved-${Date.now()}`;
+    await env.client.workflow.start('leaderWorkflow', { taskQueue: queue, workflowId: id, args: [{}] });
+    const started = Date.now();
+    const r = await flotilla(queue, ['cancel', id]);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(r.code).toBe(3);
+    expect(r.err).toContain(`asked ${id} to cancel, but no worker is polling task queue "${queue}"`);
+    await env.client.workflow.getHandle(id).terminate('test over');
+  });
+
+  it('a question with a newline cannot fake a line of flotilla status', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const fake = 'Which colour?\n  approve: flotilla approve RUN --gate push --sha 0000';
+    const asker = subTask('asker', `echo '::flotilla ${JSON.stringify({ question: fake })}'`);
+    const handle = await env.start(shellRequest(remote.url, [asker]));
+    await waitForStatus(handle, 'the question', (st) => st.workers[0].state === 'suspended');
+    const shown = await flotilla(env.taskQueue, ['status', handle.workflowId]);
+    expect(shown.out).toContain('question: Which colour?\\n  approve: flotilla approve RUN --gate push --sha 0000');
+    expect(shown.out.split('\n').filter((l) => /^\s*approve:/.test(l))).toEqual([]);
+    await handle.cancel();
+  });
+});
+
+describe('refused messages in history', () => {
+  /** The run's history events by type, e.g. { EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: 3 }. */
+  const eventsByType = async (id: string) => {
+    const counts: Record<string, number> = {};
+    for (const e of (await env.client.workflow.getHandle(id).fetchHistory()).events ?? []) {
+      const type = temporal.api.enums.v1.EventType[e.eventType ?? 0];
+      counts[type] = (counts[type] ?? 0) + 1;
+    }
+    return counts;
+  };
+  const added = (before: Record<string, number>, after: Record<string, number>) =>
+    Object.fromEntries(
+      Object.entries(after)
+        .map(([type, n]) => [type, n - (before[type] ?? 0)])
+        .filter(([, n]) => n !== 0),
+    );
+
+  it('a refused signal adds its own event and the tasks that read it, never a command; a refused update adds nothing', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const handle = await env.start(shellRequest(remote.url, [greet('one')], withGates('plan')));
+    await waitForStatus(handle, 'the plan gate', (st) => st.phase === 'awaiting-plan-approval');
+    const id = handle.workflowId;
+    const before = await eventsByType(id);
+    const n = 300;
+    for (let i = 0; i < n; i++) await handle.signal(approveSignal, { gate: 'push' });
+    await waitForStatus(handle, 'every refusal', (st) => st.refusedCount === n);
+    const afterSignals = await eventsByType(id);
+    const bySignals = added(before, afterSignals);
+    // Each signal is recorded, and read by a workflow task (several, when they come together);
+    // the handler itself writes nothing: no command, so no event of ours.
+    expect(Object.keys(bySignals).sort()).toEqual([
+      'EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED',
+      'EVENT_TYPE_WORKFLOW_TASK_COMPLETED',
+      'EVENT_TYPE_WORKFLOW_TASK_SCHEDULED',
+      'EVENT_TYPE_WORKFLOW_TASK_STARTED',
+    ]);
+    expect(bySignals.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED).toBe(n);
+    expect(bySignals.EVENT_TYPE_WORKFLOW_TASK_COMPLETED).toBeLessThanOrEqual(n);
+    for (let i = 0; i < 100; i++)
+      await expect(approve(env.client, id, { gate: 'push', sha: 'a'.repeat(40) })).rejects.toThrow(MessageRefused);
+    expect(added(afterSignals, await eventsByType(id))).toEqual({});
+    await handle.cancel();
   });
 });
