@@ -7,7 +7,7 @@
  * This file reads the settings, connects, creates the worker and runs it until it is stopped.
  */
 import { Client } from '@temporalio/client';
-import { dataDir, deploymentSetting, stagingUrl, taskQueue } from './config/settings';
+import { ConfigError, checkSettings, dataDir, deploymentSetting, taskQueue } from './config/settings';
 import { createLogger, installSdkLogger, logOptions } from './log/logger';
 import { checkRetention, retentionPolicy, startRetention } from './retention/gc';
 import { connectWorker } from './temporal/connection';
@@ -32,12 +32,13 @@ export { FlotillaWorker, type FlotillaWorkerOptions, createFlotillaWorker, defau
 const SHUTDOWN_GRACE_TIME = '10 seconds';
 
 export async function runWorkerProcess(args: string[] = []): Promise<void> {
+  // A setting the worker cannot use stops it here, before it logs, connects or polls.
+  checkSettings('worker');
   const opts = logOptions(args);
   const log = createLogger(opts);
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
   refuseUnreadableInstall();
-  stagingUrl(); // a bad FLOTILLA_STAGING_URL stops the worker here, before it connects
   const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
   const retention = retentionPolicy();
   const versioned = await versionedWorkflows(deploymentSetting(), !!tracing);
@@ -89,6 +90,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
 if (require.main === module) {
   runWorkerProcess(process.argv.slice(2)).catch((err) => {
     console.error(err instanceof Error ? err.message : err);
-    process.exit(1);
+    // A setting it cannot use is bad input, as the CLI says it: exit 2.
+    process.exit(err instanceof ConfigError ? 2 : 1);
   });
 }

@@ -7,6 +7,7 @@ import {
   type SubTask,
   parseLeaderRequest,
 } from '../contracts/request';
+import { missingForAgents } from './agent-preflight';
 import { runHarness } from './invocation';
 import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from './deps';
 
@@ -115,7 +116,12 @@ export function planActivities(deps: ActivityDeps) {
       }
       if (!input.request) return { ...common, subTasks: plan.subTasks };
       try {
-        return { ...common, plan: parseLeaderRequest({ ...input.request, subTasks: plan.subTasks }).subTasks };
+        const planned = parseLeaderRequest({ ...input.request, subTasks: plan.subTasks }).subTasks!;
+        const kinds = planned.flatMap((t) => (t.agent ? [t.agent.kind] : []));
+        const missing = missingForAgents(kinds, input.sandbox.provider);
+        if (missing.length)
+          return { ...common, problems: missing.map((m) => `subTasks: ${m} (use another agent kind)`) };
+        return { ...common, plan: planned };
       } catch (err) {
         if (err instanceof RequestError) return { ...common, problems: err.problems };
         throw err;

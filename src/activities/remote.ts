@@ -1,7 +1,7 @@
 /** The only activities that talk to the user's remote; they run on the host, never in a sandbox. */
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { permanent } from '../contracts/failures';
-import { type PushOutcome, scrubSecrets } from '../git/remote';
+import { type PushOutcome, permanentRemoteProblem, scrubSecrets } from '../git/remote';
 import { runRef } from '../git/staging';
 import { runKeyOf } from '../contracts/names';
 import type { ActivityDeps } from './deps';
@@ -17,21 +17,19 @@ export function remoteActivities(deps: ActivityDeps) {
       targetSha: string | null;
     }> {
       const staging = await deps.staging(input.runKey);
-      let remoteBase: string | null;
-      try {
-        remoteBase = await staging.remoteBranchSha(input.url, input.baseRef);
-      } catch (err) {
-        throw new Error(`cannot reach repository ${scrubSecrets(input.url)}: ${scrubSecrets(String(err))}`);
-      }
+      const reach = <T>(step: () => Promise<T>) => onRemote('cannot reach repository', input.url, step);
+      const remoteBase = await reach(() => staging.remoteBranchSha(input.url, input.baseRef));
       if (remoteBase === null) {
         throw ApplicationFailure.nonRetryable(
           `repo.baseRef: branch "${input.baseRef}" does not exist in ${scrubSecrets(input.url)}`,
           'InvalidRequest',
         );
       }
-      const baseSha = await staging.fetchBranch(input.url, input.baseRef, runRef(input.runKey, 'base'));
+      const baseSha = await reach(() => staging.fetchBranch(input.url, input.baseRef, runRef(input.runKey, 'base')));
       const targetSha =
-        input.targetRef === input.baseRef ? baseSha : await staging.remoteBranchSha(input.url, input.targetRef);
+        input.targetRef === input.baseRef
+          ? baseSha
+          : await reach(() => staging.remoteBranchSha(input.url, input.targetRef));
       return { baseSha, targetSha };
     },
 
@@ -45,7 +43,25 @@ export function remoteActivities(deps: ActivityDeps) {
       const leader = Context.current().info.workflowExecution;
       if (!leader) throw permanent('InvalidRequest', 'pushResult runs for a leader workflow only');
       const staging = await deps.staging(runKeyOf(leader.workflowId, leader.runId));
-      return staging.push(input.url, input.targetRef, input.sha, input.expectedSha);
+      return onRemote('cannot push to repository', input.url, () =>
+        staging.push(input.url, input.targetRef, input.sha, input.expectedSha),
+      );
     },
   };
+}
+
+/**
+ * Runs a step that reaches `url`, its failure saying what failed and where, without secrets. A
+ * remote that can never work (missing, not a repository, refusing us) fails for good, so the run
+ * ends at once naming it; anything else is retried.
+ */
+async function onRemote<T>(what: string, url: string, step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    const text = scrubSecrets(err instanceof Error ? err.message : String(err));
+    const problem = permanentRemoteProblem(text);
+    const message = `${what} ${scrubSecrets(url)}: ${problem ?? text.trim()}`;
+    throw problem ? permanent('RemoteRefused', message) : new Error(message);
+  }
 }

@@ -3,6 +3,7 @@ import type { Isolation } from '../contracts/reports';
 import { releaseRunObjects } from '../git/run-mirror';
 import { seedWorkspace } from '../git/seeding';
 import { type ActivityDeps, type SandboxRef, openSandbox, openWorkspace, runOfSandbox, sandboxOptions } from './deps';
+import { type AgentKind, refuseAgentsWorkerLacks } from './agent-preflight';
 import { type CommandReport, execTracked } from './exec';
 
 export function sandboxActivities(deps: ActivityDeps) {
@@ -13,9 +14,15 @@ export function sandboxActivities(deps: ActivityDeps) {
       return { isolation: sb.isolation };
     },
 
-    /** Before a run starts: how its sandboxes would be isolated, or IsolationUnavailable when they would not be. */
-    async checkIsolation(ref: SandboxRef): Promise<{ isolation: Isolation }> {
-      return { isolation: deps.provider(ref).checkIsolation() };
+    /**
+     * Before a run starts: how its sandboxes would be isolated, or IsolationUnavailable when they
+     * would not be; and AgentUnavailable when this worker lacks what the run's agents need
+     * (`agents`, absent in runs that started before it was checked).
+     */
+    async checkIsolation(ref: SandboxRef & { agents?: AgentKind[] }): Promise<{ isolation: Isolation }> {
+      const isolation = deps.provider(ref).checkIsolation();
+      refuseAgentsWorkerLacks(ref.agents ?? [], ref.provider, deps.host?.host);
+      return { isolation };
     },
 
     /** The run mirror on this host goes with the last sandbox that used it. */

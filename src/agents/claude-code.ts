@@ -18,7 +18,15 @@ import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { priceClaudeReply } from './prices';
 import { shellQuote } from '../sandbox/shell';
 import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn } from './protocol';
-import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+import type {
+  AgentInvocation,
+  AgentOutcome,
+  AgentProgress,
+  AgentRequirements,
+  AgentTask,
+  Harness,
+  OutputParser,
+} from './types';
 
 /** Anthropic's API, or wherever ANTHROPIC_BASE_URL points it. */
 export const CLAUDE_MODEL_API = { hostnames: ['api.anthropic.com'], baseUrlEnv: 'ANTHROPIC_BASE_URL' } as const;
@@ -173,6 +181,11 @@ export function defaultClaudeBinary(): string {
     // Not installed for this platform: the wrapper's bin is all there is.
   }
   return path.join(path.dirname(require.resolve('@anthropic-ai/claude-code/package.json')), 'bin', 'claude.exe');
+}
+
+/** Claude Code's binary from this package's dependency, and an API key or a gateway's token. */
+export function claudeCodeRequirements(): AgentRequirements {
+  return { binary: defaultClaudeBinary, credentials: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'] };
 }
 
 export interface ClaudeCodeOptions {

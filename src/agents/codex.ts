@@ -23,7 +23,15 @@ import { JsonEventReader, firstLine, str, truncate } from './lines';
 import { shellQuote } from '../sandbox/shell';
 import { UNATTENDED_INSTRUCTIONS, agentInput, inputPath, questionIn } from './protocol';
 import { priceTokens } from './prices';
-import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+import type {
+  AgentInvocation,
+  AgentOutcome,
+  AgentProgress,
+  AgentRequirements,
+  AgentTask,
+  Harness,
+  OutputParser,
+} from './types';
 
 /** OpenAI's API, or wherever OPENAI_BASE_URL points it. */
 export const CODEX_MODEL_API = { hostnames: ['api.openai.com'], baseUrlEnv: 'OPENAI_BASE_URL' } as const;
@@ -142,6 +150,15 @@ function describeTool(type: string, item: any): string {
 /** The codex launcher this package depends on (a node script that runs the platform's binary). */
 export function defaultCodexBinary(): string {
   return path.join(path.dirname(require.resolve('@openai/codex/package.json')), 'bin', 'codex.js');
+}
+
+/**
+ * Codex's launcher from this package's dependency, and a key under either name (the command maps
+ * OPENAI_API_KEY onto CODEX_API_KEY; a provider of `config` reads its `env_key`, which only these
+ * two reach the sandbox as).
+ */
+export function codexRequirements(): AgentRequirements {
+  return { binary: defaultCodexBinary, credentials: ['OPENAI_API_KEY', 'CODEX_API_KEY'] };
 }
 
 export interface CodexOptions {

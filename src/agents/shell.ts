@@ -15,7 +15,15 @@
  */
 import { LineSplitter, truncate } from './lines';
 import { inputPath } from './protocol';
-import type { AgentInvocation, AgentOutcome, AgentProgress, AgentTask, Harness, OutputParser } from './types';
+import type {
+  AgentInvocation,
+  AgentOutcome,
+  AgentProgress,
+  AgentRequirements,
+  AgentTask,
+  Harness,
+  OutputParser,
+} from './types';
 
 const MARKER = '::flotilla ';
 
@@ -69,6 +77,11 @@ class ShellParser implements OutputParser {
       hitBudget: false,
     };
   }
+}
+
+/** A shell agent runs the sandbox's own bash and calls no model API. */
+export function shellRequirements(): AgentRequirements {
+  return { credentials: [] };
 }
 
 export class ShellHarness implements Harness {

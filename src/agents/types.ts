@@ -67,6 +67,20 @@ export interface OutputParser {
   finish(exitCode: number): AgentOutcome;
 }
 
+/**
+ * What a worker must have to run one kind of agent, checked before a run spends anything: an
+ * agent that starts without them does not fail, it hangs (Codex without a key retries for ever).
+ */
+export interface AgentRequirements {
+  /**
+   * The executable a local sandbox mounts from the worker's host (it throws when its package is
+   * not installed); absent when the sandbox brings its own, as every sandbox brings bash.
+   */
+  binary?: () => string;
+  /** Variables the agent authenticates to its model API with: the worker must set at least one. */
+  credentials: readonly string[];
+}
+
 export interface Harness {
   readonly kind: string;
   invocation(task: AgentTask): AgentInvocation;

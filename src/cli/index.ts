@@ -8,6 +8,7 @@
  * Temporal (cli/lazy.ts), so `help`, `validate`, `request`, `schema` and `init` answer at once.
  */
 import type { Command } from 'commander';
+import { checkSettings } from '../config/settings';
 import * as inspect from './commands/inspect';
 import * as operate from './commands/operate';
 import * as request from './commands/request';
@@ -38,25 +39,37 @@ const COMMANDS: AddCommand[] = [
   operate.worker,
 ];
 
-function buildProgram(run: Runner): Command {
-  const program = rootProgram();
+function buildProgram(run: Runner, jsonErrors: boolean): Command {
+  const program = rootProgram(jsonErrors);
   for (const add of COMMANDS) add(program, run);
+  // Every command's settings are checked before it runs (help and --version need none); the
+  // worker checks its own, which are not the CLI's.
+  program.hook('preAction', (_program, command) => {
+    if (command.name() !== 'worker') checkSettings('cli');
+  });
   return program;
+}
+
+/** True when the command line asks for JSON: then its errors are JSON too. */
+function wantsJson(argv: string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
 }
 
 /** Runs the command line and exits with its code. */
 export function cli(argv: string[]): void {
   let code: number = EXIT.ok;
+  const jsonErrors = wantsJson(argv);
   const program = buildProgram(async (action) => {
     code = await action;
-  });
+  }, jsonErrors);
   const done =
     argv.length === 0
       ? Promise.resolve(program.outputHelp())
       : program.parseAsync(argv, { from: 'user' }).then(
           () => undefined,
           (err: unknown) => {
-            code = failed(err);
+            code = failed(err, jsonErrors);
           },
         );
   void done.then(() => {

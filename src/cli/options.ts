@@ -7,11 +7,17 @@ export type Runner = (action: Promise<number>) => Promise<void>;
 /** Adds one command to the program (cli/index.ts lists them in the order help shows them). */
 export type AddCommand = (program: Command, run: Runner) => Command;
 
+/**
+ * Numbers on the command line are plain decimals: Number() alone would also take "0x10" (16),
+ * "1e3", "0b11" and " 5 ", none of which a person means as dollars or a count.
+ */
+const DECIMAL = /^(\d+(\.\d*)?|\.\d+)$/;
+
 export function positiveNumber(name: string) {
   return (value: string): number => {
     const n = Number(value);
-    if (!(n > 0) || !Number.isFinite(n))
-      throw new InvalidArgumentError(`${name} must be a positive number of dollars.`);
+    if (!DECIMAL.test(value) || !(n > 0) || !Number.isFinite(n))
+      throw new InvalidArgumentError(`${name} must be a positive number of dollars, such as 2 or 0.5.`);
     return n;
   };
 }
@@ -19,7 +25,8 @@ export function positiveNumber(name: string) {
 export function positiveInteger(name: string) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive whole number.`);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)
+      throw new InvalidArgumentError(`${name} must be a positive whole number, such as 20.`);
     return n;
   };
 }

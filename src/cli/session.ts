@@ -17,7 +17,8 @@ export async function withClient<T>(fn: (c: Connected) => Promise<T>): Promise<T
   const { workflowUrl } = load.temporalServer();
   const session = await connectClient({ dataDir: dataDir(), warn: (line) => console.error(line) }).catch(
     (err: Error) => {
-      throw err instanceof ConfigError || /^bad Temporal configuration/.test(err.message)
+      if (err instanceof ConfigError) throw err;
+      throw /^bad Temporal configuration/.test(err.message)
         ? new UsageError(err.message)
         : new UnreachableError(err.message);
     },
@@ -41,4 +42,10 @@ export async function statusOf(client: Client, id: string): Promise<{ status: Ru
   return queryStatus(client, id).catch((err: unknown) => {
     throw err instanceof NoWorkerError ? new UnreachableError(err.message) : err;
   });
+}
+
+/** Exit 2 when run `id` has ended, saying how and `why` that matters ("takes no more messages"). */
+export async function refuseIfEnded(client: Client, id: string, why: string): Promise<void> {
+  const how = await load.messages().endedAs(client, id);
+  if (how) throw new UsageError(`run ${id} has ended (${how}); it ${why}`, false);
 }

@@ -43,6 +43,20 @@ export function inert(text: string): string {
 }
 
 /**
+ * `text` on one line: each line break in it is shown as `\n`. Every line Flotilla prints is
+ * built of such pieces, so that a question, a reason or a file name an agent chose cannot start
+ * a line of its own (a fake `approve:` line in `flotilla status`, say).
+ */
+export function oneLine(text: string): string {
+  return text.replace(/\r\n|[\n\r\u2028\u2029]/g, '\\n');
+}
+
+/** Lines as they are printed: each one inert and on one line, whatever the text in it. */
+export function printableLines(lines: readonly string[]): string {
+  return lines.map((line) => oneLine(inert(line))).join('\n');
+}
+
+/**
  * A block of lines kept up to date in place: each frame moves the cursor back to the block's
  * top and rewrites only the lines that differ from the last frame. Lines are cut to the
  * terminal's width, since a wrapped line would throw the line count off.
@@ -55,7 +69,7 @@ export class InPlaceView {
   draw(frame: string[]): void {
     const width = this.out.columns ? this.out.columns - 1 : Number.POSITIVE_INFINITY;
     const height = this.out.rows ? this.out.rows - 1 : Number.POSITIVE_INFINITY;
-    let lines = frame.map((l) => inert(l).slice(0, width));
+    let lines = frame.map((l) => oneLine(inert(l)).slice(0, width));
     if (lines.length > height) lines = [...lines.slice(0, height - 1), `… ${lines.length - height + 1} more line(s)`];
     let text = this.shown.length ? `\x1b[${this.shown.length}A\r` : '';
     lines.forEach((line, i) => {
@@ -85,7 +99,7 @@ export class ChangeLog {
     for (const [key, line] of facts) {
       if (this.last.get(key) === line) continue;
       this.last.set(key, line);
-      this.out.write(`${stamp} ${inert(line)}\n`);
+      this.out.write(`${stamp} ${oneLine(inert(line))}\n`);
     }
   }
 }

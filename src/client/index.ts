@@ -6,6 +6,6 @@
 export { type LoadedRequest, loadRequest, loadRequestFile } from './request-file';
 export { newRunId, runMetadata, startRun } from './start';
 export { type RunEnd, awaitRun } from './result';
-export { MessageRefused, approve, pause, reject, resume } from './messages';
+export { MessageRefused, RunEnded, approve, endedAs, pause, reject, resume } from './messages';
 export { NoWorkerError, grpcCode, hasWorker, noWorkerMessage, queryStatus, workerStartCommand } from './status';
 export { type ListFilters, type RunRow, SearchAttributesMissing, listRuns } from './list';

@@ -1,5 +1,5 @@
 /** Steering a run: each message is an Update, which the run accepts with an answer or refuses with a reason. */
-import { type Client, type WorkflowHandle, WorkflowUpdateFailedError } from '@temporalio/client';
+import { type Client, type WorkflowHandle, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import {
   type ApproveInput,
@@ -11,6 +11,7 @@ import {
   rejectUpdate,
   resumeUpdate,
 } from '../contracts/messages';
+import { awaitRun } from './result';
 
 /** A message the run refused: the reason is the workflow's own words. */
 export class MessageRefused extends Error {
@@ -20,13 +21,44 @@ export class MessageRefused extends Error {
   }
 }
 
-/** Sends an update and returns the run's answer; a refusal becomes MessageRefused with its reason. */
+/** The run has ended, so no message reaches it; `how` says how it ended. */
+export class RunEnded extends Error {
+  constructor(
+    readonly runId: string,
+    readonly how: string,
+  ) {
+    super(`run ${runId} has ended (${how})`);
+    this.name = 'RunEnded';
+  }
+}
+
+/**
+ * How run `runId` ended ("rejected: alice rejected the plan gate: too broad", "cancelled"), or
+ * undefined while it runs. Throws WorkflowNotFoundError when there is no such run.
+ */
+export async function endedAs(client: Client, runId: string): Promise<string | undefined> {
+  const handle = client.workflow.getHandle(runId);
+  const { status } = await handle.describe();
+  if (status.name === 'RUNNING') return undefined;
+  if (status.name !== 'COMPLETED' && status.name !== 'FAILED') return status.name.toLowerCase().replace(/_/g, ' ');
+  const end = await awaitRun(handle);
+  return end.failureType
+    ? `${end.failureType}: ${end.failureMessage}`
+    : `${end.result?.outcome}: ${end.result?.message}`;
+}
+
+/**
+ * Sends an update and returns the run's answer; a refusal becomes MessageRefused with its
+ * reason, and a run that has ended (the server knows no running one by that id) RunEnded.
+ */
 async function ask(client: Client, runId: string, send: (h: WorkflowHandle) => Promise<string>): Promise<string> {
   try {
     return await send(client.workflow.getHandle(runId));
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure)
       throw new MessageRefused(err.cause.message);
+    const how = err instanceof WorkflowNotFoundError && (await endedAs(client, runId).catch(() => undefined));
+    if (how) throw new RunEnded(runId, how);
     throw err;
   }
 }

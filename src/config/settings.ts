@@ -5,7 +5,7 @@
 import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from './error';
-import { setting } from './variables';
+import { VARIABLES, type VariableName, readersOf, setting } from './variables';
 
 export { ConfigError } from './error';
 export { DEFAULT_TASK_QUEUE, setting } from './variables';
@@ -95,4 +95,14 @@ export function deploymentSetting(
     );
   const deploymentName = setting('FLOTILLA_DEPLOYMENT', env);
   return deploymentName ? { deploymentName, buildId: setting('FLOTILLA_BUILD_ID', env) } : undefined;
+}
+
+/**
+ * Every setting `reader` uses, parsed by the table's parsers when it starts: a value it cannot
+ * use stops it there, with one line naming the variable (a ConfigError: exit 2), rather than
+ * later, in the middle of a run, or never (a token host that matches nothing).
+ */
+export function checkSettings(reader: 'worker' | 'cli', env: NodeJS.ProcessEnv = process.env): void {
+  for (const name of Object.keys(VARIABLES) as VariableName[]) if (readersOf(name).includes(reader)) setting(name, env);
+  if (reader === 'worker') deploymentSetting(env);
 }

@@ -10,10 +10,13 @@ import { repoUrlProblem } from '../contracts/names';
 import { ConfigError } from './error';
 import {
   type Parser,
+  directoryOr,
+  egressEntries,
   flag,
   httpUrl,
   list,
   matching,
+  nonEmptyOr,
   oneOf,
   parseMaxLimits,
   parseUidRange,
@@ -21,6 +24,7 @@ import {
   present,
   retentionAge,
   text,
+  tokenHosts,
   textOr,
   value,
   valueOr,
@@ -84,7 +88,15 @@ const storeUrl: Parser<string | undefined> = (raw, name) => {
   return raw;
 };
 
+/** FLOTILLA_ISOLATION: `none`, or unset (or `bubblewrap`, the default said out loud). */
+const isolation: Parser<'none' | undefined> = (raw, name) => {
+  if (raw === 'none') return 'none';
+  if (!raw || raw === 'bubblewrap') return undefined;
+  throw new ConfigError(`${name} must be "none" (agents run unisolated) or unset (bubblewrap), not "${raw}"`);
+};
+
 const UNSET = 'unset';
+const OTLP = '(OTLP over HTTP), such as http://localhost:4318';
 
 export const DEFAULT_TASK_QUEUE = 'flotilla';
 
@@ -111,7 +123,7 @@ export const VARIABLES = {
     default: "the embedded server's",
     doc: "The configured cluster's Web UI base URL, for links.",
     help: "its Web UI, for links (the embedded server's is known)",
-    parse: text,
+    parse: httpUrl('(the Web UI), such as https://temporal.example.com'),
   }),
   TEMPORAL_PROFILE: variable({
     group: 'temporal',
@@ -155,7 +167,7 @@ export const VARIABLES = {
     default: '`flotilla`',
     doc: "The task queue of workers and runs; a run waits until a worker polls its queue. Each worker also polls its host's own queue, `<queue>@<host id>`.",
     help: 'task queue of runs and workers (default "flotilla"); both must agree',
-    parse: valueOr(DEFAULT_TASK_QUEUE),
+    parse: nonEmptyOr(DEFAULT_TASK_QUEUE),
   }),
   FLOTILLA_HOME: variable({
     group: 'host',
@@ -163,7 +175,7 @@ export const VARIABLES = {
     default: '`~/.flotilla`',
     doc: "The data directory: sandboxes, the staging repository, run mirrors, logs and the embedded server's database.",
     help: 'data directory (default ~/.flotilla)',
-    parse: (raw) => path.resolve(raw ?? path.join(os.homedir(), '.flotilla')),
+    parse: directoryOr(() => path.join(os.homedir(), '.flotilla')),
   }),
   FLOTILLA_HOST_ID: variable({
     group: 'host',
@@ -221,15 +233,15 @@ export const VARIABLES = {
     group: 'git',
     readBy: 'worker',
     default: '`github.com`',
-    doc: 'The only hosts (`host` or `host:port`, comma-separated) `FLOTILLA_GIT_TOKEN` is sent to.',
-    parse: (raw, name) => list(',', 'github.com')(raw, name).map((h) => h.trim().toLowerCase()),
+    doc: "The only hosts (`host` or `host:port`, comma-separated) `FLOTILLA_GIT_TOKEN` is sent to. A value that can never match an https URL's host (a URL, a wildcard, port 443) is refused.",
+    parse: tokenHosts,
   }),
   FLOTILLA_ISOLATION: variable({
     group: 'sandboxes',
     readBy: 'worker',
     default: 'bubblewrap',
-    doc: '`none` runs agents unisolated, as plain processes: the only way to run without bubblewrap, reported loudly in every status and report.',
-    parse: (raw): 'none' | undefined => (raw === 'none' ? 'none' : undefined),
+    doc: '`none` runs agents unisolated, as plain processes: the only way to run without bubblewrap, reported loudly in every status and report. `bubblewrap` (or unset) is the default; any other value is refused.',
+    parse: isolation,
   }),
   FLOTILLA_REQUIRE_ISOLATION: variable({
     group: 'sandboxes',
@@ -270,8 +282,8 @@ export const VARIABLES = {
     group: 'sandboxes',
     readBy: 'worker',
     default: UNSET,
-    doc: 'Hosts networked sandboxes may also reach (comma- or space-separated); an entry with a port (`10.0.0.5:3000`, `[fd00::5]:3000`) is exact and may be a private address.',
-    parse: list(/[\s,]+/),
+    doc: 'Hosts networked sandboxes may also reach (comma- or space-separated): `name`, `name:port`, `*.domain`, an IP address; an entry with a port (`10.0.0.5:3000`, `[fd00::5]:3000`) is exact and may be a private address. A wildcard alone, a CIDR range or a URL is refused.',
+    parse: egressEntries,
   }),
   ANTHROPIC_API_KEY: variable({
     group: 'agents',
@@ -348,14 +360,14 @@ export const VARIABLES = {
     readBy: 'worker, CLI',
     default: 'no tracing, nothing loaded',
     doc: 'Trace runs to this OTLP/HTTP URL (the full `/v1/traces` URL).',
-    parse: httpUrl,
+    parse: httpUrl(OTLP),
   }),
   OTEL_EXPORTER_OTLP_ENDPOINT: variable({
     group: 'observability',
     readBy: 'worker, CLI',
     default: 'no tracing, nothing loaded',
     doc: 'Trace runs to this OTLP/HTTP collector (`/v1/traces` is added), unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set.',
-    parse: httpUrl,
+    parse: httpUrl(OTLP),
   }),
   OTEL_SERVICE_NAME: variable({
     group: 'observability',
@@ -390,6 +402,15 @@ export const VARIABLES = {
 
 export type VariableName = keyof typeof VARIABLES;
 export type SettingOf<N extends VariableName> = ReturnType<(typeof VARIABLES)[N]['parse']>;
+
+/** The processes that read variable `name`, from its row: `flotilla gc` is the CLI's. */
+export function readersOf(name: VariableName): ('worker' | 'cli')[] {
+  const { readBy } = VARIABLES[name];
+  return [
+    ...(/\bworker\b/.test(readBy) ? ['worker' as const] : []),
+    ...(/\bCLI\b|flotilla gc/.test(readBy) ? ['cli' as const] : []),
+  ];
+}
 
 /** The setting of variable `name` in `env`: its parsed value, or an error naming it. */
 export function setting<N extends VariableName>(name: N, env: NodeJS.ProcessEnv = process.env): SettingOf<N> {

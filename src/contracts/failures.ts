@@ -18,6 +18,8 @@ export const FAILURE_TYPES = {
   SandboxMissing: 'a sandbox is missing',
   /** Isolation is not available and the worker was not started with an explicit opt-out. */
   IsolationUnavailable: 'sandbox isolation is not available',
+  /** The worker lacks an agent's CLI or its credentials; nothing started. */
+  AgentUnavailable: 'an agent cannot run on this worker',
   /** An oracle file would reach an agent, a commit or the push. */
   OracleExposed: 'an oracle file would be exposed',
   /** Imported commits do not descend from the base, or bring unrelated history. */

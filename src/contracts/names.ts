@@ -16,6 +16,19 @@ export function runKeyOf(workflowId: string, runId: string): string {
   return `${readable}-${runId.slice(0, 8)}`;
 }
 
+/** Names git resolves to refs of its own before any branch: a branch so named is shadowed, or refused. */
+const GIT_OWN_REFS = [
+  'HEAD',
+  'FETCH_HEAD',
+  'ORIG_HEAD',
+  'MERGE_HEAD',
+  'CHERRY_PICK_HEAD',
+  'REVERT_HEAD',
+  'REBASE_HEAD',
+  'BISECT_HEAD',
+  'AUTO_MERGE',
+];
+
 /** Rules of `git check-ref-format`, applied without running git so workflows can use them too. */
 export function refNameProblem(name: string): string | undefined {
   if (name.length === 0) return 'is empty';
@@ -32,6 +45,7 @@ export function refNameProblem(name: string): string | undefined {
     if (part.endsWith('.lock')) return `has a component ending with ".lock" (${part})`;
   }
   if (name.startsWith('refs/')) return 'must be a branch name such as "main", not a full ref';
+  if (GIT_OWN_REFS.includes(name)) return `is "${name}", a name git keeps for a ref of its own, not a branch`;
   return undefined;
 }
 
@@ -78,6 +92,8 @@ export function repoUrlProblem(url: string, extraSchemes: string[] = []): string
   if (userinfo !== undefined && (scheme !== 'ssh' || userinfo.includes(':'))) {
     return 'must not contain credentials (user:password@); the worker sends FLOTILLA_GIT_TOKEN to allowed hosts itself';
   }
+  if (/^(ssh:\/\/|[^/:]*@)-|^ssh:\/\/[^/]*@-/i.test(url))
+    return 'names a user or host starting with "-", which ssh would read as an option';
   if (scheme !== undefined) {
     if (scheme === 'https' || scheme === 'ssh' || scheme === 'file' || extraSchemes.includes(scheme)) return undefined;
     if (scheme === 'http') return 'uses plain http; use https';

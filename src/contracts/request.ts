@@ -95,7 +95,16 @@ export type SubTask = z.infer<typeof SubTask>;
 const limitMinutes = z
   .number()
   .positive()
-  .max(24 * 60);
+  .max(24 * 60, 'must be at most 1440 minutes (a day)');
+
+/** The longest a run waits for a person (a gate, a suspended sub-task): a year, in minutes. */
+export const MAX_WAIT_MINUTES = 365 * 24 * 60;
+
+/**
+ * Minutes a wait for a person may be: positive, at most a year. Unbounded, a wait outgrows
+ * Temporal's timers and JavaScript's dates, and the run can neither wait nor be shown.
+ */
+const waitMinutes = z.number().positive().max(MAX_WAIT_MINUTES, `must be at most ${MAX_WAIT_MINUTES} minutes (a year)`);
 
 /**
  * Limits renamed when "worker" came to mean only the worker process: old name → new name. The
@@ -133,11 +142,8 @@ const LimitFields = z
     runBudgetUsd: z.number().positive().optional(),
     /** Model turns one invocation may take before the sub-task suspends. Unlimited by default. */
     maxTurns: z.number().int().positive().optional(),
-    /** How long a suspended sub-task waits for `resume` before it fails. Default one day. */
-    suspendTimeoutMinutes: z
-      .number()
-      .positive()
-      .default(24 * 60),
+    /** How long a suspended sub-task waits for `resume` before it fails. Default one day; at most a year. */
+    suspendTimeoutMinutes: waitMinutes.default(24 * 60),
     /**
      * A worker process that stops heartbeating for this long is presumed dead and its activity
      * is retried elsewhere. Default 30 s: quick failover without flapping on a busy machine.
@@ -238,11 +244,8 @@ export const Gate = z
   .object({
     /** auto: pass straight through. manual: wait for an approve or reject signal. */
     mode: z.enum(['auto', 'manual']).default('auto'),
-    /** How long a manual gate waits. Default: a week. */
-    timeoutMinutes: z
-      .number()
-      .positive()
-      .default(7 * 24 * 60),
+    /** How long a manual gate waits. Default: a week; at most a year. */
+    timeoutMinutes: waitMinutes.default(7 * 24 * 60),
     /** What an expired gate does. Default: fail, since nobody approved. */
     onTimeout: z.enum(['fail', 'approve']).default('fail'),
   })

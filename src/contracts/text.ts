@@ -57,3 +57,15 @@ export function excerpt(text: string, headBytes: number, tailBytes: number): str
   if (within(text, headBytes + tailBytes, false).length === text.length) return text;
   return `${within(text, headBytes, false)}\n…\n${within(text, tailBytes, true)}`;
 }
+
+/** The largest time a JavaScript Date holds, in milliseconds either side of 1970. */
+const LAST_DATE_MS = 8.64e15;
+
+/**
+ * `ms` as an ISO 8601 time, clamped into the range a Date holds: a time computed from a value in
+ * history is shown, never thrown over (`toISOString` throws a RangeError outside that range).
+ */
+export function isoTime(ms: number): string {
+  const clamped = Number.isNaN(ms) ? 0 : Math.max(-LAST_DATE_MS, Math.min(LAST_DATE_MS, ms));
+  return new Date(clamped).toISOString();
+}

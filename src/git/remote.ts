@@ -17,6 +17,31 @@ export function scrubSecrets(text: string): string {
 }
 
 /**
+ * Git's words for a remote that no retry can make work: it is not a repository, does not exist,
+ * or refuses us (credentials, permissions, an address git blocks). Anything else, such as a reset
+ * connection, a server error or a name that does not resolve yet, may pass and is retried.
+ */
+const PERMANENT_REMOTE_ERRORS = [
+  /does not appear to be a git repository/,
+  /repository '.*' not found/i,
+  /Repository not found/i,
+  /access denied or repository not exported/,
+  /could not read (Username|Password) for/,
+  /Authentication failed for/,
+  /The requested URL returned error: (401|403|404|410)\b/,
+  /Permission denied \(/,
+  /Host key verification failed/,
+  /strange (hostname|username|pathname|port) .* blocked/,
+  /transport '.*' not allowed/,
+];
+
+/** The line of git's error `text` that says a remote can never work, without "fatal:"; undefined when a retry may help. */
+export function permanentRemoteProblem(text: string): string | undefined {
+  const line = text.split('\n').find((l) => PERMANENT_REMOTE_ERRORS.some((p) => p.test(l)));
+  return line?.replace(/^\s*(fatal|error|remote): /, '').trim();
+}
+
+/**
  * simple-git for the repository `dir`, running git with exactly `env`. simple-git refuses GIT_*
  * variables unless they are named, and some unless an unsafe option allows them; these are ours on
  * purpose: GIT_CONFIG_GLOBAL (/dev/null) and GIT_CONFIG_COUNT carry only the policy's settings and

@@ -19,3 +19,15 @@ export function msOfSeconds(n: number | undefined): number | undefined {
 export function wholeMinutes(ms: number): number {
   return Math.round(ms / 60_000);
 }
+
+/**
+ * The longest timer a workflow sets: a century, far beyond any wait a request may ask for (a
+ * year). A history from a release that accepted any number keeps its value, and this keeps it
+ * from asking Temporal for a timer it refuses, which would fail every workflow task of the run.
+ */
+const LONGEST_TIMER_MS = 100 * 365 * 24 * 3_600_000;
+
+/** `ms`, at most the longest timer a workflow sets. */
+export function timerMs(ms: number): number {
+  return Math.min(ms, LONGEST_TIMER_MS);
+}

@@ -171,6 +171,7 @@ describe('refusals and exit codes', () => {
     expect(started.err).toContain(
       `no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
     );
+    const noWorker = `no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`;
     for (const args of [
       ['status', id],
       ['status', id, '--json'],
@@ -179,10 +180,10 @@ describe('refusals and exit codes', () => {
       const status = await flotilla(args);
       expect(Date.now() - t0).toBeLessThan(5_000);
       expect(status.code).toBe(3);
-      expect(status.out).toBe('');
-      expect(status.err).toContain(
-        `no worker is polling task queue "${queue}"; start one with: FLOTILLA_TASK_QUEUE=${queue} flotilla worker`,
-      );
+      // With --json the error is JSON on stdout, for the script that asked for it.
+      if (args.includes('--json'))
+        expect(JSON.parse(status.out)).toEqual({ error: { message: noWorker, exitCode: 3 } });
+      else expect([status.out, status.err]).toEqual(['', expect.stringContaining(noWorker)]);
     }
 
     // A worker that polls, then is killed: it stays listed as a poller for minutes, so the

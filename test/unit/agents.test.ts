@@ -3,11 +3,15 @@
  * read, and what an interrupted attempt hands the next. (Each harness driving its real CLI in a
  * sandbox is test/e2e/agents.test.ts, against the harness contract.)
  */
+import { accessSync, constants } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { missingForAgents } from '../../src/activities/agent-preflight';
+import { REQUIREMENTS } from '../../src/agents';
 import { CarryingParser, readCarryOver } from '../../src/agents/carry-over';
 import { questionIn } from '../../src/agents/protocol';
 import { ShellHarness, TEXT_VARIABLE_CAP } from '../../src/agents/shell';
 import type { AgentTask } from '../../src/agents/types';
+import { VARIABLES } from '../../src/config/variables';
 
 const task = (over: Partial<AgentTask> = {}): AgentTask => ({
   subTaskId: 'api',
@@ -124,5 +128,28 @@ describe('a parser carrying earlier attempts', () => {
     expect(parser.progress()).toMatchObject({ sessionId: 'old', costUsd: 1.5, turns: 3, toolCalls: 3 });
     parser.push('::flotilla {"sessionId": "new"}\n');
     expect(parser.finish(0)).toMatchObject({ sessionId: 'new', costUsd: 1.5, turns: 3 });
+  });
+});
+
+describe('what a worker needs to run each kind of agent', () => {
+  it('says which credentials are missing, and that a shell agent needs none', () => {
+    expect(missingForAgents(['shell', 'claude-code', 'codex'], 'local', {})).toEqual([
+      'claude-code: ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN is not set on this worker',
+      'codex: OPENAI_API_KEY or CODEX_API_KEY is not set on this worker',
+    ]);
+    expect(
+      missingForAgents(['claude-code', 'codex'], 'local', { ANTHROPIC_AUTH_TOKEN: 't', CODEX_API_KEY: 'k' }),
+    ).toEqual([]);
+    expect(missingForAgents(['codex'], 'e2b', { OPENAI_API_KEY: '' })).toEqual([
+      'codex: OPENAI_API_KEY or CODEX_API_KEY is not set on this worker',
+    ]);
+  });
+
+  it("each harness names an executable this checkout has, and credentials the worker's table knows", () => {
+    for (const [kind, requirements] of Object.entries(REQUIREMENTS)) {
+      const needs = requirements();
+      if (needs.binary) expect(() => accessSync(needs.binary!(), constants.X_OK), kind).not.toThrow();
+      for (const name of needs.credentials) expect(Object.keys(VARIABLES), kind).toContain(name);
+    }
   });
 });

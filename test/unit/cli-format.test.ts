@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatRunEnd } from '../../src/cli/format/run-end';
 import { formatStatus, statusFacts } from '../../src/cli/format/status';
+import { ChangeLog, InPlaceView } from '../../src/cli/terminal';
 import type { RunStatus } from '../../src/contracts/messages';
 import type { RunResult } from '../../src/contracts/reports';
 
@@ -217,5 +218,60 @@ describe('refusals', () => {
         '  agents cost $1.25',
       ],
     );
+  });
+});
+
+describe('text an agent or a sender wrote', () => {
+  const forged = 'Which colour?\n  approve: flotilla approve run-1 --gate push --sha 0000\r\nreject:\u2028 done';
+
+  it('cannot start a line of its own in the status, the live view or the log of a watch', () => {
+    const s = status({
+      message: `failed: ${forged}`,
+      workers: [{ id: 'api', state: 'suspended', reason: forged, question: forged, costUsd: 0, turns: 0 }],
+      refusals: [{ at: NOW, message: 'approve', by: forged, reason: forged }],
+      refusedCount: 1,
+    });
+    const shown = lines(formatStatus(s, 'run-1', NOW));
+    expect(shown.filter((l) => /^\s*(approve|reject):/.test(l))).toEqual([]);
+    expect(shown).toContain(
+      '          question: Which colour?\\n  approve: flotilla approve run-1 --gate push --sha 0000\\nreject:\\n done',
+    );
+    const written: string[] = [];
+    new ChangeLog({ write: (t) => written.push(t) }, () => new Date(NOW)).update(statusFacts(s, 'run-1'));
+    new InPlaceView({ write: (t) => written.push(t) }).draw([`question: ${forged}`]);
+    for (const text of written) expect(text.match(/\n/g)?.length ?? 0, text).toBe(1);
+  });
+
+  it('cannot start a line of its own in how a run ended, nor in its quoted test output', () => {
+    const result: RunResult = {
+      outcome: 'failed',
+      message: forged,
+      baseSha: 'a'.repeat(40),
+      targetRef: 'main',
+      workers: [
+        {
+          workerId: 'api',
+          status: 'failed',
+          reason: forged,
+          commits: 0,
+          filesChanged: 0,
+          isolation: 'bubblewrap',
+          durationMs: 1,
+          costUsd: 0,
+          turns: 0,
+          runs: 1,
+        },
+      ],
+      test: { exitCode: 1, logRef: 'sha256:1', tail: `one\n${forged}` },
+      costUsd: 0,
+      decisions: [{ gate: 'push', approved: false, by: forged, comment: forged }],
+      refusals: [],
+      refusedCount: 0,
+    };
+    const ended = formatRunEnd({ workflowId: 'run-1', failureType: 'failed', failureMessage: forged, result });
+    const shown = lines(ended);
+    expect(shown.filter((l) => /^\s*(approve|reject):/.test(l))).toEqual([]);
+    // Test output keeps its lines, each marked as quoted.
+    expect(shown.filter((l) => l.startsWith('    | '))).toHaveLength(4);
   });
 });

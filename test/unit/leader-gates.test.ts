@@ -2,7 +2,8 @@
 import { ActivityFailure, ApplicationFailure, RetryState } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import type { GateReview } from '../../src/contracts/messages';
-import { type PlannedRequest, parseLeaderRequest } from '../../src/contracts/request';
+import { MAX_WAIT_MINUTES, type PlannedRequest, parseLeaderRequest } from '../../src/contracts/request';
+import { timerMs } from '../../src/workflows/durations';
 import { gateDetails, planRows } from '../../src/workflows/leader/gates';
 import { pool } from '../../src/workflows/leader/pool';
 import { failureLine } from '../../src/workflows/leader/run';
@@ -36,6 +37,21 @@ describe('gateDetails', () => {
     expect(details).toContain('(on timeout: approve,');
     expect(details).toContain('\nTests: 3 passed, 0 failed (vitest)\n');
     expect(details).toContain(`Approve: \`flotilla approve run-1 --gate push --sha ${sha}\``);
+  });
+
+  it('a gate whose expiry is past the last date JavaScript holds (from an older history) is shown, not thrown over', () => {
+    expect(gateDetails('run-1', review({ expiresAt: Date.now() + 1.5e11 * 60_000 }))).toContain(
+      '(on timeout: fail, at +275760-09-13T00:00:00.000Z)',
+    );
+    expect(gateDetails('run-1', review({ expiresAt: NaN }))).toContain('at 1970-01-01T00:00:00.000Z)');
+  });
+});
+
+describe('timerMs', () => {
+  it('leaves every wait a request may ask for as it is, and caps what older histories hold at a century', () => {
+    const year = MAX_WAIT_MINUTES * 60_000;
+    expect(timerMs(year)).toBe(year);
+    expect(timerMs(1.5e11 * 60_000)).toBe(100 * 365 * 24 * 3_600_000);
   });
 });
 

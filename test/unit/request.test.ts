@@ -5,6 +5,7 @@ import Ajv from 'ajv';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { loadRequestFile } from '../../src/client/index';
+import { MAX_REQUEST_FILE_BYTES } from '../../src/client/request-file';
 import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
 import { repoUrlProblem } from '../../src/contracts/names';
 import { tempDir } from '../support/temp';
@@ -127,9 +128,64 @@ describe('parseLeaderRequest', () => {
     ['an unknown agent kind', (r) => (r.agent = { kind: 'gpt', command: 'x' }), 'agent.kind'],
     ['an unknown field', (r) => (r.tests = 'npm test'), '(request): unknown field(s) "tests"'],
     ['a zero maxParallel', (r) => (r.limits = { maxParallel: 0 }), 'limits.maxParallel: Too small'],
+    [
+      'a gate that waits for ever',
+      (r) => (r.gates = { push: { mode: 'manual', timeoutMinutes: 1.5e11 } }),
+      'gates.push.timeoutMinutes: must be at most 525600 minutes (a year)',
+    ],
+    [
+      'a gate that waits infinitely',
+      (r) => (r.gates = { plan: { mode: 'manual', timeoutMinutes: Infinity } }),
+      'gates.plan.timeoutMinutes: expected number, got Infinity',
+    ],
+    [
+      'a suspension that waits for ever',
+      (r) => (r.limits = { suspendTimeoutMinutes: 1e12 }),
+      'limits.suspendTimeoutMinutes: must be at most 525600 minutes (a year)',
+    ],
+    [
+      'a suspension of NaN minutes',
+      (r) => (r.limits = { suspendTimeoutMinutes: NaN }),
+      'limits.suspendTimeoutMinutes: expected number, got NaN',
+    ],
+    [
+      'an agent timeout over a day',
+      (r) => (r.limits = { agentTimeoutMinutes: 1441 }),
+      'limits.agentTimeoutMinutes: must be at most 1440 minutes (a day)',
+    ],
+    [
+      'an infinite command timeout',
+      (r) => (r.limits = { commandTimeoutMinutes: -Infinity }),
+      'limits.commandTimeoutMinutes: expected number, got -Infinity',
+    ],
+    ['a huge host timeout', (r) => (r.limits = { hostTimeoutSeconds: 1e15 }), 'limits.hostTimeoutSeconds: Too big'],
+    [
+      'a huge checkpoint interval',
+      (r) => (r.limits = { checkpointIntervalSeconds: 1e15 }),
+      'limits.checkpointIntervalSeconds: Too big',
+    ],
+    [
+      'a huge heartbeat timeout',
+      (r) => (r.limits = { heartbeatTimeoutSeconds: 1e9 }),
+      'limits.heartbeatTimeoutSeconds: Too big',
+    ],
   ])('refuses %s', (_what, mutate, expected) => {
     const found = problems(mutate);
     expect(found.join('\n')).toContain(expected);
+  });
+
+  it('accepts the longest waits, a year at a gate and a year suspended', () => {
+    const year = 365 * 24 * 60;
+    const req = parseLeaderRequest({
+      ...valid(),
+      limits: { suspendTimeoutMinutes: year },
+      gates: { plan: { mode: 'manual', timeoutMinutes: year }, push: { mode: 'manual', timeoutMinutes: year } },
+    });
+    expect([req.limits.suspendTimeoutMinutes, req.gates.plan.timeoutMinutes, req.gates.push.timeoutMinutes]).toEqual([
+      year,
+      year,
+      year,
+    ]);
   });
 
   it('lists every field problem at once', () => {
@@ -149,7 +205,24 @@ describe('repository locations', () => {
     'git@github.com:a/b.git',
     '/srv/git/b.git',
     'file:///srv/git/b.git',
+    'ssh://git@host/-odd-path.git',
   ])('accepts %s', (url) => expect(repoUrlProblem(url)).toBeUndefined());
+
+  it.each(['ssh://-oProxyCommand=touch%20x/y.git', 'ssh://git@-oProxyCommand=x/y.git', 'git@-oProxyCommand=x:y.git'])(
+    'refuses %s, whose user or host ssh would read as an option',
+    (url) =>
+      expect(repoUrlProblem(url)).toBe('names a user or host starting with "-", which ssh would read as an option'),
+  );
+
+  it.each(['HEAD', 'FETCH_HEAD', 'ORIG_HEAD', 'MERGE_HEAD'])(
+    'refuses %s as a branch: git keeps it for a ref of its own',
+    (ref) => {
+      expect(problems((r) => (r.repo.targetRef = ref))).toEqual([
+        `repo.targetRef: branch name is "${ref}", a name git keeps for a ref of its own, not a branch`,
+      ]);
+      expect(problems((r) => (r.repo.baseRef = ref))[0]).toMatch(/^repo\.baseRef: branch name is /);
+    },
+  );
 });
 
 describe('request files', () => {
@@ -159,6 +232,62 @@ describe('request files', () => {
     writeFileSync(file, 'objective: greet\nsubTasks: [\n  {id: one, prompt: hi\n');
     expect(() => loadRequestFile(file)).toThrow(`${file} is not valid YAML: `);
     expect(() => loadRequestFile(file)).toThrow(/must be sufficiently indented and end with a \} at line 4, column 1/);
+  });
+
+  const fileWith = (name: string, text: string) => {
+    const file = path.join(tempDir('spec'), name);
+    writeFileSync(file, text);
+    return file;
+  };
+
+  it('refuses a key given twice, in JSON and in YAML, rather than keep the last', () => {
+    const json = JSON.stringify({ ...valid(), testCmd: 'true' }).replace(
+      '"testCmd":"true"',
+      '"testCmd":"true","testCmd":"false"',
+    );
+    expect(() => loadRequestFile(fileWith('twice.json', json))).toThrow(
+      /twice\.json is not valid JSON: the key "testCmd" appears twice in one object \(line 1\)/,
+    );
+    const nested = JSON.stringify(valid(), null, 2).replace(
+      '"baseRef": "main"',
+      '"baseRef": "main",\n    "base\\u0052ef": "dev"',
+    );
+    expect(() => loadRequestFile(fileWith('nested.json', nested))).toThrow(
+      /the key "baseRef" appears twice in one object \(line 6\)/,
+    );
+    const yaml = `${YAML.stringify(valid())}testCmd: "false"\n`;
+    expect(() => loadRequestFile(fileWith('twice.yaml', yaml))).toThrow(
+      /twice\.yaml is not valid YAML: Map keys must be unique/,
+    );
+  });
+
+  it('keeps the same key in different objects, and a key-like string that is a value', () => {
+    const req = { ...valid(), objective: 'id: "a"' };
+    expect(loadRequestFile(fileWith('fine.json', JSON.stringify(req))).subTasks!.map((t) => t.id)).toEqual(['a', 'b']);
+  });
+
+  it('refuses a YAML tag nothing resolves, such as !!js/function, rather than read it as a string', () => {
+    const yaml = YAML.stringify(valid()).replace('testCmd: "true"', 'testCmd: !!js/function "function () {}"');
+    expect(yaml).toContain('!!js/function');
+    expect(() => loadRequestFile(fileWith('tag.yaml', yaml))).toThrow(
+      /tag\.yaml is not valid YAML: Unresolved tag: tag:yaml\.org,2002:js\/function at line/,
+    );
+  });
+
+  it("refuses an empty repository URL rather than make it the request file's directory", () => {
+    const file = fileWith('empty.json', JSON.stringify({ ...valid(), repo: { url: '' } }));
+    expect(() => loadRequestFile(file)).toThrow('repo.url: repository is empty');
+  });
+
+  it('refuses a file over the size limit without reading past it, and a directory', () => {
+    const big = fileWith('big.json', ' '.repeat(MAX_REQUEST_FILE_BYTES + 1));
+    expect(() => loadRequestFile(big)).toThrow(
+      `cannot read request file ${big}: it is larger than ${MAX_REQUEST_FILE_BYTES} bytes`,
+    );
+    const dir = tempDir('spec');
+    expect(() => loadRequestFile(dir)).toThrow(
+      `cannot read request file ${dir}: it is a directory, not a regular file`,
+    );
   });
 
   it('names the file and the parse error of broken JSON', () => {

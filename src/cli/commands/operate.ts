@@ -45,7 +45,7 @@ async function workerCommand(o: { verbose?: boolean; logFormat?: string }): Prom
   const { runWorkerProcess } = load.worker();
   const args = [...(o.verbose ? ['--verbose'] : []), ...(o.logFormat ? ['--log-format', o.logFormat] : [])];
   await runWorkerProcess(args).catch((err: Error) => {
-    if (err instanceof ConfigError) throw new UsageError(err.message);
+    if (err instanceof ConfigError) throw err;
     throw /no Temporal server|ECONNREFUSED|UNAVAILABLE/.test(err.message) ? new UnreachableError(err.message) : err;
   });
   return EXIT.ok;

@@ -1,11 +1,11 @@
 /** Starting a run and following it to its end: start, watch, result, cancel. */
 import { taskQueue } from '../../config/settings';
-import { EXIT } from '../exit';
+import { EXIT, UnreachableError } from '../exit';
 import { requestSummary } from '../format/request';
 import { load } from '../lazy';
 import { type AddCommand, example } from '../options';
 import { json, say } from '../output';
-import { warnIfNoWorker, withClient } from '../session';
+import { refuseIfEnded, warnIfNoWorker, withClient } from '../session';
 import { readRequest } from './request';
 
 async function startCommand(file: string, o: { id?: string; wait?: boolean; json?: boolean }): Promise<number> {
@@ -54,8 +54,16 @@ async function resultCommand(id: string, o: { json?: boolean }): Promise<number>
 
 async function cancelCommand(id: string): Promise<number> {
   return withClient(async ({ client }) => {
+    await refuseIfEnded(client, id, 'has nothing left to cancel');
     const handle = client.workflow.getHandle(id);
     await handle.cancel();
+    // The cancel is recorded, but only a worker acts on it: without one, waiting would never end.
+    const { taskQueue } = await handle.describe();
+    const { hasWorker, noWorkerMessage } = load.status();
+    if (!(await hasWorker(client, taskQueue)))
+      throw new UnreachableError(
+        `asked ${id} to cancel, but ${noWorkerMessage(taskQueue)}; the run stops, and its sandboxes go, once one does`,
+      );
     say(`Cancelling ${id}: stopping agents and destroying sandboxes...`);
     say(load.runEndFormat().formatRunEnd(await load.result().awaitRun(handle)));
     return EXIT.ok;

@@ -10,7 +10,7 @@ import { EXIT, UsageError } from '../exit';
 import { load } from '../lazy';
 import { type AddCommand, example, gateOption, positiveNumber } from '../options';
 import { say, warn } from '../output';
-import { statusOf, withClient } from '../session';
+import { refuseIfEnded, statusOf, withClient } from '../session';
 
 type Messages = typeof import('../../client/messages');
 
@@ -23,10 +23,13 @@ function who(by: string | undefined): string {
 async function steer(id: string, send: (client: Client, m: Messages) => Promise<string>): Promise<void> {
   const answer = await withClient(async ({ client }) => {
     const m = load.messages();
+    // A run that has ended needs no worker to say so; one that runs does to take the message.
+    await refuseIfEnded(client, id, 'takes no more messages');
     // The update would wait for a worker indefinitely; the status query says within seconds.
     await statusOf(client, id);
     return send(client, m).catch((err: unknown) => {
-      throw err instanceof m.MessageRefused ? new UsageError(`refused: ${err.message}`) : err;
+      if (err instanceof m.MessageRefused || err instanceof m.RunEnded) throw new UsageError(err.message, false);
+      throw err;
     });
   });
   say(`${id}: ${answer}`);

@@ -1,5 +1,6 @@
 /** Lines that both a run's status and its end show: integration attempts, refusals, where a sandbox lives. */
 import type { IntegrationReport, Refusal } from '../../contracts/reports';
+import { isoTime } from '../../contracts/text';
 import { usd } from './units';
 
 /** Resolver, re-dispatch and repair attempts, one line each. */
@@ -20,7 +21,7 @@ export function formatRefusals(refusals: Refusal[] | undefined, count: number | 
   const older = (count ?? 0) - refusals.length;
   return [
     `refused messages: ${count}${older > 0 ? ` (the latest ${refusals.length} shown)` : ''}`,
-    ...refusals.map((r) => `  ${new Date(r.at).toISOString()} ${r.message} from ${r.by}: ${r.reason}`),
+    ...refusals.map((r) => `  ${isoTime(r.at)} ${r.message} from ${r.by}: ${r.reason}`),
   ];
 }
 
@@ -33,7 +34,7 @@ export function placement(w: {
   if (!w.host) return undefined;
   const moved = Array.isArray(w.reprovisions) ? w.reprovisions.length : (w.reprovisions ?? 0);
   const saved = w.checkpoint
-    ? `, checkpoint ${new Date(w.checkpoint.at).toISOString().slice(11, 19)} UTC (${w.checkpoint.sha.slice(0, 12)})`
+    ? `, checkpoint ${isoTime(w.checkpoint.at).slice(11, 19)} UTC (${w.checkpoint.sha.slice(0, 12)})`
     : '';
   return `on ${w.host}${saved}${moved ? `, moved to another host ${moved} time(s)` : ''}`;
 }

@@ -1,6 +1,7 @@
 /** How a run ended, as `start --wait`, `result`, `watch` and `cancel` print it. */
 import type { RunEnd } from '../../client/result';
 import type { SubTaskReport } from '../../contracts/reports';
+import { printableLines } from '../terminal';
 import { formatAttempts, formatRefusals, placement } from './lines';
 import { usd } from './units';
 
@@ -9,7 +10,7 @@ export function formatRunEnd(end: RunEnd): string {
   const lines: string[] = [];
   if (end.failureType) lines.push(`Run ${end.workflowId} did not push (${end.failureType}): ${end.failureMessage}`);
   else lines.push(`Run ${end.workflowId}: ${r?.outcome} — ${r?.message}`);
-  if (!r) return lines.join('\n');
+  if (!r) return printableLines(lines);
   for (const w of r.workers) lines.push(...subTaskLines(w));
   lines.push(...formatAttempts(r.integration));
   if (r.conflict)
@@ -17,7 +18,7 @@ export function formatRunEnd(end: RunEnd): string {
       `  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`,
     );
   if (r.test && r.outcome !== 'pushed')
-    lines.push(`  test output (tail; full log ${r.test.logRef}):`, indent(r.test.tail));
+    lines.push(`  test output (tail; full log ${r.test.logRef}):`, ...quoted(r.test.tail));
   for (const d of r.decisions ?? []) {
     const verdict = d.expired
       ? `expired (${d.approved ? 'approved' : 'failed'})`
@@ -29,7 +30,7 @@ export function formatRunEnd(end: RunEnd): string {
   lines.push(...formatRefusals(r.refusals, r.refusedCount).map((l) => `  ${l}`));
   if (r.costUsd) lines.push(`  agents cost ${usd(r.costUsd)}`);
   if (r.pushedSha) lines.push(`  pushed ${r.pushedSha} to ${r.targetRef}`);
-  return lines.join('\n');
+  return printableLines(lines);
 }
 
 /** A sub-task's report: how it ended, what was salvaged of it, where its sandbox went. */
@@ -52,10 +53,10 @@ function subTaskLines(w: SubTaskReport): string[] {
   return lines;
 }
 
-function indent(text: string): string {
+/** Output a command printed, each of its lines marked as quoted. */
+function quoted(text: string): string[] {
   return text
     .trimEnd()
     .split('\n')
-    .map((l) => `    | ${l}`)
-    .join('\n');
+    .map((l) => `    | ${l}`);
 }

@@ -1,6 +1,8 @@
 /** A run's status as `flotilla status` prints it, and as the facts `flotilla watch` logs when not on a terminal. */
 import type { RunStatus } from '../../contracts/messages';
 import { shellQuote as q } from '../../client/shell';
+import { isoTime } from '../../contracts/text';
+import { printableLines } from '../terminal';
 import { formatAttempts, formatRefusals, placement } from './lines';
 import { seconds, shortSha, usd } from './units';
 
@@ -24,7 +26,7 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
   lines.push(
     `totals:    ${usd(t.costUsd)}, ${t.turns} turns, ${t.workersDone} done, ${t.workersFailed} failed, ${seconds(elapsed)} elapsed`,
   );
-  return lines.join('\n');
+  return printableLines(lines);
 }
 
 function isolationLines(s: RunStatus): string[] {
@@ -45,9 +47,7 @@ function planningLines(s: RunStatus): string[] {
 function formatGate(s: RunStatus, runId: string): string[] {
   const g = s.gate;
   if (!g) return [];
-  const lines = [
-    `gate:      ${g.gate} — waiting for approval (then ${g.onTimeout} at ${new Date(g.expiresAt).toISOString()})`,
-  ];
+  const lines = [`gate:      ${g.gate} — waiting for approval (then ${g.onTimeout} at ${isoTime(g.expiresAt)})`];
   if (g.plan) {
     const idWidth = Math.max(2, ...g.plan.map((p) => p.id.length));
     lines.push('  plan:');

@@ -5,8 +5,8 @@ import { condition, setCurrentDetails } from '@temporalio/workflow';
 import type { GateReview } from '../../contracts/messages';
 import type { GateDecision } from '../../contracts/reports';
 import { type Gate, type GateName, type PlannedRequest, agentOf } from '../../contracts/request';
-import { firstLine } from '../../contracts/text';
-import { msOfMinutes } from '../durations';
+import { firstLine, isoTime } from '../../contracts/text';
+import { msOfMinutes, timerMs } from '../durations';
 import type { Run } from './run';
 
 /** What the gate shows beside its own fields: the plan's rows, or the commit to push. */
@@ -16,7 +16,7 @@ export type Review = Omit<GateReview, 'gate' | 'openedAt' | 'expiresAt' | 'onTim
 export async function passGate(run: Run, name: GateName, gate: Gate, review: Review): Promise<void> {
   if (gate.mode === 'auto') return;
   const { status, crew } = run;
-  const timeoutMs = msOfMinutes(gate.timeoutMinutes);
+  const timeoutMs = timerMs(msOfMinutes(gate.timeoutMinutes));
   status.phase = name === 'plan' ? 'awaiting-plan-approval' : 'awaiting-push-approval';
   status.gate = {
     gate: name,
@@ -49,7 +49,7 @@ export async function passGate(run: Run, name: GateName, gate: Gate, review: Rev
 export function gateDetails(runId: string, gate: GateReview): string {
   const approve = `flotilla approve ${runId} --gate ${gate.gate}${gate.sha ? ` --sha ${gate.sha}` : ''}`;
   return [
-    `**Waiting for a person at the ${gate.gate} gate** (on timeout: ${gate.onTimeout}, at ${new Date(gate.expiresAt).toISOString()})`,
+    `**Waiting for a person at the ${gate.gate} gate** (on timeout: ${gate.onTimeout}, at ${isoTime(gate.expiresAt)})`,
     ...(gate.testSummary ? [`Tests: ${gate.testSummary}`] : []),
     `Approve: \`${approve}\``,
     `Reject: \`flotilla reject ${runId} --gate ${gate.gate} --reason "why"\``,

@@ -8,7 +8,7 @@ import { ActivityFailure, ApplicationFailure, CancellationScope, proxyActivities
 import type { Activities } from '../../activities';
 import { isFailure, rootMessage } from '../../contracts/failures';
 import type { RunResult } from '../../contracts/reports';
-import type { LeaderRequest, LeaderRequestInput, PlannedRequest } from '../../contracts/request';
+import type { AgentSpec, LeaderRequest, LeaderRequestInput, PlannedRequest } from '../../contracts/request';
 import { msOfMinutes, msOfSeconds } from '../durations';
 import { integrate } from '../integration/integration';
 import { activityOptions } from '../options';
@@ -22,7 +22,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   // The status exists, and every handler is registered, before the first await.
   const run = new Run();
   // A refused request fails the workflow with the refusal, before the run has begun.
-  const req = await parseRequest(input);
+  const req = await parseRequest(input).catch((err: unknown) => run.refuse(input, err));
   run.begin(req);
   try {
     await checkIsolation(run, req);
@@ -49,16 +49,32 @@ function hostless(req: LeaderRequest) {
   return proxyActivities<Activities>(activityOptions(msOfSeconds(req.limits.heartbeatTimeoutSeconds)));
 }
 
-/** Refuses before anything starts when this worker would run the sandboxes unisolated without being told to. */
+/**
+ * Refuses before anything starts when this worker would run the sandboxes unisolated without
+ * being told to, or lacks the CLI or the credentials of an agent the request names.
+ */
 async function checkIsolation(run: Run, req: LeaderRequest): Promise<void> {
   const checked = await hostless(req)
-    .checkIsolation({ key: `${run.key}/preflight`, ...req.sandbox })
+    .checkIsolation({ key: `${run.key}/preflight`, ...req.sandbox, agents: agentKinds(req) })
     .catch((err: unknown) => {
-      if (isFailure(err, 'IsolationUnavailable')) return { refused: rootMessage(err) };
+      if (isFailure(err, 'IsolationUnavailable') || isFailure(err, 'AgentUnavailable'))
+        return { refused: rootMessage(err) };
       throw err;
     });
   if ('refused' in checked) run.fail('failed', checked.refused);
   run.status.isolation = run.result.isolation = checked.isolation;
+}
+
+/** Every kind of agent the request names: the planner, the default, the sub-tasks' own and the fixers. */
+function agentKinds(req: LeaderRequest): AgentSpec['kind'][] {
+  const agents = [
+    req.planner,
+    req.agent,
+    ...(req.subTasks ?? []).map((t) => t.agent),
+    req.resolver?.agent,
+    req.repair?.agent,
+  ];
+  return [...new Set(agents.flatMap((a) => (a ? [a.kind] : [])))];
 }
 
 async function resolveBase(run: Run, req: LeaderRequest) {

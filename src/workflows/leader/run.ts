@@ -20,6 +20,7 @@ import { type RunStatus, type SubTaskStatus, statusQuery } from '../../contracts
 import { runKeyOf } from '../../contracts/names';
 import type { RunOutcome, RunResult } from '../../contracts/reports';
 import type { LeaderRequest, SubTask } from '../../contracts/request';
+import { rootMessage } from '../../contracts/failures';
 import { clip } from '../../contracts/text';
 import { PATCHES } from '../patches';
 import { type Crew, openInbox } from './inbox';
@@ -86,6 +87,25 @@ export class Run {
       workers: queued(req.subTasks ?? []),
     });
     this.result.targetRef = targetRef;
+  }
+
+  /**
+   * The request was refused, before the run began: the status says so, with the refusal and what
+   * the input named, and the workflow fails with the refusal itself (`err`, rethrown).
+   */
+  refuse(input: unknown, err: unknown): never {
+    const given = input as { objective?: unknown; repo?: { url?: unknown } } | null | undefined;
+    const text = (value: unknown) => (typeof value === 'string' ? clip(value, 500) : '');
+    if (isCancellation(err)) throw err;
+    Object.assign(this.status, {
+      phase: 'failed',
+      outcome: 'failed',
+      message: clip(refusalLine(err), 5_000),
+      endedAt: Date.now(),
+      objective: text(given?.objective),
+      repo: text(given?.repo?.url),
+    });
+    throw err;
   }
 
   /** Dollars spent by every agent of the run: planner, sub-tasks, resolvers and repairers. */
@@ -174,6 +194,13 @@ export class Run {
       },
     };
   }
+}
+
+/** A refusal of the request on one line: its problems joined, when the failure lists them. */
+function refusalLine(err: unknown): string {
+  const details = err instanceof ApplicationFailure ? (err.details?.[0] as { problems?: unknown }) : undefined;
+  const problems = details?.problems;
+  return Array.isArray(problems) ? `invalid request: ${problems.join('; ')}` : rootMessage(err);
 }
 
 /** A status line per sub-task, none started yet. */

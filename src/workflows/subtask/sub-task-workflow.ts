@@ -30,7 +30,7 @@ import {
 import type { Isolation, Reprovision, SubTaskReport } from '../../contracts/reports';
 import { MAX_CHARS } from '../../contracts/request';
 import { clip } from '../../contracts/text';
-import { wholeMinutes } from '../durations';
+import { timerMs, wholeMinutes } from '../durations';
 import { DEFAULT_CHECKPOINT_INTERVAL_MS, SandboxHome } from '../host-affinity';
 import { activityOptions, commandOptions } from '../options';
 import { PATCHES } from '../patches';
@@ -343,7 +343,7 @@ export class SubTaskWorkflow {
     setCurrentDetails(
       `**Suspended** (${why}): waiting for a person\nResume: \`flotilla resume ${this.parentId ?? 'RUN'} --subtask ${task.id} --message "..."\``,
     );
-    const resumed = await condition(() => this.resume !== undefined, input.suspendTimeoutMs, {
+    const resumed = await condition(() => this.resume !== undefined, timerMs(input.suspendTimeoutMs), {
       summary: `${task.id} suspended: waiting for resume`,
     });
     setCurrentDetails('');

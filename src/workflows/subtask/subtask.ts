@@ -9,7 +9,9 @@
  */
 import type { SandboxRef } from '../../activities';
 import type { SubTaskSeed } from '../../activities/integration';
+import { permanent } from '../../contracts/failures';
 import type { AgentSpec, CommitPolicy } from '../../contracts/request';
+import { subTaskInputProblems } from '../../contracts/subtask-input';
 import type { SubTaskReport } from '../../contracts/reports';
 import { SubTaskWorkflow } from './sub-task-workflow';
 
@@ -46,6 +48,10 @@ export interface SubTaskInput {
  * "sub-task": it never changes.
  */
 export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport> {
+  // Before anything reads it: a child started by hand with a partial input fails at once, naming
+  // the fields, rather than failing every workflow task on the first one missing.
+  const problems = subTaskInputProblems(input);
+  if (problems.length) throw permanent('InvalidRequest', `invalid sub-task input: ${problems.join('; ')}`);
   // Every handler is registered before the first await.
   const subTask = new SubTaskWorkflow(input);
   try {
