@@ -4,11 +4,12 @@
  * moved onto the integration head. The test gate is in tests.ts, the fixers in fixers.ts.
  */
 import { permanent } from '../contracts/failures';
-import { type MergeRun, type SubTaskHead, diffstat, mergeWorkers } from '../git/merge';
+import { type MergeRun, type SubTaskHead, changedPaths, diffstat, mergeWorkers } from '../git/merge';
 import { filesAtOraclePaths, oraclePaths, readOracles } from '../git/oracle';
 import { scrubSecrets } from '../git/remote';
 import { type SubTaskSeed, isOnSeed, moveOntoSeed } from '../git/seeding';
 import { runKeyOfRef, runRef } from '../git/staging';
+import { redact } from '../store/secrets';
 import { type ActivityDeps, type SandboxRef, openWorkspace } from './deps';
 
 export type { MergeRun, SubTaskHead, SubTaskSeed };
@@ -78,6 +79,21 @@ export function integrateActivities(deps: ActivityDeps) {
       const ref = runRef(input.runKey, input.name);
       await staging.setRef(ref, input.sha);
       return { sha: input.sha, ref, diffstat: await diffstat(staging.dir, input.baseSha, input.sha) };
+    },
+
+    /**
+     * The files that changed from `from` to `to` (a sub-task's seed and its head), the first
+     * `max` of them, for the prompt of a sub-task that builds on it.
+     */
+    async changedFiles(input: {
+      runKey: string;
+      from: string;
+      to: string;
+      max: number;
+    }): Promise<{ files: string[]; count: number }> {
+      const staging = await deps.staging(input.runKey);
+      const all = await changedPaths(staging.dir, input.from, input.to);
+      return { files: all.slice(0, input.max).map((p) => redact(p)), count: all.length };
     },
 
     /**

@@ -539,6 +539,17 @@ export type LeaderRequest = z.infer<typeof LeaderRequest>;
 export type PlannedRequest = LeaderRequest & { subTasks: SubTask[] };
 export type LeaderRequestInput = z.input<typeof LeaderRequest>;
 
+/**
+ * Why `task` cannot join the plan of `req` (its id, paths, dependencies and agent, the plan's
+ * size), in the words a request with it would be refused in; empty when it can.
+ */
+export function additionProblems(req: PlannedRequest, task: SubTask): string[] {
+  const parsed = LeaderRequest.safeParse({ ...req, subTasks: [...req.subTasks, task] }, { reportInput: true });
+  if (parsed.success) return [];
+  const at = `subTasks[${req.subTasks.length}]`;
+  return describeIssues(parsed.error.issues).map((p) => (p.startsWith(at) ? `subTask${p.slice(at.length)}` : p));
+}
+
 /** A sub-task's agent: its own, the request's default, or (a planned sub-task without either) the planner's. */
 export function agentOf(req: LeaderRequest, task: SubTask): AgentSpec {
   // Validation guarantees one of them: a sub-task without an agent needs a default, a request without sub-tasks a planner or a default.

@@ -39,7 +39,8 @@ export class Run {
   readonly crew: Crew;
   private readonly publishSearchAttributes: () => void;
 
-  constructor() {
+  /** `living`: a living plan, whose sub-tasks people can add, cancel and retry while it runs. */
+  constructor({ living = false } = {}) {
     const info = workflowInfo();
     this.id = info.workflowId;
     this.key = runKeyOf(info.workflowId, info.runId);
@@ -61,7 +62,7 @@ export class Run {
       : () => undefined;
     setHandler(statusQuery, () => this.statusNow());
     // People and sub-tasks: every message goes through the inbox.
-    this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false };
+    this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false, living };
     openInbox(this.crew);
     this.result = {
       outcome: 'failed',
@@ -84,8 +85,10 @@ export class Run {
       repo: req.repo.url,
       targetRef,
       workers: queued(req.subTasks ?? []),
+      ...(req.continues && { continues: req.continues.runId }),
     });
     this.result.targetRef = targetRef;
+    if (req.continues) this.result.continues = req.continues.runId;
   }
 
   /** Dollars spent by every agent of the run: planner, sub-tasks, resolvers and repairers. */
@@ -126,7 +129,8 @@ export class Run {
         endedAt: Date.now(),
         message: 'cancelled; nothing was pushed',
       });
-      for (const w of status.workers) if (w.state !== 'done' && w.state !== 'failed') w.state = 'cancelled';
+      for (const w of status.workers)
+        if (w.state !== 'done' && w.state !== 'failed' && w.state !== 'dropped') w.state = 'cancelled';
       throw err;
     }
     // An activity that failed for good (a permanent failure, or retries spent): the run ends, saying

@@ -1,0 +1,43 @@
+/**
+ * A run that continues a failed one (request.continues, `flotilla continue`): what the failed
+ * run integrated and every finished sub-task's verified commits are adopted into this run's refs
+ * by an activity that checks each one on the host against the failed run's staging refs and the
+ * record Temporal keeps of that run, never against what a client says. Only what failed or never
+ * ran runs again.
+ */
+import type { SubTaskReport } from '../../contracts/reports';
+import type { PlannedRequest } from '../../contracts/request';
+import type { Run } from './run';
+import { hostless } from './steps';
+
+/** What a continued run starts with. */
+export interface Adopted {
+  /** The run it continues (a workflow id). */
+  from: string;
+  /** The failed run's integration head, when this run starts from it. */
+  head?: { ref: string; sha: string };
+  /** Reports of the sub-tasks that head holds. */
+  integrated: SubTaskReport[];
+  /** Reports of finished sub-tasks the head does not hold: merged by this run, with no agent. */
+  finished: SubTaskReport[];
+  /** Sub-tasks that failed there, and why: their first attempt here is told. */
+  failed: { id: string; reason: string }[];
+  /** Work that could not be reused, and why: those sub-tasks run again. */
+  refused: { id: string; reason: string }[];
+}
+
+export async function adopt(run: Run, plan: PlannedRequest, baseSha: string): Promise<Adopted | undefined> {
+  if (!plan.continues) return undefined;
+  const from = plan.continues.runId;
+  const adopted = await hostless(plan).adoptWork.executeWithOptions({ summary: `adopt the work of ${from}` }, [
+    {
+      runKey: run.key,
+      baseSha,
+      runId: from,
+      subTasks: plan.subTasks.map((t) => ({ id: t.id, ownedPaths: t.ownedPaths })),
+      sharedPaths: plan.sharedPaths,
+      policy: plan.policy,
+    },
+  ]);
+  return { from, ...adopted };
+}
