@@ -20,6 +20,7 @@ import type { AddCommand, Runner } from './options';
 /** Every command, in the order help lists them. */
 const COMMANDS: AddCommand[] = [
   runs.start,
+  runs.continueRun,
   request.validate,
   request.request,
   request.schema,
@@ -33,6 +34,8 @@ const COMMANDS: AddCommand[] = [
   steer.reject,
   steer.pause,
   steer.resume,
+  steer.add,
+  steer.retry,
   runs.cancel,
   operate.gc,
   operate.worker,

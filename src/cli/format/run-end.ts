@@ -1,7 +1,7 @@
 /** How a run ended, as `start --wait`, `result`, `watch` and `cancel` print it. */
 import type { RunEnd } from '../../client/result';
 import type { SubTaskReport } from '../../contracts/reports';
-import { formatAttempts, formatRefusals, placement } from './lines';
+import { formatAmendments, formatAttempts, formatDropped, formatHead, formatRefusals, placement } from './lines';
 import { usd } from './units';
 
 export function formatRunEnd(end: RunEnd): string {
@@ -10,7 +10,11 @@ export function formatRunEnd(end: RunEnd): string {
   if (end.failureType) lines.push(`Run ${end.workflowId} did not push (${end.failureType}): ${end.failureMessage}`);
   else lines.push(`Run ${end.workflowId}: ${r?.outcome} — ${r?.message}`);
   if (!r) return lines.join('\n');
+  if (r.continues) lines.push(`  continues ${r.continues}, reusing its integrated and finished work`);
   for (const w of r.workers) lines.push(...subTaskLines(w));
+  lines.push(...formatDropped(r.dropped).map((l) => `  ${l}`));
+  if (r.outcome !== 'pushed') lines.push(...formatHead(r.head, r.head?.integrated.length ?? 0).map((l) => `  ${l}`));
+  lines.push(...formatAmendments(r.amendments, r.amendments?.length).map((l) => `  ${l}`));
   lines.push(...formatAttempts(r.integration));
   if (r.conflict)
     lines.push(

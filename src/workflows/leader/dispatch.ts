@@ -60,6 +60,7 @@ export function attemptInput(run: Run, plan: PlannedRequest, baseSha: string, ta
     progressToken: uuid4(),
     hostTimeoutMs: msOfSeconds(limits.hostTimeoutSeconds),
     checkpointIntervalMs: msOfSeconds(limits.checkpointIntervalSeconds),
+    ...(a.number > 1 && { attemptOf: task.id }),
   };
   return given;
 }

@@ -25,7 +25,7 @@ import { planDetails } from './plan-details';
 import { Predecessors } from './predecessors';
 import { Replanner } from './replan';
 import { briefReport, failedReport, failedSubTasksLine, subTaskBudget } from './reports';
-import type { Run } from './run';
+import { type Run, queuedLine } from './run';
 import { type Entry, Schedule } from './schedule';
 import { hostless } from './steps';
 
@@ -115,7 +115,6 @@ export class PlanRun {
       runSubTask: () => Promise.reject(new TypeError('a living plan does not redo sub-tasks during integration')),
     });
     for (const line of run.status.workers) this.lines.set(line.id, line);
-    for (const t of plan.subTasks) if (t.dependsOn?.length) this.lines.get(t.id)!.dependsOn = t.dependsOn;
     this.predecessors = new Predecessors(this);
     this.replanner = new Replanner(this);
     if (ctx.adopted) this.reuse(ctx.adopted);
@@ -382,8 +381,7 @@ export class PlanRun {
   addTask(task: SubTask): Entry {
     this.plan.subTasks.push(task);
     this.integration.planChanged(this.plan);
-    const line: SubTaskStatus = { id: task.id, state: 'queued', costUsd: 0, turns: 0 };
-    if (task.dependsOn?.length) line.dependsOn = task.dependsOn;
+    const line = queuedLine(task);
     this.run.status.workers.push(line);
     this.lines.set(task.id, line);
     this.changed = true;

@@ -182,7 +182,12 @@ export class Run {
 
 /** A status line per sub-task, none started yet. */
 export function queued(subTasks: SubTask[]): SubTaskStatus[] {
-  return subTasks.map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 }));
+  return subTasks.map((t) => queuedLine(t));
+}
+
+/** A sub-task's status line before it starts, with what it depends on. */
+export function queuedLine(t: SubTask): SubTaskStatus {
+  return { id: t.id, state: 'queued', costUsd: 0, turns: 0, ...(t.dependsOn?.length && { dependsOn: t.dependsOn }) };
 }
 
 function phaseName(phase: RunStatus['phase']): string {

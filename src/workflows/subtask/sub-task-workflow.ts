@@ -278,7 +278,7 @@ export class SubTaskWorkflow {
             {
               sandbox: this.sandbox,
               agent: input.agent,
-              workerId: task.id,
+              workerId: input.attemptOf ?? task.id,
               objective: input.objective,
               prompt: task.prompt,
               timeoutMs: input.workerTimeoutMs,
