@@ -203,7 +203,7 @@ describe('failures', () => {
     );
     const gate = await waitForStatus(handle, 'the push gate', (s) => s.gate?.gate === 'push', 60_000);
     const dropped = [
-      { id: 'broken', reason: 'the agent exited with code 9 (after 1 attempt(s))' },
+      { id: 'broken', reason: 'the agent exited with code 9' },
       { id: 'after', reason: 'its dependency broken failed' },
     ];
     expect(gate.gate?.dropped).toEqual(dropped);
@@ -244,7 +244,7 @@ describe('failures', () => {
     expect(await remote.show('main', 'good/greeting.txt')).toBe('hello from good\n');
     expect(end.result?.planning).toMatchObject({ source: 'request', replans: 1 });
     expect(end.result?.dropped).toEqual([
-      { id: 'broken', reason: 'the agent exited with code 9 (after 1 attempt(s)); replanned in round 1: fix instead' },
+      { id: 'broken', reason: 'the agent exited with code 9; replanned in round 1: fix instead' },
     ]);
   });
 
@@ -258,9 +258,7 @@ describe('failures', () => {
     );
     const end = await awaitRun(handle);
     expect(end.failureType).toBe('failed');
-    expect(end.failureMessage).toBe(
-      '1 of 2 workers failed: broken: the agent exited with code 9 (after 1 attempt(s)); cancelled: slow',
-    );
+    expect(end.failureMessage).toBe('1 of 2 workers failed: broken: the agent exited with code 9; cancelled: slow');
     expect(await remote.head()).toBe(base);
     const s = await handle.query(statusQuery);
     expect(line(s, 'slow').state).toBe('cancelled');

@@ -50,10 +50,13 @@ export interface IntegrationInput {
   result: RunResult;
   commandTimeoutMs: number;
   heartbeatTimeoutMs: number;
-  /** What the fan-out gives the sub-task workflow of `task`; a conflicting sub-task is redone with it. */
-  subTaskInput: (task: SubTask) => SubTaskInput;
-  /** Runs a sub-task workflow as the fan-out does, shown in the status beside the others. */
-  runSubTask: (input: SubTaskInput) => Promise<SubTaskReport>;
+  /**
+   * For `integrate` (the fixed plan): what the fan-out gives the sub-task workflow of `task`, and
+   * running one as the fan-out does; a conflicting sub-task is redone with them. A living plan
+   * redoes it as its next attempt instead.
+   */
+  subTaskInput?: (task: SubTask) => SubTaskInput;
+  runSubTask?: (input: SubTaskInput) => Promise<SubTaskReport>;
 }
 
 export type IntegrationOutcome = { ok: true; sha: string; diffstat: string; testSummary: string } | Failure;
@@ -255,16 +258,14 @@ export class Integration {
     return { reason: `the tests failed after its merge: ${tests.what} ${how(tests)}`, output };
   }
 
-  /** Names the head `refs/flotilla/<run key>/integration`, in the shared store too, for anyone to fetch mid-run. */
+  /**
+   * Names the head `refs/flotilla/<run key>/integration`, in the shared store too, for anyone to
+   * fetch mid-run. Not checked against the hidden test paths: that is the test gate's, which
+   * every tree to be pushed passes (and which says so the same way at every merge and at the end).
+   */
   async recordHead(): Promise<IntegrationHead> {
-    const { runKey, baseSha, oracleSha } = this.input;
-    const recorded = await this.storeOps().recordIntegrated({
-      runKey,
-      baseSha,
-      sha: this.head,
-      name: 'integration',
-      oracleSha,
-    });
+    const { runKey, baseSha } = this.input;
+    const recorded = await this.storeOps().recordIntegrated({ runKey, baseSha, sha: this.head, name: 'integration' });
     return { ref: recorded.ref, sha: recorded.sha };
   }
 
@@ -371,9 +372,9 @@ export class Integration {
     const seed = await recordIntegrated({ runKey, baseSha, sha: this.head, name: `seeds/${task.id}`, oracleSha });
     const redoId = `${task.id}.redo`;
     attempt.workflowId = subTaskWorkflowId(workflowInfo().workflowId, redoId);
-    const given = this.input.subTaskInput(task);
+    const given = this.input.subTaskInput!(task);
     let reason: string | undefined;
-    const redone = await this.input.runSubTask({
+    const redone = await this.input.runSubTask!({
       ...given,
       task: { ...given.task, id: redoId, prompt: given.task.prompt + redoNote(conflict.files, conflict.conflictsWith) },
       seed: { ref: seed.ref, sha: seed.sha },

@@ -51,7 +51,7 @@ export class PlanAmendments implements Amendable {
   cancelProblem({ subTaskId }: CancelSubTaskInput): string | undefined {
     const found = this.find(subTaskId);
     if (typeof found === 'string') return found;
-    if (this.p.merging === subTaskId)
+    if (this.p.integrator.merging === subTaskId)
       return `sub-task ${subTaskId} is being merged onto the integration head; it can no longer be cancelled`;
     if (found.state === 'integrated')
       return `sub-task ${subTaskId} is integrated: its commits are on the integration head`;
@@ -67,8 +67,7 @@ export class PlanAmendments implements Amendable {
     const attempt = p.running.get(subTaskId);
     Object.assign(entry, { state: 'cancelled', reason: why });
     Object.assign(p.lines.get(subTaskId)!, { state: 'cancelled', reason: clip(why, 1000), waits: undefined });
-    const queued = p.queue.findIndex((item) => item.entry === entry);
-    if (queued >= 0) p.queue.splice(queued, 1);
+    p.integrator.withdraw(entry);
     const dropped = p.schedule.all().filter((e) => e.state === 'waiting');
     p.drop(entry, `its dependency ${subTaskId} was ${why}`);
     const gone = dropped.filter((e) => e.state === 'dropped').map((e) => e.task.id);

@@ -7,6 +7,8 @@
  */
 import type { SubTaskReport } from '../../contracts/reports';
 import type { PlannedRequest } from '../../contracts/request';
+import type { PlanRun } from './plan-run';
+import { briefReport } from './reports';
 import type { Run } from './run';
 import { hostless } from './steps';
 
@@ -40,4 +42,37 @@ export async function adopt(run: Run, plan: PlannedRequest, baseSha: string): Pr
     },
   ]);
   return { from, ...adopted };
+}
+
+/**
+ * A continued plan starts with what was adopted: the integrated sub-tasks on the head, finished
+ * ones queued for the integrator (no agent runs for either), and the failed ones' first attempt
+ * told why they failed before.
+ */
+export function reuse(p: PlanRun, adopted: Adopted): void {
+  const { run, plan, schedule, lines } = p;
+  for (const report of [...adopted.integrated, ...adopted.finished]) {
+    const entry = schedule.get(report.workerId)!;
+    const line = lines.get(entry.task.id)!;
+    Object.assign(line, { state: 'done', reusedFrom: adopted.from, commits: report.commits });
+    Object.assign(line, { filesChanged: report.filesChanged, costUsd: 0, turns: 0 });
+    entry.attempts = 1;
+    const resultIndex = run.result.workers.push(briefReport(report, plan.subTasks.length)) - 1;
+    if (adopted.integrated.includes(report)) {
+      entry.state = 'integrated';
+      line.integrated = true;
+      p.predecessors.integrated(entry.task.id, report);
+    } else {
+      entry.state = 'merging';
+      p.integrator.queue.push({ entry, report, line, attempt: 1, resultIndex });
+    }
+  }
+  if (adopted.head) {
+    run.status.head = { ...adopted.head };
+    run.result.head = { ...adopted.head, integrated: adopted.integrated.map((r) => r.workerId) };
+  }
+  for (const failed of adopted.failed) {
+    const heading = `This sub-task failed in run ${adopted.from}, which this run continues. The reason follows. Do the sub-task again, avoiding that failure.`;
+    p.notes.set(failed.id, { heading, reason: failed.reason });
+  }
 }

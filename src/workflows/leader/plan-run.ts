@@ -17,10 +17,13 @@ import type { ConflictReport, SubTaskReport } from '../../contracts/reports';
 import type { PlannedRequest, SubTask } from '../../contracts/request';
 import { clip } from '../../contracts/text';
 import { msOfMinutes, msOfSeconds } from '../durations';
+import { type EndAttempt, track } from '../integration/attempts';
 import { Integration, type IntegrationOutcome } from '../integration/integration';
+import { subTaskWorkflowId } from '../subtask/subtask';
 import { PlanAmendments } from './amendments';
-import type { Adopted } from './continuation';
+import { type Adopted, reuse } from './continuation';
 import { type AttemptSpec, attemptId, attemptInput, runAttempt } from './dispatch';
+import { Integrator, type MergeFailure, type MergeItem } from './integrator';
 import { planDetails } from './plan-details';
 import { Predecessors } from './predecessors';
 import { Replanner } from './replan';
@@ -29,31 +32,22 @@ import { type Run, queuedLine } from './run';
 import { type Entry, Schedule } from './schedule';
 import { hostless } from './steps';
 
-/** A finished attempt, on its way onto the integration head. */
-export interface MergeItem {
-  entry: Entry;
-  report: SubTaskReport;
-  line: SubTaskStatus;
-  attempt: number;
-  /** Where its report is in the run's result, to say so when its merge fails. */
-  resultIndex: number;
-}
-
 interface Attempt {
   spec: AttemptSpec;
   entry: Entry;
   line: SubTaskStatus;
   scope: CancellationScope;
   ended: Promise<void>;
+  redispatch?: EndAttempt;
 }
 
-/** Why a finished sub-task was not kept on the integration head. */
-interface MergeFailure {
+/** A sub-task whose merge conflicted: what its redo (its next attempts) started from. */
+interface Conflicted {
+  conflict: ConflictReport;
+  /** The conflict, and what the resolver tried. */
   reason: string;
-  outcome: 'conflict' | 'tests-failed';
-  conflict?: ConflictReport;
-  /** The failing tests' last lines, for its next attempt. */
-  output?: string;
+  /** The attempt whose commits conflicted. */
+  attempt: number;
 }
 
 type Event =
@@ -77,18 +71,17 @@ export class PlanRun {
   readonly lines = new Map<string, SubTaskStatus>();
   /** Sub-tasks whose attempt runs, by sub-task id. */
   readonly running = new Map<string, Attempt>();
-  /** Finished sub-tasks waiting for the integrator, in the order they finished. */
-  readonly queue: MergeItem[] = [];
-  /** The sub-task the integrator merges now. */
-  merging?: string;
+  readonly integrator: Integrator;
   /** What the next attempt of a sub-task is told about its last one. */
   readonly notes = new Map<string, Note>();
+  /** Sub-tasks whose merge conflicted, being redone. */
+  private readonly conflicts = new Map<string, Conflicted>();
   /** running: amendments are accepted. stopping: a failure ends the run. closed: the plan has settled. */
   phase: 'running' | 'stopping' | 'closed' = 'running';
   /** Set by an amendment, so that the loop looks again. */
   changed = false;
   private readonly events: Event[] = [];
-  private readonly predecessors: Predecessors;
+  readonly predecessors: Predecessors;
   private readonly replanner: Replanner;
   private readonly integratorScope = new CancellationScope();
 
@@ -108,16 +101,18 @@ export class PlanRun {
       result: run.result,
       commandTimeoutMs: msOfMinutes(plan.limits.commandTimeoutMinutes),
       heartbeatTimeoutMs: msOfSeconds(plan.limits.heartbeatTimeoutSeconds),
-      // A living plan redoes a conflicting sub-task as its next attempt, never inside integration.
-      subTaskInput: () => {
-        throw new TypeError('a living plan does not redo sub-tasks during integration');
-      },
-      runSubTask: () => Promise.reject(new TypeError('a living plan does not redo sub-tasks during integration')),
     });
+    this.integrator = new Integrator(
+      this.integration,
+      run,
+      plan.limits.testEachMerge,
+      () => this.phase === 'running',
+      (item, failure) => void this.events.push({ kind: 'merged', item, failure }),
+    );
     for (const line of run.status.workers) this.lines.set(line.id, line);
     this.predecessors = new Predecessors(this);
     this.replanner = new Replanner(this);
-    if (ctx.adopted) this.reuse(ctx.adopted);
+    if (ctx.adopted) reuse(this, ctx.adopted);
     run.crew.plan = new PlanAmendments(this);
   }
 
@@ -126,7 +121,7 @@ export class PlanRun {
     const { status } = this.run;
     status.phase = 'running';
     const integrator = this.integratorScope
-      .run(() => this.integrate())
+      .run(() => this.integrator.lane())
       .catch((err: unknown) => {
         if (!isCancellation(err)) this.events.push({ kind: 'error', err });
       });
@@ -160,7 +155,12 @@ export class PlanRun {
   }
 
   private over(): boolean {
-    return this.schedule.settled() && this.running.size === 0 && this.events.length === 0 && this.queue.length === 0;
+    return (
+      this.schedule.settled() &&
+      this.running.size === 0 &&
+      this.events.length === 0 &&
+      this.integrator.queue.length === 0
+    );
   }
 
   private canStart(): boolean {
@@ -171,25 +171,30 @@ export class PlanRun {
     if (event.kind === 'error') throw event.err;
     if (event.kind === 'merged') return this.merged(event.item, event.failure);
     const { attempt, report, final } = event;
-    const { entry } = attempt;
+    const { entry, redispatch } = attempt;
     // Cancelled by a person (or its scope by the run's end): nothing of it is kept.
-    if (!report || entry.state === 'cancelled') return;
+    if (!report || entry.state === 'cancelled') return redispatch?.('failed', { reason: 'cancelled' });
     const resultIndex = this.run.result.workers.push(briefReport(report, this.plan.subTasks.length)) - 1;
     if (report.status === 'done') {
       entry.state = 'merging';
-      this.queue.push({ entry, report, line: attempt.line, attempt: attempt.spec.number, resultIndex });
+      const item = { entry, report, line: attempt.line, attempt: attempt.spec.number, resultIndex, redispatch };
+      this.integrator.queue.push(item);
       return;
     }
-    await this.attemptFailed(entry, report.reason ?? `the sub-task ended ${report.status}`, { final });
+    const reason = report.reason ?? `the sub-task ended ${report.status}`;
+    redispatch?.('failed', { reason, costUsd: report.costUsd });
+    await this.attemptFailed(entry, reason, { final });
   }
 
   /** A merge ended: the sub-task is integrated, or its attempt failed. */
   private async merged(item: MergeItem, failure?: MergeFailure): Promise<void> {
-    const { entry, line, report } = item;
-    if (entry.state === 'cancelled') return;
+    const { entry, line, report, redispatch } = item;
+    if (entry.state === 'cancelled') return redispatch?.('failed', { reason: 'cancelled', costUsd: report.costUsd });
+    redispatch?.(failure ? 'failed' : 'succeeded', { reason: failure?.reason, costUsd: report.costUsd });
     if (!failure) {
       entry.state = 'integrated';
       line.integrated = true;
+      this.conflicts.delete(entry.task.id);
       this.predecessors.integrated(entry.task.id, report);
       return;
     }
@@ -207,17 +212,24 @@ export class PlanRun {
     reason: string,
     more: { final?: boolean; conflict?: ConflictReport; output?: string; outcome?: MergeFailure['outcome'] } = {},
   ): Promise<void> {
+    const id = entry.task.id;
+    if (more.conflict && !this.conflicts.has(id))
+      this.conflicts.set(id, { conflict: more.conflict, reason, attempt: entry.attempts });
     const told = more.output ? `${reason}\n${more.output}` : reason;
     if (!more.final && this.schedule.attemptFailed(entry, told)) {
       const heading = `This is attempt ${entry.attempts + 1} of this sub-task, in a fresh checkout of the integration head. Its last attempt failed; the reason follows. Do the sub-task again, avoiding that failure.`;
-      this.notes.set(entry.task.id, { heading, reason: told, conflict: more.conflict });
+      this.notes.set(id, { heading, reason: told, conflict: more.conflict });
       return;
     }
-    Object.assign(entry, { state: 'failed', reason: `${reason} (after ${entry.attempts} attempt(s))` });
-    if (more.conflict) this.run.result.conflict = more.conflict;
-    if (this.plan.onFailure === 'continue') return void this.drop(entry, `its dependency ${entry.task.id} failed`);
+    // A sub-task whose trouble began with a conflict ends the run as one, saying what was tried.
+    const conflicted = this.conflicts.get(id);
+    const redone = conflicted && conflicted.attempt < entry.attempts;
+    const why = redone ? `${conflicted.reason}, then redoing ${id} on the integrated tree (${reason})` : reason;
+    Object.assign(entry, { state: 'failed', reason: why });
+    if (conflicted) this.run.result.conflict = conflicted.conflict;
+    if (this.plan.onFailure === 'continue') return void this.drop(entry, `its dependency ${id} failed`);
     if (this.plan.onFailure === 'replan' && this.replanner.roundsLeft()) return this.replanner.replan(entry);
-    await this.stop(more.outcome ?? 'failed');
+    await this.stop(conflicted ? 'conflict' : (more.outcome ?? 'failed'));
   }
 
   /** Drops every sub-task that waits on `entry`, which has ended for good; returns their ids. */
@@ -284,10 +296,12 @@ export class PlanRun {
     };
     const line = this.lineFor(entry, spec);
     const attempt: Attempt = { spec, entry, line, scope: new CancellationScope(), ended: Promise.resolve() };
+    attempt.redispatch = this.trackRedo(entry, spec);
     const runBudget = plan.limits.runBudgetUsd;
     if (runBudget !== undefined && run.spent() >= runBudget) {
       const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${run.spent().toFixed(2)})`;
       Object.assign(line, { state: 'failed', reason, waits: undefined });
+      attempt.redispatch?.('failed', { reason });
       this.events.push({ kind: 'ended', attempt, report: failedReport(spec.id, reason), final: true });
       return;
     }
@@ -300,6 +314,20 @@ export class PlanRun {
           void this.events.push(isCancellation(err) ? { kind: 'ended', attempt } : { kind: 'error', err }),
       )
       .finally(() => this.running.delete(entry.task.id));
+  }
+
+  /** An attempt that redoes a conflicting sub-task shows in the integration's attempts, as a redo always has. */
+  private trackRedo(entry: Entry, spec: AttemptSpec): EndAttempt | undefined {
+    const conflicted = this.conflicts.get(entry.task.id);
+    if (!conflicted) return undefined;
+    const { attempt, end } = track(this.run.status.integration!, {
+      kind: 'redispatch',
+      workerId: entry.task.id,
+      round: spec.number - conflicted.attempt,
+      files: conflicted.conflict.files,
+    });
+    attempt.workflowId = subTaskWorkflowId(this.run.id, spec.id);
+    return end;
   }
 
   /** The attempt's line: the sub-task's queued line for its first, a line of its own for each after. */
@@ -326,7 +354,10 @@ export class PlanRun {
     return { ...report, ...(spec.seed && { seedSha: spec.seed.sha }) };
   }
 
-  /** The integration head as it is now, named for an attempt (or a replan's planner) to start from. */
+  /**
+   * The integration head as it is now, named for an attempt (or a replan's planner) to start
+   * from. Like the head, a seed is not checked against the hidden test paths: the test gate is.
+   */
   async seedAt(id: string) {
     const { run, plan, ctx } = this;
     const seed = await hostless(plan).recordIntegrated({
@@ -334,45 +365,8 @@ export class PlanRun {
       baseSha: ctx.baseSha,
       sha: this.integration.headSha,
       name: `seeds/${id}`,
-      oracleSha: ctx.oracleSha,
     });
     return { ref: seed.ref, sha: seed.sha };
-  }
-
-  // ---- The integrator ----
-
-  /** Merges finished sub-tasks onto the head, one at a time, in the order they finished. */
-  private async integrate(): Promise<void> {
-    for (;;) {
-      await condition(() => this.queue.length > 0 || this.phase !== 'running');
-      const item = this.queue[0];
-      if (!item && this.phase !== 'running') return;
-      if (!item) continue; // a person cancelled it as the integrator woke
-      this.merging = item.entry.task.id;
-      try {
-        const failure = await this.mergeItem(item);
-        this.events.push({ kind: 'merged', item, failure });
-      } finally {
-        this.queue.splice(this.queue.indexOf(item), 1);
-        this.merging = undefined;
-      }
-    }
-  }
-
-  private async mergeItem({ entry, report, attempt }: MergeItem): Promise<MergeFailure | undefined> {
-    if (!report.headSha || report.commits === 0) return undefined;
-    const { integration } = this;
-    const before = integration.headSha;
-    const conflicted = await integration.mergeOne(entry.task, report.headSha, attempt);
-    if (conflicted) return { outcome: 'conflict', reason: conflicted.reason, conflict: conflicted.conflict };
-    if (this.plan.limits.testEachMerge) {
-      const failed = await integration.testMerge(entry.task.id, before);
-      if (failed) return { outcome: 'tests-failed', ...failed };
-    }
-    const head = await integration.recordHead();
-    this.run.status.head = head;
-    this.run.result.head = { ...head, integrated: [...(this.run.result.head?.integrated ?? []), entry.task.id] };
-    return undefined;
   }
 
   // ---- Amending ----
@@ -386,35 +380,6 @@ export class PlanRun {
     this.lines.set(task.id, line);
     this.changed = true;
     return this.schedule.add(task);
-  }
-
-  /** What a continued run reuses: the integrated sub-tasks, and finished ones queued for merging. */
-  private reuse(adopted: Adopted): void {
-    const { run } = this;
-    for (const report of [...adopted.integrated, ...adopted.finished]) {
-      const entry = this.schedule.get(report.workerId)!;
-      const line = this.lines.get(entry.task.id)!;
-      Object.assign(line, { state: 'done', reusedFrom: adopted.from, commits: report.commits });
-      Object.assign(line, { filesChanged: report.filesChanged, costUsd: 0, turns: 0 });
-      entry.attempts = 1;
-      const resultIndex = run.result.workers.push(briefReport(report, this.plan.subTasks.length)) - 1;
-      if (adopted.integrated.includes(report)) {
-        Object.assign(entry, { state: 'integrated' });
-        line.integrated = true;
-        this.predecessors.integrated(entry.task.id, report);
-      } else {
-        entry.state = 'merging';
-        this.queue.push({ entry, report, line, attempt: 1, resultIndex });
-      }
-    }
-    if (adopted.head) {
-      run.status.head = { ...adopted.head };
-      run.result.head = { ...adopted.head, integrated: adopted.integrated.map((r) => r.workerId) };
-    }
-    for (const failed of adopted.failed) {
-      const heading = `This sub-task failed in run ${adopted.from}, which this run continues. The reason follows. Do the sub-task again, avoiding that failure.`;
-      this.notes.set(failed.id, { heading, reason: failed.reason });
-    }
   }
 
   // ---- What people see ----
