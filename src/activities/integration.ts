@@ -16,28 +16,10 @@ export type { MergeRun, SubTaskHead, SubTaskSeed };
 export type { TestRun } from './tests';
 export type { FixerRound } from './fixers';
 
+/** The merges, and what a sub-task that builds on the integration head is given. */
 export function integrateActivities(deps: ActivityDeps) {
   return {
-    /**
-     * Fetches the hidden tests into the staging repository. History learns only the commit and
-     * how many files it has; their names and contents stay on the host.
-     */
-    async fetchOracle(input: { runKey: string; url: string; ref: string }): Promise<{ sha: string; count: number }> {
-      const staging = await deps.staging(input.runKey);
-      let sha: string;
-      try {
-        sha = await staging.fetchBranch(input.url, input.ref, runRef(input.runKey, 'oracle'));
-      } catch (err) {
-        const why = scrubSecrets(err instanceof Error ? err.message : String(err))
-          .split('\n')[0]
-          .slice(0, 300);
-        throw permanent(
-          'RemoteRefused',
-          `cannot fetch the hidden tests (oracle.ref ${input.ref} of oracle.repo): ${why}`,
-        );
-      }
-      return { sha, count: (await readOracles(staging.dir, sha)).length };
-    },
+    ...oracleActivities(deps),
 
     /**
      * Merges the sub-tasks in order onto `into`, in the staging repository (see mergeWorkers in
@@ -54,31 +36,6 @@ export function integrateActivities(deps: ActivityDeps) {
       const merged = await mergeWorkers(staging.dir, input);
       if (merged.sha !== input.into) await staging.share(input.runKey, merged.sha);
       return merged;
-    },
-
-    /**
-     * Names an integration commit `refs/flotilla/<run>/<name>` for a redone sub-task or the push;
-     * returns a diffstat against the base for the people who approve it. A tree with a file at a
-     * hidden test path is never recorded.
-     */
-    async recordIntegrated(input: {
-      runKey: string;
-      baseSha: string;
-      sha: string;
-      name: string;
-      oracleSha?: string;
-    }): Promise<{ sha: string; ref: string; diffstat: string }> {
-      const staging = await deps.staging(input.runKey);
-      const oracles = await oraclePaths(staging.dir, input.oracleSha);
-      const clash = oracles.length ? await filesAtOraclePaths(staging.dir, input.sha, oracles) : 0;
-      if (clash)
-        throw permanent(
-          'OracleExposed',
-          `refusing to record the integrated tree: ${clash} of its files are at hidden test paths`,
-        );
-      const ref = runRef(input.runKey, input.name);
-      await staging.setRef(ref, input.sha);
-      return { sha: input.sha, ref, diffstat: await diffstat(staging.dir, input.baseSha, input.sha) };
     },
 
     /**
@@ -104,6 +61,57 @@ export function integrateActivities(deps: ActivityDeps) {
       const ws = await openWorkspace(deps, input.sandbox);
       if (await isOnSeed(ws, input.seed.sha)) return;
       await moveOntoSeed(ws, await deps.staging(runKeyOfRef(input.seed.ref)), input);
+    },
+  };
+}
+
+/** The hidden tests: fetched where no agent sees them, and kept out of every tree that is recorded. */
+function oracleActivities(deps: ActivityDeps) {
+  return {
+    /**
+     * Fetches the hidden tests into the staging repository. History learns only the commit and
+     * how many files it has; their names and contents stay on the host.
+     */
+    async fetchOracle(input: { runKey: string; url: string; ref: string }): Promise<{ sha: string; count: number }> {
+      const staging = await deps.staging(input.runKey);
+      let sha: string;
+      try {
+        sha = await staging.fetchBranch(input.url, input.ref, runRef(input.runKey, 'oracle'));
+      } catch (err) {
+        const why = scrubSecrets(err instanceof Error ? err.message : String(err))
+          .split('\n')[0]
+          .slice(0, 300);
+        throw permanent(
+          'RemoteRefused',
+          `cannot fetch the hidden tests (oracle.ref ${input.ref} of oracle.repo): ${why}`,
+        );
+      }
+      return { sha, count: (await readOracles(staging.dir, sha)).length };
+    },
+
+    /**
+     * Names an integration commit `refs/flotilla/<run>/<name>` for a redone sub-task or the push;
+     * returns a diffstat against the base for the people who approve it. A tree with a file at a
+     * hidden test path is never recorded.
+     */
+    async recordIntegrated(input: {
+      runKey: string;
+      baseSha: string;
+      sha: string;
+      name: string;
+      oracleSha?: string;
+    }): Promise<{ sha: string; ref: string; diffstat: string }> {
+      const staging = await deps.staging(input.runKey);
+      const oracles = await oraclePaths(staging.dir, input.oracleSha);
+      const clash = oracles.length ? await filesAtOraclePaths(staging.dir, input.sha, oracles) : 0;
+      if (clash)
+        throw permanent(
+          'OracleExposed',
+          `refusing to record the integrated tree: ${clash} of its files are at hidden test paths`,
+        );
+      const ref = runRef(input.runKey, input.name);
+      await staging.setRef(ref, input.sha);
+      return { sha: input.sha, ref, diffstat: await diffstat(staging.dir, input.baseSha, input.sha) };
     },
   };
 }
