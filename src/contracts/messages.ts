@@ -63,7 +63,7 @@ export interface SubTaskStatus {
   dependsOn?: string[];
   /** Which attempt of its sub-task this line is, from the second on (its id is then `<sub-task>.attempt<n>`). */
   attempt?: number;
-  /** Its commits are on the integration head. */
+  /** Its commits are on the integration head (false: done, waiting for its merge; absent on runs of the fixed plan). */
   integrated?: boolean;
   /** The run whose work it reused instead of running again (`flotilla continue`). */
   reusedFrom?: string;

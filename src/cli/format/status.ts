@@ -121,7 +121,8 @@ function lineDetail(w: SubTaskStatus): string {
   if (['failed', 'suspended', 'cancelled', 'dropped'].includes(w.state)) return w.reason ?? '';
   if (w.state === 'queued') return w.waits ?? '';
   if (w.commits === undefined) return '';
-  const integrated = w.integrated ? ', integrated' : w.state === 'done' ? ', not yet integrated' : '';
+  // Only the living plan says whether a sub-task is integrated; a run on the fixed plan says nothing.
+  const integrated = w.integrated ? ', integrated' : w.integrated === false ? ', not yet integrated' : '';
   const reused = w.reusedFrom ? ` (reused from ${w.reusedFrom})` : '';
   return `${w.commits} commit(s), ${w.filesChanged} file(s)${integrated}${reused}`;
 }

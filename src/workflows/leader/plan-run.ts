@@ -177,6 +177,7 @@ export class PlanRun {
     const resultIndex = this.run.result.workers.push(briefReport(report, this.plan.subTasks.length)) - 1;
     if (report.status === 'done') {
       entry.state = 'merging';
+      attempt.line.integrated = false;
       const item = { entry, report, line: attempt.line, attempt: attempt.spec.number, resultIndex, redispatch };
       this.integrator.queue.push(item);
       return;
