@@ -3,7 +3,7 @@
  * staging repository), then run the setup and test commands on the result in a test sandbox. The
  * commit pushed is the one the host merged and tested; nothing a sandbox commits leaves it.
  *
- * A living plan (leader/plan-run.ts) merges each sub-task as it ends (`mergeOne`), testing each
+ * A living plan (leader/plan-run.ts) merges each sub-task as it ends (`mergeEach`), testing each
  * merge when asked to; runs started before it (leader/fixed-plan.ts) merge all of them in plan
  * order once the last has ended (`integrate`, `mergeAll`), and redo a conflicting one here.
  *
@@ -217,31 +217,36 @@ export class Integration {
   }
 
   /**
-   * Merges one finished sub-task's commits onto the head (a living plan, as each one ends). A
-   * conflict gets the resolver's rounds; returns the conflict and what was tried when they do not
-   * resolve it (the sub-task's next attempt is then its redo), undefined once it is merged.
-   * `attempt` names a retried sub-task's attempt in the merge's title.
+   * Merges finished sub-tasks' commits onto the head in the order given, in one activity (a living
+   * plan, as they end), stopping at the first conflict, which gets the resolver's rounds. Returns
+   * how many of them are on the head, and for the one after those the conflict and what was tried
+   * when the resolver did not fix it (its next attempt is then its redo). `attempt` names a
+   * retried sub-task's attempt in the merge's title.
    */
-  async mergeOne(
-    task: SubTask,
-    headSha: string,
-    attempt = 1,
-  ): Promise<{ conflict: ConflictReport; reason: string } | undefined> {
+  async mergeEach(
+    finished: { task: SubTask; headSha: string; attempt: number }[],
+  ): Promise<{ merged: number; conflicted?: { conflict: ConflictReport; reason: string } }> {
     const { runKey, baseSha } = this.input;
-    const title = attempt > 1 ? `${this.titleOf(task)} (attempt ${attempt})` : this.titleOf(task);
-    const merged = await this.storeOps().mergeWorkers.executeWithOptions({ summary: `merge ${task.id}` }, [
-      { runKey, baseSha, into: this.head, workers: [{ workerId: task.id, headSha, title }], at: this.at },
+    const workers = finished.map(({ task, headSha, attempt }) => ({
+      workerId: task.id,
+      headSha,
+      title: attempt > 1 ? `${this.titleOf(task)} (attempt ${attempt})` : this.titleOf(task),
+    }));
+    const summary = `merge ${finished.map((f) => f.task.id).join(', ')}`;
+    const merged = await this.storeOps().mergeWorkers.executeWithOptions({ summary }, [
+      { runKey, baseSha, into: this.head, workers, at: this.at },
     ]);
-    if (merged.status === 'merged') {
-      this.head = merged.sha;
-      return undefined;
-    }
+    this.head = merged.sha;
+    if (merged.status === 'merged') return { merged: finished.length };
+    const at = finished.findIndex((f) => f.task.id === merged.workerId);
+    const { task, headSha } = finished[at];
     const conflict = { workerId: task.id, conflictsWith: merged.conflictsWith, files: merged.files };
     const what = conflictLine(conflict);
-    if (!this.req.resolver) return { conflict, reason: what };
+    if (!this.req.resolver) return { merged: at, conflicted: { conflict, reason: what } };
     const tried = await this.resolve(this.req.resolver, conflict, task, headSha);
-    if (!tried) return undefined;
-    return { conflict, reason: tried.length ? `${what}; tried ${tried.join(', then ')}` : what };
+    if (!tried) return { merged: at + 1 };
+    const reason = tried.length ? `${what}; tried ${tried.join(', then ')}` : what;
+    return { merged: at, conflicted: { conflict, reason } };
   }
 
   /**

@@ -51,7 +51,7 @@ export class PlanAmendments implements Amendable {
   cancelProblem({ subTaskId }: CancelSubTaskInput): string | undefined {
     const found = this.find(subTaskId);
     if (typeof found === 'string') return found;
-    if (this.p.integrator.merging === subTaskId)
+    if (this.p.integrator.merging.includes(subTaskId))
       return `sub-task ${subTaskId} is being merged onto the integration head; it can no longer be cancelled`;
     if (found.state === 'integrated')
       return `sub-task ${subTaskId} is integrated: its commits are on the integration head`;

@@ -36,8 +36,8 @@ export interface MergeFailure {
 export class Integrator {
   /** Finished sub-tasks waiting to be merged, in the order they finished. */
   readonly queue: MergeItem[] = [];
-  /** The sub-task being merged now. */
-  merging?: string;
+  /** The sub-tasks being merged now. */
+  merging: string[] = [];
 
   constructor(
     private readonly integration: Integration,
@@ -48,41 +48,64 @@ export class Integrator {
     private readonly merged: (item: MergeItem, failure?: MergeFailure) => void,
   ) {}
 
+  /**
+   * Merges what has finished, as it finishes. Sub-tasks that finished while a merge ran are merged
+   * together, in one activity and one move of the head (one at a time with testEachMerge, whose
+   * tests must say which merge broke them): a plan of independent sub-tasks costs no more
+   * activities than one merge of them all at the end did.
+   */
   async lane(): Promise<void> {
     for (;;) {
       await condition(() => this.queue.length > 0 || !this.open());
-      const item = this.queue[0];
-      if (!item && !this.open()) return;
-      if (!item) continue; // a person cancelled it as the lane woke
-      this.merging = item.entry.task.id;
-      try {
-        this.merged(item, await this.merge(item));
-      } finally {
-        this.queue.splice(this.queue.indexOf(item), 1);
-        this.merging = undefined;
+      if (!this.queue.length) {
+        if (!this.open()) return;
+        continue; // a person cancelled it as the lane woke
       }
+      const batch = this.testEachMerge ? this.queue.slice(0, 1) : [...this.queue];
+      this.merging = batch.map((item) => item.entry.task.id);
+      let ended: [MergeItem, MergeFailure?][] = batch.map((item) => [item]);
+      try {
+        ended = await this.merge(batch);
+      } finally {
+        this.merging = [];
+        // What was merged or failed leaves the queue (all of the batch when the merge itself threw).
+        for (const [item] of ended) this.queue.splice(this.queue.indexOf(item), 1);
+      }
+      for (const [item, failure] of ended) this.merged(item, failure);
     }
   }
 
   /** Takes a finished sub-task out of the queue before its merge starts (a person cancelled it). */
   withdraw(entry: Entry): void {
     const at = this.queue.findIndex((item) => item.entry === entry);
-    if (at >= 0 && this.merging !== entry.task.id) this.queue.splice(at, 1);
+    if (at >= 0 && !this.merging.includes(entry.task.id)) this.queue.splice(at, 1);
   }
 
-  private async merge({ entry, report, attempt }: MergeItem): Promise<MergeFailure | undefined> {
-    if (!report.headSha || report.commits === 0) return undefined;
+  /** The items of `batch` that were merged or failed, in order, each with why it failed; the rest stay queued. */
+  private async merge(batch: MergeItem[]): Promise<[MergeItem, MergeFailure?][]> {
     const { integration, run } = this;
     const before = integration.headSha;
-    const conflicted = await integration.mergeOne(entry.task, report.headSha, attempt);
-    if (conflicted) return { outcome: 'conflict', reason: conflicted.reason, conflict: conflicted.conflict };
-    if (this.testEachMerge) {
-      const failed = await integration.testMerge(entry.task.id, before);
-      if (failed) return { outcome: 'tests-failed', ...failed };
+    // Nothing to merge: on the head already.
+    const empty = (item: MergeItem) => !item.report.headSha || item.report.commits === 0;
+    const work = batch.filter((item) => !empty(item));
+    const done: [MergeItem, MergeFailure?][] = batch.filter(empty).map((item) => [item]);
+    if (!work.length) return done;
+    const { merged, conflicted } = await integration.mergeEach(
+      work.map(({ entry, report, attempt }) => ({ task: entry.task, headSha: report.headSha!, attempt })),
+    );
+    const kept = work.slice(0, merged);
+    if (kept.length && this.testEachMerge) {
+      const failed = await integration.testMerge(kept[0].entry.task.id, before);
+      if (failed) return [...done, [kept[0], { outcome: 'tests-failed', ...failed }]];
     }
-    const head = await integration.recordHead();
-    run.status.head = head;
-    run.result.head = { ...head, integrated: [...(run.result.head?.integrated ?? []), entry.task.id] };
-    return undefined;
+    if (kept.length) {
+      const head = await integration.recordHead();
+      run.status.head = head;
+      const integrated = [...(run.result.head?.integrated ?? []), ...kept.map((item) => item.entry.task.id)];
+      run.result.head = { ...head, integrated };
+    }
+    done.push(...kept.map((item): [MergeItem] => [item]));
+    if (conflicted) done.push([work[merged], { outcome: 'conflict', ...conflicted }]);
+    return done;
   }
 }
