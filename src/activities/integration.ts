@@ -23,7 +23,9 @@ export function integrateActivities(deps: ActivityDeps) {
 
     /**
      * Merges the sub-tasks in order onto `into`, in the staging repository (see mergeWorkers in
-     * src/git/merge.ts); stops at the first conflict. A retry recomputes the same commits.
+     * src/git/merge.ts); stops at the first conflict. A retry recomputes the same commits. With
+     * `name`, a clean merge is also named `refs/flotilla/<run>/<name>` (a living plan's
+     * integration head), saving the activity that would name it.
      */
     async mergeWorkers(input: {
       runKey: string;
@@ -31,11 +33,15 @@ export function integrateActivities(deps: ActivityDeps) {
       into: string;
       workers: SubTaskHead[];
       at: number;
-    }): Promise<MergeRun> {
+      name?: string;
+    }): Promise<MergeRun & { ref?: string }> {
       const staging = await deps.staging(input.runKey);
       const merged = await mergeWorkers(staging.dir, input);
       if (merged.sha !== input.into) await staging.share(input.runKey, merged.sha);
-      return merged;
+      if (merged.status !== 'merged' || !input.name) return merged;
+      const ref = runRef(input.runKey, input.name);
+      await staging.setRef(ref, merged.sha);
+      return { ...merged, ref };
     },
 
     /**

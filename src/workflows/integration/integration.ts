@@ -225,7 +225,13 @@ export class Integration {
    */
   async mergeEach(
     finished: { task: SubTask; headSha: string; attempt: number }[],
-  ): Promise<{ merged: number; conflicted?: { conflict: ConflictReport; reason: string } }> {
+    nameHead: boolean,
+  ): Promise<{
+    merged: number;
+    conflicted?: { conflict: ConflictReport; reason: string };
+    /** The integration head, when the merge named it (`nameHead` and no conflict). */
+    head?: IntegrationHead;
+  }> {
     const { runKey, baseSha } = this.input;
     const workers = finished.map(({ task, headSha, attempt }) => ({
       workerId: task.id,
@@ -233,11 +239,15 @@ export class Integration {
       title: attempt > 1 ? `${this.titleOf(task)} (attempt ${attempt})` : this.titleOf(task),
     }));
     const summary = `merge ${finished.map((f) => f.task.id).join(', ')}`;
+    const name = nameHead ? 'integration' : undefined;
     const merged = await this.storeOps().mergeWorkers.executeWithOptions({ summary }, [
-      { runKey, baseSha, into: this.head, workers, at: this.at },
+      { runKey, baseSha, into: this.head, workers, at: this.at, name },
     ]);
     this.head = merged.sha;
-    if (merged.status === 'merged') return { merged: finished.length };
+    if (merged.status === 'merged') {
+      const head = merged.ref ? { ref: merged.ref, sha: merged.sha } : undefined;
+      return { merged: finished.length, head };
+    }
     const at = finished.findIndex((f) => f.task.id === merged.workerId);
     const { task, headSha } = finished[at];
     const conflict = { workerId: task.id, conflictsWith: merged.conflictsWith, files: merged.files };

@@ -90,8 +90,14 @@ export class Integrator {
     const work = batch.filter((item) => !empty(item));
     const done: [MergeItem, MergeFailure?][] = batch.filter(empty).map((item) => [item]);
     if (!work.length) return done;
-    const { merged, conflicted } = await integration.mergeEach(
+    // The merge names the head itself, unless tests must pass first.
+    const {
+      merged,
+      conflicted,
+      head: named,
+    } = await integration.mergeEach(
       work.map(({ entry, report, attempt }) => ({ task: entry.task, headSha: report.headSha!, attempt })),
+      !this.testEachMerge,
     );
     const kept = work.slice(0, merged);
     if (kept.length && this.testEachMerge) {
@@ -99,7 +105,7 @@ export class Integrator {
       if (failed) return [...done, [kept[0], { outcome: 'tests-failed', ...failed }]];
     }
     if (kept.length) {
-      const head = await integration.recordHead();
+      const head = named ?? (await integration.recordHead());
       run.status.head = head;
       const integrated = [...(run.result.head?.integrated ?? []), ...kept.map((item) => item.entry.task.id)];
       run.result.head = { ...head, integrated };
