@@ -15,8 +15,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { awaitRun, newRunId, startRun } from '../src/client/index';
-import { parseLeaderRequest } from '../src/contracts/request';
+import { awaitRun, newRunId } from '../src/client/index';
+import type { LeaderRequestInput } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { countProcesses, startWorkerProcess } from './worker-process';
 
@@ -58,18 +58,21 @@ function remote(name: string, n: number): string {
   return `${work}.git`;
 }
 
-const request = (url: string, n: number) =>
-  parseLeaderRequest({
-    objective: 'compare',
-    repo: { url, baseRef: 'main', targetRef: `compare-${newRunId()}` },
-    testCmd: 'true',
-    subTasks: Array.from({ length: n }, (_, i) => ({
-      id: `t${i}`,
-      prompt: 'compare',
-      ownedPaths: [`t${i}`],
-      agent: { kind: 'shell', command: `mkdir -p t${i} && echo ${i} > t${i}/o && git add -A && git commit -qm t${i}` },
-    })),
-  });
+/**
+ * The request as a user writes it, not parsed here: each build's leader parses it with its own
+ * defaults, and an older build refuses the fields a newer parser would fill in.
+ */
+const request = (url: string, n: number): LeaderRequestInput => ({
+  objective: 'compare',
+  repo: { url, baseRef: 'main', targetRef: `compare-${newRunId()}` },
+  testCmd: 'true',
+  subTasks: Array.from({ length: n }, (_, i) => ({
+    id: `t${i}`,
+    prompt: 'compare',
+    ownedPaths: [`t${i}`],
+    agent: { kind: 'shell', command: `mkdir -p t${i} && echo ${i} > t${i}/o && git add -A && git commit -qm t${i}` },
+  })),
+});
 
 async function main(): Promise<void> {
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: path.join(__dirname, '..'), stdio: 'pipe' });
@@ -102,7 +105,12 @@ async function main(): Promise<void> {
         straceFile,
       });
       const run = async (url: string, n: number) => {
-        const end = await awaitRun(await startRun(client, request(url, n), { taskQueue }));
+        const handle = await client.workflow.start('leaderWorkflow', {
+          taskQueue,
+          workflowId: newRunId(),
+          args: [request(url, n)],
+        });
+        const end = await awaitRun(handle);
         if (end.result?.outcome !== 'pushed')
           throw new Error(`a run on the ${build} build did not push: ${end.failureMessage}`);
       };

@@ -2,6 +2,7 @@
 import { Context } from '@temporalio/activity';
 import { agentActivities } from './agent';
 import { checkpointActivities } from './checkpoint';
+import { continueActivities } from './continue';
 import type { ActivityDeps, HostPlacement } from './deps';
 import { fixerActivities } from './fixers';
 import { integrateActivities } from './integration';
@@ -58,6 +59,7 @@ export function createActivities(deps: ActivityDeps) {
     ...checkpointActivities(deps),
     ...hostActivities(deps),
     ...integrateActivities(deps),
+    ...continueActivities(deps),
     ...testActivities(deps),
     ...fixerActivities(deps),
     ...remoteActivities(deps),

@@ -4,18 +4,75 @@
  * moved onto the integration head. The test gate is in tests.ts, the fixers in fixers.ts.
  */
 import { permanent } from '../contracts/failures';
-import { type MergeRun, type SubTaskHead, diffstat, mergeWorkers } from '../git/merge';
+import { type MergeRun, type SubTaskHead, changedPaths, diffstat, mergeWorkers } from '../git/merge';
 import { filesAtOraclePaths, oraclePaths, readOracles } from '../git/oracle';
 import { scrubSecrets } from '../git/remote';
 import { type SubTaskSeed, isOnSeed, moveOntoSeed } from '../git/seeding';
 import { runKeyOfRef, runRef } from '../git/staging';
+import { redact } from '../store/secrets';
 import { type ActivityDeps, type SandboxRef, openWorkspace } from './deps';
 
 export type { MergeRun, SubTaskHead, SubTaskSeed };
 export type { TestRun } from './tests';
 export type { FixerRound } from './fixers';
 
+/** The merges, and what a sub-task that builds on the integration head is given. */
 export function integrateActivities(deps: ActivityDeps) {
+  return {
+    ...oracleActivities(deps),
+
+    /**
+     * Merges the sub-tasks in order onto `into`, in the staging repository (see mergeWorkers in
+     * src/git/merge.ts); stops at the first conflict. A retry recomputes the same commits. With
+     * `name`, a clean merge is also named `refs/flotilla/<run>/<name>` (a living plan's
+     * integration head), saving the activity that would name it.
+     */
+    async mergeWorkers(input: {
+      runKey: string;
+      baseSha: string;
+      into: string;
+      workers: SubTaskHead[];
+      at: number;
+      name?: string;
+    }): Promise<MergeRun & { ref?: string }> {
+      const staging = await deps.staging(input.runKey);
+      const merged = await mergeWorkers(staging.dir, input);
+      if (merged.sha !== input.into) await staging.share(input.runKey, merged.sha);
+      if (merged.status !== 'merged' || !input.name) return merged;
+      const ref = runRef(input.runKey, input.name);
+      await staging.setRef(ref, merged.sha);
+      return { ...merged, ref };
+    },
+
+    /**
+     * The files that changed from `from` to `to` (a sub-task's seed and its head), the first
+     * `max` of them, for the prompt of a sub-task that builds on it.
+     */
+    async changedFiles(input: {
+      runKey: string;
+      from: string;
+      to: string;
+      max: number;
+    }): Promise<{ files: string[]; count: number }> {
+      const staging = await deps.staging(input.runKey);
+      const all = await changedPaths(staging.dir, input.from, input.to);
+      return { files: all.slice(0, input.max).map((p) => redact(p)), count: all.length };
+    },
+
+    /**
+     * Moves a freshly seeded sub-task workspace onto `seed`, so a redone sub-task starts from the
+     * integrated tree. A workspace already there (or past it) is left alone.
+     */
+    async checkoutSeed(input: { sandbox: SandboxRef; baseSha: string; seed: SubTaskSeed }): Promise<void> {
+      const ws = await openWorkspace(deps, input.sandbox);
+      if (await isOnSeed(ws, input.seed.sha)) return;
+      await moveOntoSeed(ws, await deps.staging(runKeyOfRef(input.seed.ref)), input);
+    },
+  };
+}
+
+/** The hidden tests: fetched where no agent sees them, and kept out of every tree that is recorded. */
+function oracleActivities(deps: ActivityDeps) {
   return {
     /**
      * Fetches the hidden tests into the staging repository. History learns only the commit and
@@ -36,23 +93,6 @@ export function integrateActivities(deps: ActivityDeps) {
         );
       }
       return { sha, count: (await readOracles(staging.dir, sha)).length };
-    },
-
-    /**
-     * Merges the sub-tasks in order onto `into`, in the staging repository (see mergeWorkers in
-     * src/git/merge.ts); stops at the first conflict. A retry recomputes the same commits.
-     */
-    async mergeWorkers(input: {
-      runKey: string;
-      baseSha: string;
-      into: string;
-      workers: SubTaskHead[];
-      at: number;
-    }): Promise<MergeRun> {
-      const staging = await deps.staging(input.runKey);
-      const merged = await mergeWorkers(staging.dir, input);
-      if (merged.sha !== input.into) await staging.share(input.runKey, merged.sha);
-      return merged;
     },
 
     /**
@@ -78,16 +118,6 @@ export function integrateActivities(deps: ActivityDeps) {
       const ref = runRef(input.runKey, input.name);
       await staging.setRef(ref, input.sha);
       return { sha: input.sha, ref, diffstat: await diffstat(staging.dir, input.baseSha, input.sha) };
-    },
-
-    /**
-     * Moves a freshly seeded sub-task workspace onto `seed`, so a redone sub-task starts from the
-     * integrated tree. A workspace already there (or past it) is left alone.
-     */
-    async checkoutSeed(input: { sandbox: SandboxRef; baseSha: string; seed: SubTaskSeed }): Promise<void> {
-      const ws = await openWorkspace(deps, input.sandbox);
-      if (await isOnSeed(ws, input.seed.sha)) return;
-      await moveOntoSeed(ws, await deps.staging(runKeyOfRef(input.seed.ref)), input);
     },
   };
 }

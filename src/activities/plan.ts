@@ -1,4 +1,6 @@
 /** The planner: an agent that looks at the repository (read-only) and proposes sub-tasks. */
+import { randomUUID } from 'node:crypto';
+import { type ReplanContext, replanBrief } from '../contracts/prompts';
 import { tail } from '../store/artifacts';
 import {
   type AgentSpec,
@@ -14,21 +16,24 @@ import { type ActivityDeps, type SandboxRef, openSandbox, runOfSandbox } from '.
 /** A plan larger than this is refused rather than carried through workflow history. */
 const MAX_PLAN_BYTES = 32 * 1024;
 
-function plannerPrompt(objective: string, maxSubTasks: number, problems: string[]): string {
+function plannerPrompt(objective: string, maxSubTasks: number, problems: string[], replan?: ReplanContext): string {
   const lines = [
     'You plan the work of a team of coding agents that will work on this repository in parallel.',
     '',
     `Objective: ${objective}`,
     '',
-    'Inspect the repository (it is read-only for you) and split the objective into independent',
-    `sub-tasks (at most ${maxSubTasks}) that can be done at the same time without changing the same files.`,
+    'Inspect the repository (it is read-only for you) and split the objective into sub-tasks',
+    `(at most ${maxSubTasks}). Sub-tasks that own disjoint paths run at the same time; a sub-task that`,
+    "needs another's result lists it in dependsOn, and starts once that one is integrated, on top of it.",
     'Write the plan as JSON to the file named by $FLOTILLA_PLAN_FILE, or end your final message with it:',
     '',
-    '{"subTasks": [{"id": "short-id", "prompt": "precisely what to do", "ownedPaths": ["dir/or/file"]}]}',
+    '{"subTasks": [{"id": "short-id", "prompt": "precisely what to do", "ownedPaths": ["dir/or/file"], "dependsOn": []}]}',
     '',
-    'Rules: ids use letters, digits, "-" and "_"; ownedPaths are relative to the repository root and',
-    'no two sub-tasks may own the same path or one inside another; a sub-task may change only what it owns.',
+    'Rules: ids use letters, digits, "-" and "_"; ownedPaths are relative to the repository root; a',
+    'sub-task may change only what it owns. Two sub-tasks whose owned paths overlap never run at once:',
+    'the later one waits for the earlier, so prefer disjoint paths. dependsOn names ids of the plan.',
   ];
+  if (replan) lines.push('', replanBrief(replan, randomUUID()));
   if (problems.length) {
     lines.push('', 'Your previous plan was refused for these reasons; fix them:', ...problems.map((p) => `- ${p}`));
   }
@@ -52,6 +57,38 @@ export function extractPlan(text: string): unknown {
   return undefined;
 }
 
+/**
+ * A proposal parsed and defaulted like a caller's plan, or every reason it is refused. The
+ * request's own sub-tasks (a replan's plan as it stands) are validated with it: only the
+ * proposal's come back, and its problems are numbered as the planner numbered its sub-tasks.
+ */
+function validatePlan(
+  request: LeaderRequest,
+  proposed: unknown,
+  provider: SandboxRef['provider'],
+): { plan: SubTask[] } | { problems: string[] } {
+  const existing = request.subTasks ?? [];
+  const subTasks = existing.length && Array.isArray(proposed) ? [...existing, ...proposed] : proposed;
+  try {
+    const plan = parseLeaderRequest({ ...request, subTasks }).subTasks!.slice(existing.length);
+    const missing = missingForAgents(
+      plan.flatMap((t) => (t.agent ? [t.agent.kind] : [])),
+      provider,
+    );
+    if (missing.length) return { problems: missing.map((m) => `subTasks: ${m} (use another agent kind)`) };
+    return { plan };
+  } catch (err) {
+    if (!(err instanceof RequestError)) throw err;
+    const renumber = (p: string) =>
+      p.replace(/^subTasks\[(\d+)\]/, (_m, i: string) =>
+        Number(i) >= existing.length
+          ? `subTasks[${Number(i) - existing.length}]`
+          : `the plan's sub-task ${existing[Number(i)].id}`,
+      );
+    return { problems: err.problems.map(renumber) };
+  }
+}
+
 export function planActivities(deps: ActivityDeps) {
   return {
     /**
@@ -69,8 +106,13 @@ export function planActivities(deps: ActivityDeps) {
       problems: string[];
       timeoutMs: number;
       budgetUsd?: number;
-      /** The run's request, to validate the proposal against. */
+      /**
+       * The run's request, to validate the proposal against. For a replan, its sub-tasks are the
+       * plan as it stands: the proposal is validated together with them, and only its own returned.
+       */
       request?: LeaderRequest;
+      /** A replan round (onFailure: replan): what failed, what is integrated, what is still planned. */
+      replan?: ReplanContext;
     }): Promise<{
       subTasks?: unknown;
       plan?: SubTask[];
@@ -90,7 +132,7 @@ export function planActivities(deps: ActivityDeps) {
           agent: input.agent,
           workerId: 'planner',
           objective: input.objective,
-          prompt: plannerPrompt(input.objective, input.maxSubTasks, input.problems),
+          prompt: plannerPrompt(input.objective, input.maxSubTasks, input.problems, input.replan),
           timeoutMs: input.timeoutMs,
           budgetUsd: input.budgetUsd,
           readOnly: true,
@@ -115,17 +157,7 @@ export function planActivities(deps: ActivityDeps) {
         return { ...common, problem: `the plan is larger than ${MAX_PLAN_BYTES / 1024} KiB` };
       }
       if (!input.request) return { ...common, subTasks: plan.subTasks };
-      try {
-        const planned = parseLeaderRequest({ ...input.request, subTasks: plan.subTasks }).subTasks!;
-        const kinds = planned.flatMap((t) => (t.agent ? [t.agent.kind] : []));
-        const missing = missingForAgents(kinds, input.sandbox.provider);
-        if (missing.length)
-          return { ...common, problems: missing.map((m) => `subTasks: ${m} (use another agent kind)`) };
-        return { ...common, plan: planned };
-      } catch (err) {
-        if (err instanceof RequestError) return { ...common, problems: err.problems };
-        throw err;
-      }
+      return { ...common, ...validatePlan(input.request, plan.subTasks, input.sandbox.provider) };
     },
   };
 }

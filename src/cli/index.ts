@@ -21,6 +21,7 @@ import type { AddCommand, Runner } from './options';
 /** Every command, in the order help lists them. */
 const COMMANDS: AddCommand[] = [
   runs.start,
+  runs.continueRun,
   request.validate,
   request.request,
   request.schema,
@@ -34,6 +35,8 @@ const COMMANDS: AddCommand[] = [
   steer.reject,
   steer.pause,
   steer.resume,
+  steer.add,
+  steer.retry,
   runs.cancel,
   operate.gc,
   operate.worker,

@@ -13,6 +13,8 @@ export const load = {
   start: () => require('../client/start') as typeof import('../client/start'),
   result: () => require('../client/result') as typeof import('../client/result'),
   messages: () => require('../client/messages') as typeof import('../client/messages'),
+  subTaskFile: () => require('../client/sub-task-file') as typeof import('../client/sub-task-file'),
+  continuation: () => require('../client/continue') as typeof import('../client/continue'),
   status: () => require('../client/status') as typeof import('../client/status'),
   runs: () => require('../client/list') as typeof import('../client/list'),
   listFilters: () => require('./list-filters') as typeof import('./list-filters'),
@@ -25,4 +27,5 @@ export const load = {
   init: () => require('./init') as typeof import('./init'),
   worker: () => require('../worker') as typeof import('../worker'),
   gc: () => require('../retention/gc') as typeof import('../retention/gc'),
+  staging: () => require('../git/staging') as typeof import('../git/staging'),
 };

@@ -6,6 +6,19 @@
 export { type LoadedRequest, loadRequest, loadRequestFile } from './request-file';
 export { newRunId, runMetadata, startRun } from './start';
 export { type RunEnd, awaitRun } from './result';
-export { MessageRefused, RunEnded, approve, endedAs, pause, reject, resume } from './messages';
+export {
+  MessageRefused,
+  RunEnded,
+  addSubTask,
+  approve,
+  cancelSubTask,
+  endedAs,
+  pause,
+  reject,
+  resume,
+  retrySubTask,
+} from './messages';
+export { ContinueRefused, continuationOf, continueRun } from './continue';
+export { loadSubTaskFile } from './sub-task-file';
 export { NoWorkerError, grpcCode, hasWorker, noWorkerMessage, queryStatus, workerStartCommand } from './status';
-export { type ListFilters, type RunRow, SearchAttributesMissing, listRuns } from './list';
+export { type ListFilters, type RunRow, SearchAttributesMissing, continuedBy, listRuns } from './list';

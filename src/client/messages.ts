@@ -2,14 +2,20 @@
 import { type Client, type WorkflowHandle, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import {
+  type AddSubTaskInput,
   type ApproveInput,
+  type CancelSubTaskInput,
   type PauseInput,
   type RejectInput,
   type ResumeInput,
+  type RetrySubTaskInput,
+  addSubTaskUpdate,
   approveUpdate,
+  cancelSubTaskUpdate,
   pauseUpdate,
   rejectUpdate,
   resumeUpdate,
+  retrySubTaskUpdate,
 } from '../contracts/messages';
 import { awaitRun } from './result';
 
@@ -80,4 +86,19 @@ export function pause(client: Client, runId: string, input: PauseInput): Promise
 /** Resumes a suspended sub-task; returns once it runs again (or has ended). */
 export function resume(client: Client, runId: string, input: ResumeInput): Promise<string> {
   return ask(client, runId, (h) => h.executeUpdate(resumeUpdate, { args: [input] }));
+}
+
+/** Adds a sub-task to a running plan; the answer says what it waits for. Refused (MessageRefused) like a request would be. */
+export function addSubTask(client: Client, runId: string, input: AddSubTaskInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(addSubTaskUpdate, { args: [input] }));
+}
+
+/** Cancels a queued or running sub-task; returns once its agent is stopped and its sandbox destroyed. */
+export function cancelSubTask(client: Client, runId: string, input: CancelSubTaskInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(cancelSubTaskUpdate, { args: [input] }));
+}
+
+/** Tries a failed sub-task again from the integration head, its agent told why it failed and `message`. */
+export function retrySubTask(client: Client, runId: string, input: RetrySubTaskInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(retrySubTaskUpdate, { args: [input] }));
 }

@@ -10,15 +10,18 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
 import {
+  type Amendment,
   type Checkpoint,
+  type Dropped,
   type GateDecision,
+  type IntegrationHead,
   type IntegrationReport,
   type Isolation,
   type PlanningReport,
   type Refusal,
   type RunOutcome,
 } from './reports';
-import { type GateName, MAX_CHARS, boundedText, describeIssues } from './request';
+import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
 
 export type RunPhase =
   | 'resolving'
@@ -33,7 +36,8 @@ export type RunPhase =
   | 'failed'
   | 'cancelled';
 
-export type SubTaskState = 'queued' | 'running' | 'suspended' | 'done' | 'failed' | 'cancelled';
+/** dropped: never started, because what it depends on failed, was cancelled or was replanned. */
+export type SubTaskState = 'queued' | 'running' | 'suspended' | 'done' | 'failed' | 'cancelled' | 'dropped';
 
 export interface SubTaskStatus {
   id: string;
@@ -53,6 +57,16 @@ export interface SubTaskStatus {
   host?: string;
   checkpoint?: Checkpoint;
   reprovisions?: number;
+  /** Why a queued sub-task has not started: "waits for api: overlapping src/routes.ts", "waits for schema (dependency)". */
+  waits?: string;
+  /** The sub-tasks it depends on, as the plan gives them. */
+  dependsOn?: string[];
+  /** Which attempt of its sub-task this line is, from the second on (its id is then `<sub-task>.attempt<n>`). */
+  attempt?: number;
+  /** Its commits are on the integration head (false: done, waiting for its merge; absent on runs of the fixed plan). */
+  integrated?: boolean;
+  /** The run whose work it reused instead of running again (`flotilla continue`). */
+  reusedFrom?: string;
 }
 
 /** What a person reviews at an open gate. */
@@ -62,12 +76,17 @@ export interface GateReview {
   /** When the gate decides by itself, and how. */
   expiresAt: number;
   onTimeout: 'fail' | 'approve';
-  /** The plan gate: one row per sub-task. */
-  plan?: { id: string; ownedPaths: string[]; agent: string; prompt: string }[];
+  /**
+   * The plan gate: one row per sub-task, with what it depends on and the sub-tasks it runs
+   * after because their owned paths overlap (`after`).
+   */
+  plan?: { id: string; ownedPaths: string[]; agent: string; prompt: string; dependsOn?: string[]; after?: string[] }[];
   /** The push gate: the exact commit that would be pushed, and what it changes. */
   sha?: string;
   diffstat?: string;
   testSummary?: string;
+  /** The push gate: sub-tasks left out of the commit (onFailure: continue), and why. */
+  dropped?: Dropped[];
   /** Approvals and rejections of this gate that were refused, and why (a wrong SHA); capped like RunStatus.refusals. */
   refused: { by: string; reason: string }[];
 }
@@ -84,6 +103,16 @@ export interface RunStatus {
   /** One line per sub-task (a name in histories and clients). */
   workers: SubTaskStatus[];
   integratedSha?: string;
+  /** Where finished sub-tasks are merged as they end: a staging ref anyone may fetch mid-run. */
+  head?: IntegrationHead;
+  /** Sub-tasks that will not run, and why (onFailure: continue, a cancelled dependency, a replan). */
+  dropped?: Dropped[];
+  /** Amendments of the running plan (added, cancelled, retried sub-tasks): the latest AMENDMENTS_KEPT, with who sent them. */
+  amendments?: Amendment[];
+  /** All amendments, including those no longer kept. */
+  amendedCount?: number;
+  /** The failed run this one continues, reusing its work. */
+  continues?: string;
   /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
   integration?: IntegrationReport;
   outcome?: RunOutcome;
@@ -104,6 +133,8 @@ export interface RunStatus {
 /** The latest refusals a run keeps (older ones are only counted), and the longest reason kept. */
 export const REFUSALS_KEPT = 20;
 export const REFUSAL_MAX_CHARS = 300;
+/** The latest amendments a run's status keeps (older ones are only counted). */
+export const AMENDMENTS_KEPT = 20;
 
 const by = boundedText(MAX_CHARS.name).optional();
 const gate = z.enum(['plan', 'push']);
@@ -143,6 +174,28 @@ export const ResumeInput = z
   .strict();
 export type ResumeInput = z.infer<typeof ResumeInput>;
 
+const subTaskId = z.string().min(1, 'must not be empty').max(100);
+
+/** A sub-task added to the running plan; checked against the plan like a request's (ids, paths, dependencies). */
+export const AddSubTaskInput = z.object({ subTask: SubTask, by }).strict();
+export type AddSubTaskInput = z.infer<typeof AddSubTaskInput>;
+
+/**
+ * A queued or running sub-task taken out of the plan: its agent is stopped, its sandbox destroyed,
+ * nothing of it is pushed, and what depends on it is dropped. (`subTaskId`, not the `workerId` of
+ * pause and resume: these messages are new, so they use the word the vocabulary has now.)
+ */
+export const CancelSubTaskInput = z
+  .object({ subTaskId, by, reason: boundedText(MAX_CHARS.comment).min(1, 'must not be empty') })
+  .strict();
+export type CancelSubTaskInput = z.infer<typeof CancelSubTaskInput>;
+
+/** A failed sub-task run again from the integration head; its agent is told why it failed, and `message`. */
+export const RetrySubTaskInput = z
+  .object({ subTaskId, by, message: boundedText(MAX_CHARS.message).optional() })
+  .strict();
+export type RetrySubTaskInput = z.infer<typeof RetrySubTaskInput>;
+
 /**
  * What a sub-task workflow tells its leader whenever its state changes. `token` is the one the
  * leader put in that child's input: progress without it is forged and refused.
@@ -178,6 +231,8 @@ export function parseMessage<T>(
 }
 
 export const statusQuery = defineQuery<RunStatus>('status');
+/** The run's plan as it stands: the request's or the planner's sub-tasks, with every amendment and replan. */
+export const planQuery = defineQuery<{ subTasks: SubTask[] }>('plan');
 export const approveSignal = defineSignal<[ApproveInput]>('approve');
 export const rejectSignal = defineSignal<[RejectInput]>('reject');
 export const pauseSignal = defineSignal<[PauseInput]>('pause');
@@ -190,5 +245,11 @@ export const approveUpdate = defineUpdate<string, [ApproveInput]>('approve');
 export const rejectUpdate = defineUpdate<string, [RejectInput]>('reject');
 export const pauseUpdate = defineUpdate<string, [PauseInput]>('pause');
 export const resumeUpdate = defineUpdate<string, [ResumeInput]>('resume');
+export const addSubTaskSignal = defineSignal<[AddSubTaskInput]>('addSubTask');
+export const cancelSubTaskSignal = defineSignal<[CancelSubTaskInput]>('cancelSubTask');
+export const retrySubTaskSignal = defineSignal<[RetrySubTaskInput]>('retrySubTask');
+export const addSubTaskUpdate = defineUpdate<string, [AddSubTaskInput]>('addSubTask');
+export const cancelSubTaskUpdate = defineUpdate<string, [CancelSubTaskInput]>('cancelSubTask');
+export const retrySubTaskUpdate = defineUpdate<string, [RetrySubTaskInput]>('retrySubTask');
 /** Sent by sub-task workflows to their leader; its name, from before "sub-task", lives in histories. */
 export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');

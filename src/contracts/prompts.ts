@@ -152,6 +152,92 @@ export function redoNote(files: string[], conflictsWith: string[]): string {
   ].join('\n');
 }
 
+/** What a sub-task that starts from the integration head is told of the sub-tasks it builds on. */
+export interface Predecessor {
+  id: string;
+  /** Why it builds on it: a dependency, or the owned paths both share. */
+  because: string;
+  /** Its agent's final message, first lines (the agent wrote it: untrusted). */
+  summary?: string;
+  /** Files its commits changed (paths an agent chose: untrusted), the first few, and how many in all. */
+  files: string[];
+  fileCount: number;
+}
+
+/**
+ * Appended to the prompt of a sub-task that starts from the integration head: what the sub-tasks
+ * it waited for changed, as their agents reported it, inside one untrusted-data block.
+ */
+export function predecessorsNote(predecessors: Predecessor[], nonce: string): string {
+  const described = predecessors.map((p) => {
+    const more = p.fileCount > p.files.length ? ` and ${p.fileCount - p.files.length} more` : '';
+    return [
+      `sub-task "${p.id}" (${p.because}):`,
+      `  its agent's summary: ${p.summary ? p.summary.replace(/\n/g, '\n    ') : '(none)'}`,
+      `  files it changed (${p.fileCount}): ${p.files.join(', ') || 'none'}${more}`,
+    ].join('\n');
+  });
+  return [
+    '',
+    '---',
+    `This checkout starts from the integration head: it already holds the work of ${predecessors.map((p) => `"${p.id}"`).join(', ')}. Build on it and keep it intact. What each of them did, as its agent reported it:`,
+    untrustedBlock('what the sub-tasks this one builds on changed', described.join('\n'), nonce, 'head'),
+  ].join('\n');
+}
+
+/**
+ * Appended to the prompt of a sub-task tried again: `heading` says which attempt this is and
+ * where it starts; why the last one failed (text that may carry agent or test output) is
+ * untrusted; a person who asked for the attempt may add a message.
+ */
+export function retryNote(
+  p: {
+    heading: string;
+    reason: string;
+    conflict?: { files: string[]; conflictsWith: string[] };
+    by?: string;
+    message?: string;
+  },
+  nonce: string,
+): string {
+  return [
+    '',
+    '---',
+    p.heading,
+    untrustedBlock('why the last attempt failed', p.reason, nonce, 'head'),
+    ...(p.conflict ? [redoNote(p.conflict.files, p.conflict.conflictsWith).trimStart()] : []),
+    ...(p.message ? ['', `${p.by ?? 'A person'}, who asked for this attempt, adds:`, p.message] : []),
+  ].join('\n');
+}
+
+/** What the planner is told in a replan round (onFailure: replan). */
+export interface ReplanContext {
+  round: number;
+  /** The sub-task that failed for good, and why (text that may carry agent or test output). */
+  failed: { id: string; reason: string };
+  /** Sub-tasks dropped with it, because they depended on it: the planner replaces them too. */
+  dropped: string[];
+  /** Sub-tasks on the integration head the planner's checkout holds, with their agents' summaries. */
+  integrated: { id: string; summary?: string }[];
+  /** Sub-tasks still planned (running or waiting): they stay, and may be depended on. */
+  planned: { id: string; ownedPaths: string[]; prompt: string }[];
+}
+
+/** The replan section of the planner's prompt; what agents wrote sits in one untrusted-data block. */
+export function replanBrief(c: ReplanContext, nonce: string): string {
+  const facts = [
+    `sub-task "${c.failed.id}" failed for good: ${c.failed.reason}`,
+    ...c.integrated.map((t) => `integrated "${t.id}": ${t.summary ?? '(no summary)'}`),
+  ].join('\n');
+  const planned = c.planned.map((t) => `- ${t.id} (owns ${t.ownedPaths.join(', ')}): ${t.prompt}`);
+  return [
+    `This is replan round ${c.round}: the plan is running, and one of its sub-tasks failed for good. This checkout is the integration head: it holds the work of every sub-task integrated so far.`,
+    `Propose only the sub-tasks still needed to meet the objective, replacing "${c.failed.id}"${c.dropped.length ? ` and what depended on it (${c.dropped.join(', ')})` : ''}. Use ids the plan does not have yet; dependsOn may name the sub-tasks below.`,
+    ...(planned.length ? ['Still planned, and staying in the plan (do not repeat them):', ...planned] : []),
+    untrustedBlock('what failed, and what the integrated sub-tasks did', facts, nonce, 'head'),
+  ].join('\n');
+}
+
 function indent(text: string): string {
   return text
     .trim()

@@ -47,6 +47,32 @@ export interface SubTaskReport {
   checkpoint?: Checkpoint;
   /** Sandboxes re-provisioned on another host because the one holding it was lost, oldest first. */
   reprovisions?: Reprovision[];
+  /** The first lines of its agent's final message: what the sub-tasks that depend on it are told it did. */
+  summary?: string;
+  /** The integration head it started from, when not the base (it had dependencies, waited for an overlap, or was retried). */
+  seedSha?: string;
+}
+
+/** The staging ref the run merges finished sub-tasks onto, and the commit it is at. */
+export interface IntegrationHead {
+  ref: string;
+  sha: string;
+}
+
+/** A sub-task that will not run, and why. */
+export interface Dropped {
+  id: string;
+  reason: string;
+}
+
+/** A change to a running plan, with who sent it. */
+export interface Amendment {
+  kind: 'add' | 'cancel' | 'retry';
+  subTaskId: string;
+  by: string;
+  at: number;
+  /** The reason of a cancel, the message of a retry (clipped). */
+  note?: string;
 }
 
 /** A WIP commit of a sub-task's workspace in the staging store (refs/flotilla/<run key>/checkpoints/<sub-task>). */
@@ -86,6 +112,14 @@ export interface RunResult {
   isolation?: Isolation;
   integratedSha?: string;
   pushedSha?: string;
+  /** The integration head as the run left it, and the sub-tasks merged onto it, in merge order. */
+  head?: IntegrationHead & { integrated: string[] };
+  /** Sub-tasks left out, and why (never silently). */
+  dropped?: Dropped[];
+  /** Every amendment of the running plan, with who sent it (the latest AMENDMENTS_KEPT). */
+  amendments?: Amendment[];
+  /** The failed run this one continued, reusing its work. */
+  continues?: string;
   conflict?: ConflictReport;
   /** The last test run; with hidden tests, their names and contents are redacted from its output. */
   test?: { exitCode: number; tail: string; logRef: string };
@@ -129,6 +163,8 @@ export interface PlanningReport {
   costUsd: number;
   /** Why the planner's last proposal was refused, when it was. */
   problems: string[];
+  /** Rounds of onFailure: replan taken so far; their cost is in costUsd. */
+  replans?: number;
 }
 
 /**

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { normalizeRepoPath, pathIsUnder, refNameProblem, repoPathProblem, repoUrlProblem } from './names';
+import { dependencyProblems } from './plan';
 
 /**
  * Maximum sizes, in characters. Everything here travels in workflow history (whose events are
@@ -87,6 +88,11 @@ export const SubTask = z
     ownedPaths: z.array(repoPath).min(1, 'must list at least one path'),
     /** Overrides the request's default agent for this sub-task. */
     agent: AgentSpec.optional(),
+    /**
+     * Sub-tasks that must be integrated before this one starts; it then starts from the
+     * integration head that holds them, and its agent is told what they changed. None by default.
+     */
+    dependsOn: z.array(subTaskId).max(100, 'at most 100 dependencies').optional(),
   })
   .strict();
 export type SubTask = z.infer<typeof SubTask>;
@@ -167,6 +173,20 @@ const LimitFields = z
       .min(1)
       .max(24 * 3600)
       .default(300),
+    /**
+     * New attempts a failed sub-task gets (each from the integration head, told why the last one
+     * failed) before the request's onFailure decides. Default 1: an agent that failed once often
+     * succeeds when told why.
+     */
+    retries: z.number().int().min(0).max(5).default(1),
+    /**
+     * Run the tests after each merge onto the integration head, not only on the final tree: a
+     * merge whose tests fail is not kept, and its sub-task counts as failed. Default false: the
+     * tests run once, on the final tree.
+     */
+    testEachMerge: z.boolean().default(false),
+    /** Rounds of onFailure: replan a run may take before a failure ends it. Default 2. */
+    replans: z.number().int().min(0).max(10).default(2),
   })
   .strict();
 
@@ -382,6 +402,9 @@ const RequestFields = z
       heartbeatTimeoutSeconds: 30,
       hostTimeoutSeconds: 300,
       checkpointIntervalSeconds: 300,
+      retries: 1,
+      testEachMerge: false,
+      replans: 2,
     }),
     /** Where people approve: the plan before sub-tasks start, the tested result before the push. */
     gates: z
@@ -391,6 +414,21 @@ const RequestFields = z
     sandbox: SandboxSpec.default({ provider: 'local', network: false }),
     /** What sub-tasks' commits may contain: file sizes and counts, symlinks, submodules. */
     policy: CommitPolicy.prefault({}),
+    /**
+     * What a sub-task that still fails after its retries does to the run. fail: the run ends,
+     * what runs is cancelled, nothing is pushed. continue: the run goes on without it (and
+     * without what depends on it), and says what was dropped. replan: the planner proposes the
+     * remaining sub-tasks on the integration head (limits.replans rounds). Default fail.
+     */
+    onFailure: z.enum(['fail', 'replan', 'continue']).default('fail'),
+    /**
+     * The failed run this run continues (`flotilla continue`): what it integrated and every
+     * finished sub-task's verified commits are reused, checked on the host; only the rest runs.
+     */
+    continues: z
+      .object({ runId: boundedText(1000).regex(/^[^\x00-\x1f]+$/, 'must be a workflow id') })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -402,6 +440,7 @@ export const LeaderRequest = RequestFields.superRefine((req, ctx) => {
   if (size > MAX_CHARS.request)
     ctx.addIssue({ code: 'custom', message: `is ${size} characters as JSON; at most ${MAX_CHARS.request}` });
   checkSubTasks(req, ctx);
+  checkDependencies(req, ctx);
   checkRoles(req, ctx);
   checkPaths(req, ctx);
 });
@@ -462,13 +501,14 @@ function checkRoles(req: RequestFields, ctx: z.RefinementCtx): void {
   }
 }
 
-/** A path is owned by one sub-task or shared, never both, and owned paths never nest. */
+/**
+ * A path is owned or shared, never both. Owned paths of different sub-tasks may overlap: such
+ * sub-tasks are run one after the other (src/contracts/plan.ts), never at once.
+ */
 function checkPaths(req: RequestFields, ctx: z.RefinementCtx): void {
   const subTasks = req.subTasks ?? [];
-  const owners: { task: number; pathIdx: number; path: string }[] = [];
-  subTasks.forEach((t, task) =>
-    t.ownedPaths.forEach((p, pathIdx) => owners.push({ task, pathIdx, path: normalizeRepoPath(p) })),
-  );
+  const owners: { task: number; path: string }[] = [];
+  subTasks.forEach((t, task) => t.ownedPaths.forEach((p) => owners.push({ task, path: normalizeRepoPath(p) })));
   req.sharedPaths.forEach((raw, i) => {
     const shared = normalizeRepoPath(raw);
     const owner = owners.find((o) => pathIsUnder(shared, o.path) || pathIsUnder(o.path, shared));
@@ -480,23 +520,38 @@ function checkPaths(req: RequestFields, ctx: z.RefinementCtx): void {
       });
     }
   });
-  for (const a of owners) {
-    for (const b of owners) {
-      if (a.task >= b.task) continue;
-      if (pathIsUnder(a.path, b.path) || pathIsUnder(b.path, a.path)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['subTasks', b.task, 'ownedPaths', b.pathIdx],
-          message: `"${b.path || '.'}" overlaps "${a.path || '.'}" owned by sub-task "${subTasks[a.task].id}"; owned paths must be disjoint`,
-        });
-      }
-    }
-  }
+}
+
+/** Dependencies name other sub-tasks of the plan and never form a cycle; replanning needs a planner. */
+function checkDependencies(req: RequestFields, ctx: z.RefinementCtx): void {
+  for (const p of dependencyProblems(req.subTasks ?? []))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['subTasks', p.index, 'dependsOn', ...(p.dep === undefined ? [] : [p.dep])],
+      message: p.message,
+    });
+  if (req.onFailure === 'replan' && !req.planner && !req.agent)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['onFailure'],
+      message: 'is "replan", which needs an agent to plan: give a "planner" or a default "agent"',
+    });
 }
 export type LeaderRequest = z.infer<typeof LeaderRequest>;
 /** A request whose plan is settled: given by the caller or proposed by the planner. */
 export type PlannedRequest = LeaderRequest & { subTasks: SubTask[] };
 export type LeaderRequestInput = z.input<typeof LeaderRequest>;
+
+/**
+ * Why `task` cannot join the plan of `req` (its id, paths, dependencies and agent, the plan's
+ * size), in the words a request with it would be refused in; empty when it can.
+ */
+export function additionProblems(req: PlannedRequest, task: SubTask): string[] {
+  const parsed = LeaderRequest.safeParse({ ...req, subTasks: [...req.subTasks, task] }, { reportInput: true });
+  if (parsed.success) return [];
+  const at = `subTasks[${req.subTasks.length}]`;
+  return describeIssues(parsed.error.issues).map((p) => (p.startsWith(at) ? `subTask${p.slice(at.length)}` : p));
+}
 
 /** A sub-task's agent: its own, the request's default, or (a planned sub-task without either) the planner's. */
 export function agentOf(req: LeaderRequest, task: SubTask): AgentSpec {

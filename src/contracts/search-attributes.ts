@@ -22,6 +22,9 @@ export const FlotillaCostUsd = defineSearchAttributeKey('FlotillaCostUsd', Searc
 /** Who the run waits for: a person at the plan or push gate, a person to resume a sub-task ("answer"), or none. */
 export const FlotillaAwaiting = defineSearchAttributeKey('FlotillaAwaiting', SearchAttributeType.KEYWORD);
 
+/** The workflow id of the failed run this run continues (`flotilla continue`): how a run finds the run that continued it. */
+export const FlotillaContinues = defineSearchAttributeKey('FlotillaContinues', SearchAttributeType.KEYWORD);
+
 export const SEARCH_ATTRIBUTES = [
   FlotillaRepo,
   FlotillaTargetRef,
@@ -29,6 +32,7 @@ export const SEARCH_ATTRIBUTES = [
   FlotillaOutcome,
   FlotillaCostUsd,
   FlotillaAwaiting,
+  FlotillaContinues,
 ] as const;
 
 export const PHASES = [
@@ -91,6 +95,11 @@ export function runsQuery(filters: RunFilters): string {
   if (filters.phase !== undefined) clauses.push(`${FlotillaPhase.name} = ${quote(filters.phase)}`);
   if (filters.outcome !== undefined) clauses.push(`${FlotillaOutcome.name} = ${quote(filters.outcome)}`);
   return clauses.join(' AND ');
+}
+
+/** The runs that continue run `runId`, newest first. */
+export function continuedByQuery(runId: string): string {
+  return `WorkflowType = 'leaderWorkflow' AND ${FlotillaContinues.name} = ${quote(runId)}`;
 }
 
 /**

@@ -45,4 +45,10 @@ export const PATCHES = {
     before:
       'every activity goes to the shared task queue: no host is claimed, nothing is checkpointed, no sandbox moves',
   },
+  livingPlan: {
+    id: 'living-plan',
+    since: 'fourth landing (issue 17), the living plan',
+    before:
+      'the fixed plan (leader/fixed-plan.ts): every sub-task starts from the base at once, integration begins once the last has ended, any failure ends the run, and the plan cannot be amended',
+  },
 } as const satisfies Record<string, Patch>;

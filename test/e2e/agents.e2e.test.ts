@@ -263,10 +263,10 @@ describe('planner', () => {
 
   it('an invalid plan is retried once with the reasons, then the run falls back to one worker and says so', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const overlapping = {
+    const cyclic = {
       subTasks: [
-        { id: 'a', prompt: 'p', ownedPaths: ['src'] },
-        { id: 'b', prompt: 'p', ownedPaths: ['src/b'] },
+        { id: 'a', prompt: 'p', ownedPaths: ['src/a'], dependsOn: ['b'] },
+        { id: 'b', prompt: 'p', ownedPaths: ['src/b'], dependsOn: ['a'] },
       ],
     };
     const handle = await env.start({
@@ -274,12 +274,14 @@ describe('planner', () => {
       repo: { url: remote.url, baseRef: 'main' },
       testCmd: 'true',
       agent: worker,
-      planner: planAgent(overlapping),
+      planner: planAgent(cyclic),
     });
     const end = await awaitRun(handle);
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.planning).toMatchObject({ source: 'fallback', attempts: 2 });
-    expect(end.result?.planning?.problems.join('\n')).toContain('"src/b" overlaps "src"');
+    expect(end.result?.planning?.problems.join('\n')).toContain(
+      'subTasks[0].dependsOn: the dependencies form a cycle: a → b → a',
+    );
     expect(end.result?.workers.map((w) => w.workerId)).toEqual(['objective']);
     expect(formatStatus(await handle.query(statusQuery), handle.workflowId)).toContain(
       'fell back to one sub-task with the whole objective',

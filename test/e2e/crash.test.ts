@@ -6,7 +6,7 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { awaitRun, startRun } from '../../src/client/index';
+import { addSubTask, awaitRun, startRun } from '../../src/client/index';
 import { parseLeaderRequest } from '../../src/contracts/request';
 import { type TemporalTarget, ensureTemporal } from '../../src/temporal/server';
 import { statusQuery } from '../../src/contracts/messages';
@@ -14,9 +14,17 @@ import { priceClaudeReply } from '../../src/agents/prices';
 import { releaseAtEnd } from '../support/cleanup';
 import { INPUT_TOKENS, ModelServer, userTexts } from '../support/model-server';
 import { freePort } from '../support/ports';
-import { type WorkerProcess, processesMatching, processesRunning, spawnWorker, waitFor } from '../support/processes';
-import { makeRemote } from '../support/remotes';
-import { shellRequest, subTask } from '../support/requests';
+import {
+  type WorkerProcess,
+  holdCommand,
+  letGo,
+  processesMatching,
+  processesRunning,
+  spawnWorker,
+  waitFor,
+} from '../support/processes';
+import { countingRemote, makeRemote } from '../support/remotes';
+import { shell, shellRequest, subTask, writeAgent } from '../support/requests';
 import { waitForStatus } from '../support/runs';
 import { tempDir } from '../support/temp';
 
@@ -260,6 +268,105 @@ describe('crash safety', () => {
     expect(history).toContain('Task CRASH-codex: write echo/greeting.txt');
     expect(history).toContain(marker);
     expect(userTexts(turns[1].body).join('\n')).toContain('A previous attempt at this task was interrupted midway');
+  });
+
+  it('kill -9 of the worker during an incremental merge (its tests, with limits.testEachMerge): the run finishes, one push, every merge once', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const base = (await remote.head())!;
+    const hold = holdCommand();
+    const testMarker = `sleep 3.${Math.floor(Math.random() * 1e6)}`;
+    const client = await connect();
+    let worker = await startWorker();
+    const handle = await startRun(
+      client,
+      parseLeaderRequest(
+        shellRequest(
+          remote.url,
+          [
+            subTask('quick', writeAgent('quick/greeting.txt', 'hello')),
+            subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'hello')}`),
+          ],
+          { testCmd: `${testMarker}; true`, limits: { ...QUICK.limits, testEachMerge: true } },
+        ),
+      ),
+      { taskQueue, workflowId: `crash-merge-${Date.now()}` },
+    );
+    // quick is being merged (its tests run on the head) while held's agent still runs.
+    await waitFor('the merge of quick to be tested', async () =>
+      (await processesRunning(testMarker)).length && (await processesRunning(hold)).length ? true : undefined,
+    );
+    await worker.stop('SIGKILL');
+    await waitFor('the tests to die', async () =>
+      (await processesMatching(testMarker)).length === 0 ? true : undefined,
+    );
+    worker = await startWorker();
+    await waitForStatus(handle, 'quick to be integrated', (s) => s.workers[0].integrated === true, 90_000);
+    await waitFor('held to hold again', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
+    await letGo(hold);
+
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(remote.pushes()).toBe(1);
+    expect(await remote.show('main', 'quick/greeting.txt')).toBe('hello\n');
+    expect(await remote.show('main', 'held/greeting.txt')).toBe('hello\n');
+    const log = await remote.log('main', base);
+    expect(log.filter((l) => l.startsWith('Integrate')).sort()).toEqual([
+      'Integrate held: do held',
+      'Integrate quick: do quick',
+    ]);
+    expect(end.result?.head?.integrated).toEqual(['quick', 'held']);
+  });
+
+  it('kill -9 of the worker while an added sub-task runs: the amendment is kept, the run finishes, one push', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const [slowHold, addedHold] = [holdCommand(), holdCommand()];
+    const client = await connect();
+    let worker = await startWorker();
+    const handle = await startRun(
+      client,
+      parseLeaderRequest(
+        shellRequest(remote.url, [subTask('slow', `${slowHold}; ${writeAgent('slow/greeting.txt', 'hello')}`)], QUICK),
+      ),
+      { taskQueue, workflowId: `crash-amend-${Date.now()}` },
+    );
+    await waitFor('slow to hold', async () => ((await processesRunning(slowHold)).length ? true : undefined), 60_000);
+    const extra = {
+      id: 'extra',
+      prompt: 'do extra',
+      ownedPaths: ['extra'],
+      agent: shell(`${addedHold}; ${writeAgent('extra/greeting.txt', 'hello')}`),
+    };
+    expect(await addSubTask(client, handle.workflowId, { subTask: extra, by: 'ana' })).toContain(
+      'added sub-task extra',
+    );
+    await waitFor('extra to hold', async () => ((await processesRunning(addedHold)).length ? true : undefined), 60_000);
+    await worker.stop('SIGKILL');
+    await waitFor('the agents to die', async () =>
+      (await processesMatching(addedHold)).length + (await processesMatching(slowHold)).length === 0 ? true : undefined,
+    );
+    worker = await startWorker();
+    for (const hold of [slowHold, addedHold]) {
+      await waitFor(
+        'the agents to hold again',
+        async () => ((await processesRunning(hold)).length ? true : undefined),
+        60_000,
+      );
+      await letGo(hold);
+    }
+
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(remote.pushes()).toBe(1);
+    expect(await remote.show('main', 'extra/greeting.txt')).toBe('hello\n');
+    expect(await remote.show('main', 'slow/greeting.txt')).toBe('hello\n');
+    expect(end.result?.amendments?.map((a) => [a.kind, a.subTaskId, a.by])).toEqual([['add', 'extra', 'ana']]);
+    const status = await handle.query(statusQuery);
+    expect(status.workers.map((w) => [w.id, w.state, w.integrated])).toEqual([
+      ['slow', 'done', true],
+      ['extra', 'done', true],
+    ]);
   });
 
   it('a Temporal server restarted mid-run (same database) does not lose the run', async () => {

@@ -10,7 +10,7 @@
  * and the run pushes once, with the work from before the kill.
  */
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,7 +24,7 @@ import { releaseAtEnd } from '../support/cleanup';
 import { type ServedStore, serveStore } from '../support/git-daemon';
 import { freePort } from '../support/ports';
 import { CLI, type WorkerProcess, processesMatching, run, spawnWorker, waitFor } from '../support/processes';
-import { makeRemote } from '../support/remotes';
+import { countingRemote } from '../support/remotes';
 import { shellRequest, subTask } from '../support/requests';
 import { tempDir } from '../support/temp';
 
@@ -157,21 +157,6 @@ async function killMatching(marker: string): Promise<void> {
   }
 }
 
-/** A bare remote whose post-receive hook counts the pushes it accepts. */
-async function countingRemote() {
-  const remote = await makeRemote({ 'README.md': 'hosts\n' });
-  const hook = path.join(remote.url, 'hooks', 'post-receive');
-  writeFileSync(hook, `#!/bin/sh\necho push >> "${remote.root}/pushes"\n`, { mode: 0o755 });
-  const pushes = () => {
-    try {
-      return readFileSync(path.join(remote.root, 'pushes'), 'utf8').split('\n').filter(Boolean).length;
-    } catch {
-      return 0;
-    }
-  };
-  return { ...remote, pushes };
-}
-
 const LIMITS = { heartbeatTimeoutSeconds: 3, hostTimeoutSeconds: 5, checkpointIntervalSeconds: 1 };
 
 beforeAll(async () => {
@@ -186,7 +171,7 @@ beforeAll(async () => {
 describe('many hosts', () => {
   it('two hosts in their own network namespaces serve one queue: 6 runs of 3 sub-tasks all push, on both hosts', async () => {
     const remotes = await Promise.all(
-      Array.from({ length: Number(process.env.HOSTS_RUNS ?? 6) }, () => countingRemote()),
+      Array.from({ length: Number(process.env.HOSTS_RUNS ?? 6) }, () => countingRemote({ 'README.md': 'hosts\n' })),
     );
     const handles = await Promise.all(
       remotes.map((remote, r) =>
@@ -219,7 +204,7 @@ describe('many hosts', () => {
   }, 300_000);
 
   it('kill -9 of the host holding an agent, and its data directory gone: the sandbox moves to the other host from its checkpoint, one push', async () => {
-    const remote = await countingRemote();
+    const remote = await countingRemote({ 'README.md': 'hosts\n' });
     const marker = `sleep 300.${process.pid}`;
     // The agent writes its partial result and works on; told of an interruption, it checks that
     // the partial result is there, finishes, and says so in a file of its own.

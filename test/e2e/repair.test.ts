@@ -20,8 +20,13 @@ beforeAll(async () => {
   env = await TestEnv.start();
 });
 
+/** left and right change the same line; one at a time, so that left is merged first and right conflicts. */
 const conflicting = (url: string, fields: Partial<LeaderRequestInput>) =>
-  greetingsRequest(url, [renamer('left'), renamer('right')], { sharedPaths: ['shared'], ...fields });
+  greetingsRequest(url, [renamer('left'), renamer('right')], {
+    sharedPaths: ['shared'],
+    ...fields,
+    limits: { maxParallel: 1, ...fields.limits },
+  });
 
 /** A resolver that stages the conflicted file as it is, markers and all. */
 const LAZY_RESOLVER = shell('cat "$FLOTILLA_PROMPT_FILE"; git add -A');
@@ -61,7 +66,7 @@ describe('conflicts', () => {
     expect(env.sandboxesLeft()).toEqual([]);
   });
 
-  it('a resolver that leaves a conflict marker: the sub-task is redone on the integrated tree and the run pushes', async () => {
+  it('a resolver that leaves a conflict marker: the sub-task is redone on the integrated tree (its next attempt) and the run pushes', async () => {
     const remote = await greetingsRemote();
     const end = await env.run(conflicting(remote.url, { resolver: { agent: LAZY_RESOLVER, maxRounds: 1 } }));
     expect(end.failureMessage).toBeUndefined();
@@ -76,16 +81,16 @@ describe('conflicts', () => {
     expect(attempts[0].reason).toBe(
       'conflict markers left at shared/names.txt:2, shared/names.txt:4, shared/names.txt:6',
     );
-    // Every worker, the redone one included, is in the result.
+    // Every attempt, the redone one included, is in the result; the one whose commits conflicted failed.
     expect(end.result?.workers.map((w) => [w.workerId, w.status])).toEqual([
       ['left', 'done'],
-      ['right', 'done'],
-      ['right.redo', 'done'],
+      ['right', 'failed'],
+      ['right.attempt2', 'done'],
     ]);
-    expect(attempts[1].workflowId).toBe(`${end.workflowId}/right.redo`);
-    // The redone worker started from the integrated tree: its commits are on top of left's merge.
+    expect(attempts[1].workflowId).toBe(`${end.workflowId}/right.attempt2`);
+    // The redone sub-task started from the integrated tree: its commits are on top of left's merge.
     const redo = await env.client.workflow.getHandle(attempts[1].workflowId!).result();
-    expect(redo).toMatchObject({ workerId: 'right.redo', status: 'done', commits: 2, filesChanged: 2 });
+    expect(redo).toMatchObject({ workerId: 'right.attempt2', status: 'done', commits: 2, filesChanged: 2 });
     // The status query shows the same attempts.
     const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
     expect(status.integration?.attempts).toEqual(attempts);
@@ -103,12 +108,13 @@ describe('conflicts', () => {
       greetingsRequest(remote.url, [renamer('left'), right], {
         sharedPaths: ['shared'],
         resolver: { agent: LAZY_RESOLVER, maxRounds: 1 },
+        limits: { maxParallel: 1 },
       }),
     );
     const asking = await waitForStatus(handle, 'the redone worker to ask', (s) =>
-      s.workers.some((w) => w.id === 'right.redo' && w.state === 'suspended'),
+      s.workers.some((w) => w.id === 'right.attempt2' && w.state === 'suspended'),
     );
-    expect(asking.workers.find((w) => w.id === 'right.redo')).toMatchObject({
+    expect(asking.workers.find((w) => w.id === 'right.attempt2')).toMatchObject({
       question: 'keep both names?',
       costUsd: 0.05,
     });
@@ -122,7 +128,7 @@ describe('conflicts', () => {
       'resume',
       handle.workflowId,
       '--subtask',
-      'right.redo',
+      'right.attempt2',
       '--message',
       'yes',
     ]);
@@ -133,8 +139,8 @@ describe('conflicts', () => {
     const status = await handle.query(statusQuery);
     expect(status.workers.map((w) => [w.id, w.state])).toEqual([
       ['left', 'done'],
-      ['right', 'done'],
-      ['right.redo', 'done'],
+      ['right', 'failed'],
+      ['right.attempt2', 'done'],
     ]);
     // Its cost is counted once: with the workers, not again with the integration.
     expect(end.result?.costUsd).toBe(0.05);
@@ -159,7 +165,7 @@ describe('conflicts', () => {
       "then redoing right on the integrated tree (not started: the run's budget of $0.20 is spent ($0.20))",
     );
     const status = await env.client.workflow.getHandle(end.workflowId).query(statusQuery);
-    expect(status.workers.find((w) => w.id === 'right.redo')).toMatchObject({ state: 'failed', costUsd: 0 });
+    expect(status.workers.find((w) => w.id === 'right.attempt2')).toMatchObject({ state: 'failed', costUsd: 0 });
     expect(await remote.head()).toBe(base);
     expect(env.sandboxesLeft()).toEqual([]);
   });
@@ -170,6 +176,7 @@ describe('conflicts', () => {
     const end = await env.run(
       greetingsRequest(remote.url, [renamer('left'), renamer('right', 'echo "cannot redo this" >&2; exit 3')], {
         sharedPaths: ['shared'],
+        limits: { maxParallel: 1 },
         // Round 2 commits the markers itself: the host takes only the tree, and checks it the same.
         resolver: {
           agent: shell(
@@ -183,7 +190,7 @@ describe('conflicts', () => {
     expect(end.result?.conflict).toEqual({ workerId: 'right', conflictsWith: ['left'], files: ['shared/names.txt'] });
     const markers = 'conflict markers left at shared/names.txt:2, shared/names.txt:4, shared/names.txt:6';
     expect(end.failureMessage).toBe(
-      `worker right conflicts with left in shared/names.txt; tried 2 resolver round(s) (last: ${markers}), ` +
+      `1 of 2 workers failed: right: worker right conflicts with left in shared/names.txt; tried 2 resolver round(s) (last: ${markers}), ` +
         'then redoing right on the integrated tree (the agent exited with code 3)',
     );
     expect(end.result!.integration!.attempts.map((a) => [a.kind, a.round, a.state, a.reason])).toEqual([

@@ -11,11 +11,11 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { approve, awaitRun, resume } from '../../src/client/index';
+import { addSubTask, approve, awaitRun, cancelSubTask, resume } from '../../src/client/index';
 import { statusQuery } from '../../src/contracts/messages';
 import { TestEnv } from '../support/env';
 import { greetingsRemote, greetingsRequest, renamer } from '../support/greetings';
-import { waitFor } from '../support/processes';
+import { holdCommand, letGo, processesRunning, waitFor } from '../support/processes';
 import { HISTORY_ROOT, History, fixtureHistories, fixtureReleases, replay } from '../support/replay';
 import { greet, shell, subTask, withGates, writeAgent } from '../support/requests';
 import { waitForStatus } from '../support/runs';
@@ -24,18 +24,17 @@ const RECORD = process.env.RECORD_HISTORIES;
 const releases = RECORD ? [] : fixtureReleases();
 const TO_OBJECT = { longs: String, enums: String, bytes: String } as const;
 
+/** Every release's scenarios; from v3 (the living plan) on, a diamond of dependencies and an amended plan too. */
+const SCENARIOS = ['history-gates', 'history-redo', 'history-repair', 'history-spine', 'history-suspend'];
+const LIVING_PLAN = ['history-amend', 'history-diamond'];
+
 describe.skipIf(RECORD)('committed histories', () => {
-  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo', () => {
-    expect(releases.length).toBeGreaterThan(0);
+  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo (and the living plan from v3)', () => {
+    expect(releases).toEqual(expect.arrayContaining(['v1', 'v2', 'v3']));
     for (const release of releases) {
       const scenarios = new Set(fixtureHistories(release).map((h) => h.workflowId.split('/')[0]));
-      expect([...scenarios].sort(), release).toEqual([
-        'history-gates',
-        'history-redo',
-        'history-repair',
-        'history-spine',
-        'history-suspend',
-      ]);
+      const expected = release < 'v3' ? SCENARIOS : [...SCENARIOS, ...LIVING_PLAN];
+      expect([...scenarios].sort(), release).toEqual(expected.sort());
     }
   });
 
@@ -126,11 +125,41 @@ describe.runIf(RECORD)('recording', () => {
       greetingsRequest(r.url, [renamer('left'), renamer('right')], {
         sharedPaths: ['shared'],
         resolver: { agent: lazy, maxRounds: 1 },
+        // One at a time: right conflicts with left, the resolver fails, and right's next attempt redoes it.
+        limits: { maxParallel: 1 },
       }),
       'history-redo',
     );
     expect(end.result?.outcome).toBe('pushed');
-    expect(end.result?.workers.map((w) => w.workerId)).toEqual(['left', 'right', 'right.redo']);
+    expect(end.result?.workers.map((w) => w.workerId)).toEqual(['left', 'right', 'right.attempt2']);
     await save('redo', end.workflowId);
+  });
+
+  it('diamond', async () => {
+    const r = await greetingsRemote();
+    const dependent = (id: string, dependsOn: string[]) => ({ ...greet(id), dependsOn });
+    const plan = [greet('a'), dependent('b', ['a']), dependent('c', ['a']), dependent('d', ['b', 'c'])];
+    const end = await env.run(greetingsRequest(r.url, plan), 'history-diamond');
+    expect(end.result?.outcome).toBe('pushed');
+    await save('diamond', end.workflowId);
+  });
+
+  it('amend', async () => {
+    const r = await greetingsRemote();
+    const [slowHold, victimHold] = [holdCommand(), holdCommand()];
+    const held = (id: string, hold: string) => subTask(id, `${hold}; ${writeAgent(`${id}/greeting.txt`, 'hello')}`);
+    const handle = await env.start(
+      greetingsRequest(r.url, [held('slow', slowHold), held('victim', victimHold)]),
+      'history-amend',
+    );
+    await waitFor('both agents to hold', async () =>
+      (await processesRunning(slowHold)).length && (await processesRunning(victimHold)).length ? true : undefined,
+    );
+    await addSubTask(env.client, handle.workflowId, { subTask: greet('extra'), by: 'ana' });
+    await handle.signal('addSubTask', { subTask: greet('extra'), by: 'ana' }); // refused: a recorded refusal
+    await cancelSubTask(env.client, handle.workflowId, { subTaskId: 'victim', by: 'ana', reason: 'not needed' });
+    await letGo(slowHold);
+    expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
+    await save('amend', handle.workflowId);
   });
 });

@@ -1,10 +1,12 @@
 /**
  * Bounded results: at the limit of 100 sub-tasks, with agents that print a lot (multi-byte and
- * control characters included), the RunResult and every payload of the leader's history stay
- * under 64 KiB; each worker's full output stays in its artifact.
+ * control characters included), the RunResult, the status and every payload of the leader's
+ * history stay under 64 KiB; each worker's full output stays in its artifact.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
+import { awaitRun } from '../../src/client/index';
+import { statusQuery } from '../../src/contracts/messages';
 import { TestEnv } from '../support/env';
 import { makeRemote } from '../support/remotes';
 import { shellRequest, subTask } from '../support/requests';
@@ -36,9 +38,10 @@ const historyPayloadSizes = async (workflowId: string) =>
   payloadSizes(await env.client.workflow.getHandle(workflowId).fetchHistory());
 
 describe('result size at 100 sub-tasks', () => {
-  it('100 chatty workers that push: the result and every history payload stay under 64 KiB', async () => {
+  it('100 chatty workers that push: the result, the status and every history payload stay under 64 KiB', async () => {
     const remote = await makeRemote({ 'README.md': '# many\n' });
-    const end = await env.run(request(remote.url));
+    const handle = await env.start(request(remote.url));
+    const end = await awaitRun(handle);
     expect(end.failureMessage).toBeUndefined();
     expect(end.result?.outcome).toBe('pushed');
     expect((await remote.files()).filter((f) => f.endsWith('/ok.txt'))).toHaveLength(N);
@@ -51,6 +54,9 @@ describe('result size at 100 sub-tasks', () => {
     const sizes = await historyPayloadSizes(end.workflowId);
     expect(sizes.length).toBeGreaterThan(N);
     expect(Math.max(...sizes)).toBeLessThan(LIMIT);
+    const status = await handle.query(statusQuery);
+    expect(status.workers.filter((w) => w.integrated)).toHaveLength(N);
+    expect(defaultPayloadConverter.toPayload(status)!.data!.length).toBeLessThan(LIMIT);
 
     // Short inline, whole in the artifact: the tail still ends with what the agent said last.
     for (const w of result.workers) {
@@ -61,19 +67,26 @@ describe('result size at 100 sub-tasks', () => {
     }
   }, 900_000);
 
-  it('100 failing chatty workers: the failure and its result stay under 64 KiB and say how many failed', async () => {
+  it('100 failing chatty workers: the failure, its result and the status stay under 64 KiB and say which failed', async () => {
     const remote = await makeRemote({ 'README.md': '# many\n' });
     const base = await remote.head();
-    const end = await env.run(request(remote.url, 3));
+    const handle = await env.start(request(remote.url, 3));
+    const end = await awaitRun(handle);
+    // onFailure: fail: the first sub-task that fails for good (after its retry) ends the run, the rest is cancelled.
     expect(end.failureType).toBe('failed');
     expect(end.failureMessage).toMatch(
-      /^100 of 100 workers failed: w\d+: the agent exited with code 3; .* 97 more in the result$/,
+      /^\d+ of 100 workers failed: w\d+: the agent exited with code 3.*; cancelled: w\d+/,
     );
     expect(
-      end.result?.workers.every((w) => w.status === 'failed' && w.tail?.includes(`last line of ${w.workerId}`)),
+      end.result?.workers.every(
+        (w) => w.status === 'failed' && w.tail?.includes(`last line of ${w.workerId.split('.')[0]}`),
+      ),
     ).toBe(true);
     expect(Buffer.byteLength(JSON.stringify(end.result))).toBeLessThan(LIMIT);
     expect(Math.max(...(await historyPayloadSizes(end.workflowId)))).toBeLessThan(LIMIT);
+    const status = await handle.query(statusQuery);
+    expect(status.workers.filter((w) => w.state === 'cancelled').length).toBeGreaterThan(0);
+    expect(defaultPayloadConverter.toPayload(status)!.data!.length).toBeLessThan(LIMIT);
     expect(await remote.head()).toBe(base);
   }, 900_000);
 });

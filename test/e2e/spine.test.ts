@@ -54,14 +54,16 @@ describe('spine', () => {
     expect(await remote.head()).toBe(base);
   });
 
-  it('two workers editing the same lines: a conflict report names both, nothing is pushed', async () => {
+  it('two workers editing the same lines, no resolver and no retries: a conflict report names both, nothing is pushed', async () => {
     const remote = await greetingsRemote();
     const base = await remote.head();
     const edit = (id: string) =>
       `${writeAgent(`${id}/greeting.txt`, 'hello')} && sed -i 's/two/${id}/' shared/names.txt && git commit -qam 'rename two'`;
     const end = await env.run(
+      // One at a time, so that left is merged first; no retry, which would redo right on top of it.
       greetingsRequest(remote.url, [subTask('left', edit('left')), subTask('right', edit('right'))], {
         sharedPaths: ['shared'],
+        limits: { maxParallel: 1, retries: 0 },
       }),
     );
     expect(end.failureType).toBe('conflict');
@@ -153,9 +155,17 @@ describe('spine', () => {
   it.each([
     ['a missing field', (r: Record<string, unknown>) => delete r.testCmd, 'testCmd: is required'],
     [
-      'overlapping ownedPaths',
-      (r: Record<string, any>) => (r.subTasks[1].ownedPaths = ['alpha/sub']),
-      'subTasks[1].ownedPaths[0]: "alpha/sub" overlaps "alpha" owned by sub-task "alpha"',
+      'dependencies that form a cycle',
+      (r: Record<string, any>) => {
+        r.subTasks[0].dependsOn = ['beta'];
+        r.subTasks[1].dependsOn = ['alpha'];
+      },
+      'subTasks[0].dependsOn: the dependencies form a cycle: alpha → beta → alpha',
+    ],
+    [
+      'a dependency on an unknown sub-task',
+      (r: Record<string, any>) => (r.subTasks[1].dependsOn = ['gamma']),
+      'subTasks[1].dependsOn[0]: unknown sub-task "gamma" (known: alpha, beta)',
     ],
     [
       'an ext:: remote',

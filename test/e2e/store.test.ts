@@ -232,6 +232,8 @@ describe('a conflict across hosts', () => {
       testCmd: './check.sh',
       sharedPaths: ['shared'],
       resolver: { maxRounds: 1, agent: shell(`printf 'one\\nleft\\nright\\nthree\\n' > shared/names.txt`) },
+      // One at a time: left is merged first, so that right is the one that conflicts.
+      limits: { maxParallel: 1 },
     });
     const taskQueue = `store-${randomUUID()}`;
     const dataA = tempDir('host-a');

@@ -144,9 +144,14 @@ describe('search attributes', () => {
       costUsd: 0.25,
     });
     // One upsert per change a filter sees (phases, gates, workers ending), not one per progress message.
+    // (The SDK's own upserts of TemporalChangeVersion, one per patch a run meets, are not ours to count.)
     const { events } = await gated.fetchHistory();
-    const upserts = (events ?? []).filter((e) => e.upsertWorkflowSearchAttributesEventAttributes).length;
-    expect(upserts).toBeLessThanOrEqual(12);
+    const upserts = (events ?? []).filter((e) =>
+      Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).some((k) =>
+        k.startsWith('Flotilla'),
+      ),
+    ).length;
+    expect(upserts).toBeLessThanOrEqual(9);
     await listFinds(['--awaiting', '--repo', remote.url], []);
     await listFinds(['--outcome', 'pushed', '--repo', remote.url], [gated.workflowId, finished.workflowId]);
     await listFinds(['--phase', 'done', '--repo', remote.url], [gated.workflowId, finished.workflowId]);

@@ -92,6 +92,25 @@ export async function processesRunning(command: string): Promise<string[]> {
   return pgrep(`^${escapeRegExp(command)}`);
 }
 
+/**
+ * A command an agent can wait in until the test lets it go (`letGo`): a sleep with a command
+ * line of its own, so that a test awaits a condition and then ends the wait, never sleeps itself.
+ */
+export function holdCommand(): string {
+  return `sleep 600.${Math.floor(Math.random() * 1e6)}`;
+}
+
+/** Ends every `command` started by holdCommand; the agent's script goes on with what follows it. */
+export async function letGo(command: string): Promise<void> {
+  for (const pid of await processesRunning(command)) {
+    try {
+      process.kill(Number(pid), 'SIGTERM');
+    } catch {
+      // Gone already.
+    }
+  }
+}
+
 async function pgrep(pattern: string): Promise<string[]> {
   const r = await run('pgrep', ['-f', pattern]);
   return r.out.split('\n').filter(Boolean);

@@ -1,5 +1,5 @@
 /** Real git "remotes": bare repositories on disk, seeded with files, and a way to inspect them. */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { tempDir } from './temp';
@@ -51,4 +51,19 @@ export async function makeRemote(files: Record<string, string>) {
       return (await git.revparse(['HEAD'])).trim();
     },
   };
+}
+
+/** A remote like makeRemote's whose post-receive hook counts the pushes it accepts (`pushes()`). */
+export async function countingRemote(files: Record<string, string>) {
+  const remote = await makeRemote(files);
+  const hook = path.join(remote.url, 'hooks', 'post-receive');
+  writeFileSync(hook, `#!/bin/sh\necho push >> "${remote.root}/pushes"\n`, { mode: 0o755 });
+  const pushes = () => {
+    try {
+      return readFileSync(path.join(remote.root, 'pushes'), 'utf8').split('\n').filter(Boolean).length;
+    } catch {
+      return 0;
+    }
+  };
+  return { ...remote, pushes };
 }

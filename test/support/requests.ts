@@ -17,7 +17,11 @@ export function writeAgent(file: string, content: string, commit = true): string
 }
 
 /** A sub-task whose shell agent runs `command`, owning the directory named after it. */
-export function subTask(id: string, command: string, fields: { prompt?: string; ownedPaths?: string[] } = {}) {
+export function subTask(
+  id: string,
+  command: string,
+  fields: { prompt?: string; ownedPaths?: string[]; dependsOn?: string[] } = {},
+) {
   return { id, prompt: `do ${id}`, ownedPaths: [id], agent: shell(command), ...fields };
 }
 export type ShellSubTask = ReturnType<typeof subTask>;

@@ -82,6 +82,7 @@ describe('patches', () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.sort()).toEqual([
       'host-affinity',
+      'living-plan',
       'plan-validated-by-activity',
       'request-parsed-by-activity',
       'salvage-failed-agent-runs',

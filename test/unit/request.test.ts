@@ -46,7 +46,11 @@ describe('parseLeaderRequest', () => {
       heartbeatTimeoutSeconds: 30,
       hostTimeoutSeconds: 300,
       checkpointIntervalSeconds: 300,
+      retries: 1,
+      testEachMerge: false,
+      replans: 2,
     });
+    expect(req.onFailure).toBe('fail');
     expect(req.gates.plan).toEqual({ mode: 'auto', timeoutMinutes: 10080, onTimeout: 'fail' });
     expect(req.sandbox).toEqual({ provider: 'local', network: false });
     expect(req.sharedPaths).toEqual([]);
@@ -65,15 +69,41 @@ describe('parseLeaderRequest', () => {
     ['duplicate ids', (r) => (r.subTasks[1].id = 'a'), 'subTasks[1].id: duplicate id "a" (also subTasks[0])'],
     ['a bad id', (r) => (r.subTasks[0].id = 'a/b'), 'subTasks[0].id: must be 1-63 letters'],
     [
-      'nested owned paths',
-      (r) => (r.subTasks[1].ownedPaths = ['src/a/x.ts']),
-      'subTasks[1].ownedPaths[0]: "src/a/x.ts" overlaps "src/a"',
+      'a dependency on an unknown sub-task',
+      (r) => (r.subTasks[1].dependsOn = ['zz']),
+      'subTasks[1].dependsOn[0]: unknown sub-task "zz" (known: a, b)',
     ],
     [
-      'the whole repo next to another owner',
-      (r) => (r.subTasks[1].ownedPaths = ['.']),
-      'subTasks[1].ownedPaths[0]: "." overlaps "src/a"',
+      'a sub-task depending on itself',
+      (r) => (r.subTasks[0].dependsOn = ['a']),
+      'subTasks[0].dependsOn[0]: "a" is this sub-task itself; it cannot depend on itself',
     ],
+    [
+      'a dependency listed twice',
+      (r) => (r.subTasks[1].dependsOn = ['a', 'a']),
+      'subTasks[1].dependsOn[1]: "a" is listed twice',
+    ],
+    [
+      'a dependency cycle',
+      (r) => {
+        r.subTasks.push({ id: 'c', prompt: 'p', ownedPaths: ['c'], dependsOn: ['b'] });
+        r.subTasks[0].dependsOn = ['c'];
+        r.subTasks[1].dependsOn = ['a'];
+      },
+      'subTasks[0].dependsOn: the dependencies form a cycle: a → c → b → a',
+    ],
+    [
+      'replanning without a planner',
+      (r) => {
+        delete r.agent;
+        r.subTasks.forEach((t: any) => (t.agent = { kind: 'shell', command: 'true' }));
+        r.onFailure = 'replan';
+      },
+      'onFailure: is "replan", which needs an agent to plan: give a "planner" or a default "agent"',
+    ],
+    ['an unknown failure policy', (r) => (r.onFailure = 'retry'), 'onFailure: Invalid option'],
+    ['too many retries', (r) => (r.limits = { retries: 6 }), 'limits.retries: Too big'],
+    ['a run to continue without its id', (r) => (r.continues = {}), 'continues.runId: is required'],
     [
       'an absolute path',
       (r) => (r.subTasks[0].ownedPaths = ['/etc']),
@@ -186,6 +216,11 @@ describe('parseLeaderRequest', () => {
       year,
       year,
     ]);
+  });
+
+  it('accepts owned paths that overlap: such sub-tasks are scheduled one after the other', () => {
+    expect(problems((r) => (r.subTasks[1].ownedPaths = ['src/a/x.ts']))).toEqual([]);
+    expect(problems((r) => (r.subTasks[1].ownedPaths = ['.']))).toEqual([]);
   });
 
   it('lists every field problem at once', () => {

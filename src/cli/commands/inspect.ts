@@ -1,4 +1,6 @@
 /** Reading runs: status, list. */
+import { dataDir, stagingUrl } from '../../config/settings';
+import { shellQuote } from '../../client/shell';
 import type { ListFilters } from '../../client/list';
 import { EXIT, UnreachableError, UsageError } from '../exit';
 import { load } from '../lazy';
@@ -9,14 +11,25 @@ import { statusOf, withClient } from '../session';
 async function statusCommand(id: string, o: { json?: boolean }): Promise<number> {
   return withClient(async ({ client, url }) => {
     const { status, taskQueue: queue } = await statusOf(client, id);
-    if (o.json) json({ workflowId: id, taskQueue: queue, webUrl: url(id), ...status });
+    const continuedBy = await load.runs().continuedBy(client, id);
+    if (o.json) json({ workflowId: id, taskQueue: queue, webUrl: url(id), ...status, continuedBy });
     else {
-      say(load.statusFormat().formatStatus(status, id), paintPhase);
+      const context = { continuedBy, fetchFrom: fetchFrom() };
+      say(load.statusFormat().formatStatus(status, id, Date.now(), context), paintPhase);
       const link = url(id);
       if (link) say(`Web UI: ${link}`);
     }
     return EXIT.ok;
   });
+}
+
+/**
+ * Where `git fetch` finds a run's staging refs from this machine: the shared store when one is
+ * configured (named by its variable, which may hold a credential), else this data directory's
+ * staging repository.
+ */
+function fetchFrom(): string {
+  return stagingUrl() ? '"$FLOTILLA_STAGING_URL"' : shellQuote(load.staging().stagingDirOf(dataDir()));
 }
 
 interface ListOptions {

@@ -1,7 +1,7 @@
 /**
- * Steering a run: approve, reject, pause, resume. Each message is an Update: the run answers at
- * once, accepting it or refusing it with the reason (a refusal is bad input: exit 2). No worker
- * answering is exit 3.
+ * Steering a run: approve, reject, pause, resume, and amending its plan while it runs (add,
+ * retry, and cancel --subtask). Each message is an Update: the run answers at once, accepting it
+ * or refusing it with the reason (a refusal is bad input: exit 2). No worker answering is exit 3.
  */
 import type { Client } from '@temporalio/client';
 import { type Command, Option } from 'commander';
@@ -135,3 +135,53 @@ export const resume: AddCommand = (program, run) =>
     .option('--by <name>', 'who resumes (default: $USER)')
     .addHelpText('after', example('flotilla resume RUN --subtask api --message "use zod" --add-budget 2'))
     .action((id, o) => run(resumeCommand(id, o)));
+
+async function addCommand(id: string, file: string, o: { by?: string }): Promise<number> {
+  // Read and checked before connecting: a broken file never reaches the run.
+  const subTask = load.subTaskFile().loadSubTaskFile(file);
+  await steer(id, (client, m) => m.addSubTask(client, id, { subTask, by: who(o.by) }));
+  return EXIT.ok;
+}
+
+/** `flotilla cancel RUN --subtask ID --reason TEXT`: one sub-task, not the run (see run.ts). */
+export async function cancelSubTaskCommand(
+  id: string,
+  o: { subtask: string; reason?: string; by?: string },
+): Promise<number> {
+  if (!o.reason) throw new UsageError('--reason is required with --subtask: say why the sub-task is cancelled');
+  await steer(id, (client, m) =>
+    m.cancelSubTask(client, id, { subTaskId: o.subtask, by: who(o.by), reason: o.reason! }),
+  );
+  return EXIT.ok;
+}
+
+async function retryCommand(id: string, o: { subtask: string; message?: string; by?: string }): Promise<number> {
+  await steer(id, (client, m) =>
+    m.retrySubTask(client, id, { subTaskId: o.subtask, by: who(o.by), message: o.message }),
+  );
+  return EXIT.ok;
+}
+
+export const add: AddCommand = (program, run) =>
+  program
+    .command('add')
+    .description('add a sub-task (a YAML or JSON file) to a running plan; it is checked like a request')
+    .argument('<id>', 'the run id')
+    .argument('<file>', 'the sub-task: id, prompt, ownedPaths, and optionally agent and dependsOn')
+    .option('--by <name>', 'who amends the plan (default: $USER)')
+    .addHelpText(
+      'after',
+      example('flotilla add RUN docs.yaml', 'echo \'{"id":"docs",...}\' > docs.json && flotilla add RUN docs.json'),
+    )
+    .action((id, file, o) => run(addCommand(id, file, o)));
+
+export const retry: AddCommand = (program, run) =>
+  program
+    .command('retry')
+    .description('try a failed sub-task again from the integration head; its agent is told why it failed')
+    .argument('<id>', 'the run id')
+    .requiredOption('--subtask <id>', 'the failed sub-task')
+    .option('--message <text>', 'what its agent is told besides why it failed')
+    .option('--by <name>', 'who asks (default: $USER)')
+    .addHelpText('after', example('flotilla retry RUN --subtask api --message "the schema moved to src/db"'))
+    .action((id, o) => run(retryCommand(id, o)));

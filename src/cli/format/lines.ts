@@ -1,5 +1,8 @@
-/** Lines that both a run's status and its end show: integration attempts, refusals, where a sandbox lives. */
-import type { IntegrationReport, Refusal } from '../../contracts/reports';
+/**
+ * Lines that both a run's status and its end show: integration attempts, the integration head,
+ * what was left out, amendments, refusals, where a sandbox lives.
+ */
+import type { Amendment, Dropped, IntegrationHead, IntegrationReport, Refusal } from '../../contracts/reports';
 import { isoTime } from '../../contracts/text';
 import { usd } from './units';
 
@@ -37,4 +40,30 @@ export function placement(w: {
     ? `, checkpoint ${isoTime(w.checkpoint.at).slice(11, 19)} UTC (${w.checkpoint.sha.slice(0, 12)})`
     : '';
   return `on ${w.host}${saved}${moved ? `, moved to another host ${moved} time(s)` : ''}`;
+}
+
+/** The integration head, and the command that fetches it (`from`: the staging repository or the shared store). */
+export function formatHead(head: IntegrationHead | undefined, integrated: number, from?: string): string[] {
+  if (!head) return [];
+  return [
+    `head:      ${head.ref} at ${head.sha} (${integrated} sub-task(s) integrated)`,
+    `  fetch:   git fetch ${from ?? '<staging repository>'} ${head.ref}:${head.ref}`,
+  ];
+}
+
+/** Sub-tasks that will not be in the pushed commit, and why. */
+export function formatDropped(dropped: Dropped[] | undefined): string[] {
+  if (!dropped?.length) return [];
+  return ['left out:', ...dropped.map((d) => `  ${d.id}: ${d.reason}`)];
+}
+
+export function formatAmendments(amendments: Amendment[] | undefined, count: number | undefined): string[] {
+  if (!amendments?.length) return [];
+  const older = (count ?? 0) - amendments.length;
+  return [
+    `amendments: ${count ?? amendments.length}${older > 0 ? ` (the latest ${amendments.length} shown)` : ''}`,
+    ...amendments.map(
+      (a) => `  ${new Date(a.at).toISOString()} ${a.kind} ${a.subTaskId} by ${a.by}${a.note ? `: ${a.note}` : ''}`,
+    ),
+  ];
 }

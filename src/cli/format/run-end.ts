@@ -2,7 +2,7 @@
 import type { RunEnd } from '../../client/result';
 import type { SubTaskReport } from '../../contracts/reports';
 import { printableLines } from '../terminal';
-import { formatAttempts, formatRefusals, placement } from './lines';
+import { formatAmendments, formatAttempts, formatDropped, formatHead, formatRefusals, placement } from './lines';
 import { usd } from './units';
 
 export function formatRunEnd(end: RunEnd): string {
@@ -11,7 +11,11 @@ export function formatRunEnd(end: RunEnd): string {
   if (end.failureType) lines.push(`Run ${end.workflowId} did not push (${end.failureType}): ${end.failureMessage}`);
   else lines.push(`Run ${end.workflowId}: ${r?.outcome} — ${r?.message}`);
   if (!r) return printableLines(lines);
+  if (r.continues) lines.push(`  continues ${r.continues}, reusing its integrated and finished work`);
   for (const w of r.workers) lines.push(...subTaskLines(w));
+  lines.push(...formatDropped(r.dropped).map((l) => `  ${l}`));
+  if (r.outcome !== 'pushed') lines.push(...formatHead(r.head, r.head?.integrated.length ?? 0).map((l) => `  ${l}`));
+  lines.push(...formatAmendments(r.amendments, r.amendments?.length).map((l) => `  ${l}`));
   lines.push(...formatAttempts(r.integration));
   if (r.conflict)
     lines.push(

@@ -1,12 +1,19 @@
 /** A run's status as `flotilla status` prints it, and as the facts `flotilla watch` logs when not on a terminal. */
-import type { RunStatus } from '../../contracts/messages';
+import type { RunStatus, SubTaskStatus } from '../../contracts/messages';
 import { shellQuote as q } from '../../client/shell';
 import { isoTime } from '../../contracts/text';
 import { printableLines } from '../terminal';
-import { formatAttempts, formatRefusals, placement } from './lines';
+import { formatAmendments, formatDropped, formatHead, formatRefusals, formatAttempts, placement } from './lines';
 import { seconds, shortSha, usd } from './units';
 
-export function formatStatus(s: RunStatus, runId: string, now = Date.now()): string {
+/** What the status alone does not say: where to fetch the integration head from, which runs continue this one. */
+export interface StatusContext {
+  /** The repository `git fetch` reads the run's staging refs from, as a shell word. */
+  fetchFrom?: string;
+  continuedBy?: string[];
+}
+
+export function formatStatus(s: RunStatus, runId: string, now = Date.now(), context: StatusContext = {}): string {
   const lines = [
     `run:       ${runId}`,
     `phase:     ${s.phase}${s.outcome ? ` (${s.outcome})` : ''}`,
@@ -14,12 +21,16 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now()): str
     `repo:      ${s.repo} → ${s.targetRef} (base ${shortSha(s.baseSha)})`,
     ...isolationLines(s),
     ...planningLines(s),
+    ...continuationLines(s, context),
   ];
   if (s.integratedSha) lines.push(`integrated: ${s.integratedSha}`);
+  lines.push(...formatHead(s.head, s.workers.filter((w) => w.integrated).length, context.fetchFrom));
   if (s.message) lines.push(`message:   ${s.message}`);
   lines.push(...formatGate(s, runId));
   lines.push(...formatAttempts(s.integration));
   lines.push(...subTaskLines(s, runId, now));
+  lines.push(...formatDropped(s.dropped));
+  lines.push(...formatAmendments(s.amendments, s.amendedCount));
   lines.push(...formatRefusals(s.refusals, s.refusedCount));
   const t = s.totals;
   const elapsed = (s.endedAt ?? now) - s.startedAt;
@@ -35,13 +46,24 @@ function isolationLines(s: RunStatus): string[] {
 }
 
 function planningLines(s: RunStatus): string[] {
+  const replans = s.planning?.replans ? [`replans:   ${s.planning.replans} round(s) after a sub-task failed`] : [];
   if (s.planning?.source === 'planner')
-    return [`plan:      proposed by the planner (${s.planning.attempts} attempt(s), ${usd(s.planning.costUsd)})`];
+    return [
+      `plan:      proposed by the planner (${s.planning.attempts} attempt(s), ${usd(s.planning.costUsd)})`,
+      ...replans,
+    ];
   if (s.planning?.source === 'fallback')
     return [
       `plan:      the planner gave no valid plan (${s.planning.problems.join('; ')}); fell back to one sub-task with the whole objective`,
+      ...replans,
     ];
-  return [];
+  return replans;
+}
+
+function continuationLines(s: RunStatus, context: StatusContext): string[] {
+  const lines = s.continues ? [`continues: ${s.continues} (its integrated and finished work is reused)`] : [];
+  if (context.continuedBy?.length) lines.push(`continued by: ${context.continuedBy.join(', ')}`);
+  return lines;
 }
 
 function formatGate(s: RunStatus, runId: string): string[] {
@@ -51,13 +73,22 @@ function formatGate(s: RunStatus, runId: string): string[] {
   if (g.plan) {
     const idWidth = Math.max(2, ...g.plan.map((p) => p.id.length));
     lines.push('  plan:');
-    for (const p of g.plan)
-      lines.push(`    ${p.id.padEnd(idWidth)}  ${p.agent.padEnd(11)}  ${p.ownedPaths.join(', ')}  — ${p.prompt}`);
+    for (const p of g.plan) {
+      const order = [
+        ...(p.dependsOn?.length ? [`needs ${p.dependsOn.join(', ')}`] : []),
+        ...(p.after?.length ? [`after ${p.after.join(', ')} (overlapping paths)`] : []),
+      ];
+      const graph = order.length ? `  [${order.join('; ')}]` : '';
+      lines.push(
+        `    ${p.id.padEnd(idWidth)}  ${p.agent.padEnd(11)}  ${p.ownedPaths.join(', ')}${graph}  — ${p.prompt}`,
+      );
+    }
   }
   if (g.sha) {
     lines.push(`  commit:  ${g.sha}`);
     if (g.testSummary) lines.push('  tests:', ...g.testSummary.split('\n').map((l) => `    ${l}`));
     if (g.diffstat) lines.push('  changes:', ...g.diffstat.split('\n').map((l) => `    ${l}`));
+    for (const d of g.dropped ?? []) lines.push(`  left out: ${d.id}: ${d.reason}`);
   }
   for (const r of g.refused) lines.push(`  refused: ${r.by}: ${r.reason}`);
   const sha = g.sha ? ` --sha ${g.sha}` : '';
@@ -72,12 +103,7 @@ function subTaskLines(s: RunStatus, runId: string, now: number): string[] {
   const width = Math.max(6, ...s.workers.map((w) => w.id.length));
   const under = (text: string) => `  ${' '.repeat(width)}  ${text}`;
   for (const w of s.workers) {
-    const detail =
-      w.state === 'failed' || w.state === 'suspended'
-        ? (w.reason ?? '')
-        : w.commits !== undefined
-          ? `${w.commits} commit(s), ${w.filesChanged} file(s)`
-          : '';
+    const detail = lineDetail(w);
     const cost = `${usd(w.costUsd)} ${String(w.turns).padStart(3)} turns`;
     const duration = w.durationMs ?? (w.startedAt === undefined ? undefined : now - w.startedAt);
     lines.push(`  ${w.id.padEnd(width)}  ${w.state.padEnd(9)} ${seconds(duration).padStart(7)}  ${cost}  ${detail}`);
@@ -88,6 +114,17 @@ function subTaskLines(s: RunStatus, runId: string, now: number): string[] {
       lines.push(under(`resume:   flotilla resume ${q(runId)} --subtask ${w.id} --message '...'`));
   }
   return lines;
+}
+
+/** What a sub-task's line says after its numbers: why it failed or waits, what it changed, whether it is integrated. */
+function lineDetail(w: SubTaskStatus): string {
+  if (['failed', 'suspended', 'cancelled', 'dropped'].includes(w.state)) return w.reason ?? '';
+  if (w.state === 'queued') return w.waits ?? '';
+  if (w.commits === undefined) return '';
+  // Only the living plan says whether a sub-task is integrated; a run on the fixed plan says nothing.
+  const integrated = w.integrated ? ', integrated' : w.integrated === false ? ', not yet integrated' : '';
+  const reused = w.reusedFrom ? ` (reused from ${w.reusedFrom})` : '';
+  return `${w.commits} commit(s), ${w.filesChanged} file(s)${integrated}${reused}`;
 }
 
 /**
@@ -109,10 +146,18 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
   }
   if (s.refusedCount)
     facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
+  if (s.head) facts.push(['head', `integration head: ${s.head.ref} at ${s.head.sha}`]);
   for (const w of s.workers) {
-    const detail = w.question ? ` — question: ${w.question}` : w.reason ? ` — ${w.reason}` : '';
-    facts.push([`sub-task ${w.id}`, `sub-task ${w.id}: ${w.state}, ${usd(w.costUsd)}, ${w.turns} turns${detail}`]);
+    const why = w.question ? `question: ${w.question}` : (w.reason ?? (w.state === 'queued' ? w.waits : undefined));
+    const integrated = w.integrated ? ', integrated' : '';
+    facts.push([
+      `sub-task ${w.id}`,
+      `sub-task ${w.id}: ${w.state}${integrated}, ${usd(w.costUsd)}, ${w.turns} turns${why ? ` — ${why}` : ''}`,
+    ]);
   }
+  for (const d of s.dropped ?? []) facts.push([`dropped ${d.id}`, `left out: ${d.id}: ${d.reason}`]);
+  for (const a of s.amendments ?? [])
+    facts.push([`amendment ${a.at} ${a.subTaskId}`, `amendment: ${a.kind} ${a.subTaskId} by ${a.by}`]);
   (s.integration?.attempts ?? []).forEach((a, i) =>
     facts.push([
       `attempt ${i}`,

@@ -1,7 +1,11 @@
 /**
- * Integration: on the host, merge every sub-task's commits in plan order (3-way, in the staging
- * repository), then run the setup and test commands on the result in a test sandbox. The
+ * Integration: on the host, merge sub-tasks' commits onto the integration head (3-way, in the
+ * staging repository), then run the setup and test commands on the result in a test sandbox. The
  * commit pushed is the one the host merged and tested; nothing a sandbox commits leaves it.
+ *
+ * A living plan (leader/plan-run.ts) merges each sub-task as it ends (`mergeEach`), testing each
+ * merge when asked to; runs started before it (leader/fixed-plan.ts) merge all of them in plan
+ * order once the last has ended (`integrate`, `mergeAll`), and redo a conflicting one here.
  *
  * With a resolver, a conflicting merge gets resolver rounds and then, if they fail, one redo of
  * its sub-task by a fresh sub-task workflow starting from the integrated tree. With a repair
@@ -18,6 +22,7 @@ import { redoNote } from '../../contracts/prompts';
 import type {
   ConflictReport,
   IntegrationAttempt,
+  IntegrationHead,
   IntegrationReport,
   RunResult,
   SubTaskReport,
@@ -35,6 +40,8 @@ export interface IntegrationInput {
   req: PlannedRequest;
   runKey: string;
   baseSha: string;
+  /** Where the integration head starts when not at the base: what a continued run already integrated. */
+  startSha?: string;
   /** The hidden tests' commit in the staging repository (fetchOracle), when there are any. */
   oracleSha?: string;
   /** Updated as integration proceeds (phase, attempts). */
@@ -43,10 +50,13 @@ export interface IntegrationInput {
   result: RunResult;
   commandTimeoutMs: number;
   heartbeatTimeoutMs: number;
-  /** What the fan-out gives the sub-task workflow of `task`; a conflicting sub-task is redone with it. */
-  subTaskInput: (task: SubTask) => SubTaskInput;
-  /** Runs a sub-task workflow as the fan-out does, shown in the status beside the others. */
-  runSubTask: (input: SubTaskInput) => Promise<SubTaskReport>;
+  /**
+   * For `integrate` (the fixed plan): what the fan-out gives the sub-task workflow of `task`, and
+   * running one as the fan-out does; a conflicting sub-task is redone with them. A living plan
+   * redoes it as its next attempt instead.
+   */
+  subTaskInput?: (task: SubTask) => SubTaskInput;
+  runSubTask?: (input: SubTaskInput) => Promise<SubTaskReport>;
 }
 
 export type IntegrationOutcome = { ok: true; sha: string; diffstat: string; testSummary: string } | Failure;
@@ -74,12 +84,12 @@ type SandboxOps = ReturnType<Integration['sandboxOps']>;
 type NoRound = { stop: 'rounds' | 'budget' };
 
 /** One integration's state: the integration head, its sandboxes and their host, the fixers' spend. */
-class Integration {
-  private readonly req: PlannedRequest;
+export class Integration {
+  private req: PlannedRequest;
   private readonly agentTimeoutMs: number;
   /** The test and fixer sandboxes live on one host, claimed when the first is needed. */
   private readonly home: SandboxHome;
-  private readonly tasks: Map<string, SubTask>;
+  private tasks: Map<string, SubTask>;
   /** The only sandbox the hidden tests are ever written to. */
   private readonly testSandbox: SandboxRef;
   /** Where resolver and repair agents work: it never holds the hidden tests. */
@@ -106,8 +116,19 @@ class Integration {
     this.testSandbox = { key: `${runKey}/integration`, ...req.sandbox };
     this.fixerSandbox = { key: `${runKey}/integration-fixer`, ...req.sandbox };
     this.at = Math.floor(Date.now() / 1000);
-    this.head = input.baseSha;
+    this.head = input.startSha ?? input.baseSha;
     input.status.integration = input.result.integration = this.report;
+  }
+
+  /** The integration head: the commit the last merge, resolution or repair left. */
+  get headSha(): string {
+    return this.head;
+  }
+
+  /** The plan changed (an amendment, a replan): what fixers are told and may change follows it. */
+  planChanged(req: PlannedRequest): void {
+    this.req = req;
+    this.tasks = new Map(req.subTasks.map((t) => [t.id, t]));
   }
 
   // ---- Activities ----
@@ -193,6 +214,74 @@ class Integration {
 
   private titleOf(task: SubTask): string {
     return `Integrate ${task.id}: ${firstLine(task.prompt)}`;
+  }
+
+  /**
+   * Merges finished sub-tasks' commits onto the head in the order given, in one activity (a living
+   * plan, as they end), stopping at the first conflict, which gets the resolver's rounds. Returns
+   * how many of them are on the head, and for the one after those the conflict and what was tried
+   * when the resolver did not fix it (its next attempt is then its redo). `attempt` names a
+   * retried sub-task's attempt in the merge's title.
+   */
+  async mergeEach(
+    finished: { task: SubTask; headSha: string; attempt: number }[],
+    nameHead: boolean,
+  ): Promise<{
+    merged: number;
+    conflicted?: { conflict: ConflictReport; reason: string };
+    /** The integration head, when the merge named it (`nameHead` and no conflict). */
+    head?: IntegrationHead;
+  }> {
+    const { runKey, baseSha } = this.input;
+    const workers = finished.map(({ task, headSha, attempt }) => ({
+      workerId: task.id,
+      headSha,
+      title: attempt > 1 ? `${this.titleOf(task)} (attempt ${attempt})` : this.titleOf(task),
+    }));
+    const summary = `merge ${finished.map((f) => f.task.id).join(', ')}`;
+    const name = nameHead ? 'integration' : undefined;
+    const merged = await this.storeOps().mergeWorkers.executeWithOptions({ summary }, [
+      { runKey, baseSha, into: this.head, workers, at: this.at, name },
+    ]);
+    this.head = merged.sha;
+    if (merged.status === 'merged') {
+      const head = merged.ref ? { ref: merged.ref, sha: merged.sha } : undefined;
+      return { merged: finished.length, head };
+    }
+    const at = finished.findIndex((f) => f.task.id === merged.workerId);
+    const { task, headSha } = finished[at];
+    const conflict = { workerId: task.id, conflictsWith: merged.conflictsWith, files: merged.files };
+    const what = conflictLine(conflict);
+    if (!this.req.resolver) return { merged: at, conflicted: { conflict, reason: what } };
+    const tried = await this.resolve(this.req.resolver, conflict, task, headSha);
+    if (!tried) return { merged: at + 1 };
+    const reason = tried.length ? `${what}; tried ${tried.join(', then ')}` : what;
+    return { merged: at, conflicted: { conflict, reason } };
+  }
+
+  /**
+   * The tests on the head just merged (limits.testEachMerge): undefined when they pass; else the
+   * head goes back to `before` (the merge is not kept) and the reason, with the output's last
+   * lines unless hidden tests took part.
+   */
+  async testMerge(id: string, before: string): Promise<{ reason: string; output?: string } | undefined> {
+    const tests = await this.runGate(0, `tests after merging ${id}: ${this.req.testCmd}`);
+    if (!('ok' in tests) && tests.passed) return undefined;
+    this.head = before;
+    if ('ok' in tests) return { reason: tests.message };
+    const output = this.input.oracleSha ? undefined : lastLines(tests.tail, FAILED_TAIL_LINES);
+    return { reason: `the tests failed after its merge: ${tests.what} ${how(tests)}`, output };
+  }
+
+  /**
+   * Names the head `refs/flotilla/<run key>/integration`, in the shared store too, for anyone to
+   * fetch mid-run. Not checked against the hidden test paths: that is the test gate's, which
+   * every tree to be pushed passes (and which says so the same way at every merge and at the end).
+   */
+  async recordHead(): Promise<IntegrationHead> {
+    const { runKey, baseSha } = this.input;
+    const recorded = await this.storeOps().recordIntegrated({ runKey, baseSha, sha: this.head, name: 'integration' });
+    return { ref: recorded.ref, sha: recorded.sha };
   }
 
   /** Resolver rounds, then one redo of the sub-task on the integrated tree; the run's end when neither works. */
@@ -298,9 +387,9 @@ class Integration {
     const seed = await recordIntegrated({ runKey, baseSha, sha: this.head, name: `seeds/${task.id}`, oracleSha });
     const redoId = `${task.id}.redo`;
     attempt.workflowId = subTaskWorkflowId(workflowInfo().workflowId, redoId);
-    const given = this.input.subTaskInput(task);
+    const given = this.input.subTaskInput!(task);
     let reason: string | undefined;
-    const redone = await this.input.runSubTask({
+    const redone = await this.input.runSubTask!({
       ...given,
       task: { ...given.task, id: redoId, prompt: given.task.prompt + redoNote(conflict.files, conflict.conflictsWith) },
       seed: { ref: seed.ref, sha: seed.sha },
@@ -361,11 +450,11 @@ class Integration {
     return gate;
   }
 
-  /** `round` names the test activity in the Web UI: 0 is the first, n the one after repair round n. */
-  private async runGate(round: number): Promise<TestRun | Failure> {
+  /** `round` names the test activity in the Web UI: 0 is the first, n the one after repair round n; or `label` does. */
+  private async runGate(round: number, label?: string): Promise<TestRun | Failure> {
     const { req } = this;
     const { runKey, baseSha, oracleSha, commandTimeoutMs, result } = this.input;
-    const summary = round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`;
+    const summary = label ?? (round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`);
     const tests = await this.inSandbox(this.testSandbox, (ops) =>
       ops.runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
         {

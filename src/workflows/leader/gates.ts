@@ -5,6 +5,7 @@ import { condition, setCurrentDetails } from '@temporalio/workflow';
 import type { GateReview } from '../../contracts/messages';
 import type { GateDecision } from '../../contracts/reports';
 import { type Gate, type GateName, type PlannedRequest, agentOf } from '../../contracts/request';
+import { overlapOf, planOrder } from '../../contracts/plan';
 import { firstLine, isoTime } from '../../contracts/text';
 import { msOfMinutes, timerMs } from '../durations';
 import type { Run } from './run';
@@ -56,12 +57,22 @@ export function gateDetails(runId: string, gate: GateReview): string {
   ].join('\n');
 }
 
-/** The plan gate's rows: one per sub-task, with the agent it runs and its prompt's first line. */
+/**
+ * The plan gate's rows: one per sub-task, with the agent it runs, its prompt's first line, what
+ * it depends on, and the sub-tasks it runs after because their owned paths overlap its own.
+ */
 export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> {
-  return plan.subTasks.map((t) => ({
-    id: t.id,
-    ownedPaths: t.ownedPaths,
-    agent: agentOf(plan, t).kind,
-    prompt: firstLine(t.prompt),
-  }));
+  const order = planOrder(plan.subTasks);
+  return plan.subTasks.map((t) => {
+    const earlier = new Set(order.slice(0, order.indexOf(t.id)));
+    const after = plan.subTasks.filter((o) => earlier.has(o.id) && overlapOf(o, t) !== undefined).map((o) => o.id);
+    return {
+      id: t.id,
+      ownedPaths: t.ownedPaths,
+      agent: agentOf(plan, t).kind,
+      prompt: firstLine(t.prompt),
+      ...(t.dependsOn?.length && { dependsOn: t.dependsOn }),
+      ...(after.length && { after }),
+    };
+  });
 }

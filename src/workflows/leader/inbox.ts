@@ -1,6 +1,7 @@
 /**
- * The leader's inbox: every message a run accepts from people (approve, reject, pause, resume)
- * and from its own sub-task workflows (workerProgress). Each message is parsed with its schema
+ * The leader's inbox: every message a run accepts from people (approve, reject, pause, resume,
+ * and the amendments of a living plan: addSubTask, cancelSubTask, retrySubTask) and from its own
+ * sub-task workflows (workerProgress). Each message is parsed with its schema
  * and checked against the run's state by one function, whether it comes as a signal or as an
  * update:
  *
@@ -16,18 +17,25 @@ import type { z } from 'zod';
 import { permanent } from '../../contracts/failures';
 import type { GateDecision } from '../../contracts/reports';
 import {
+  AddSubTaskInput,
   ApproveInput,
+  CancelSubTaskInput,
   PauseInput,
   REFUSALS_KEPT,
   REFUSAL_MAX_CHARS,
   RejectInput,
   ResumeInput,
+  RetrySubTaskInput,
   type RunStatus,
   SubTaskProgress,
   type SubTaskState,
   type SubTaskStatus,
+  addSubTaskSignal,
+  addSubTaskUpdate,
   approveSignal,
   approveUpdate,
+  cancelSubTaskSignal,
+  cancelSubTaskUpdate,
   parseMessage,
   pauseSignal,
   pauseUpdate,
@@ -35,10 +43,13 @@ import {
   rejectUpdate,
   resumeSignal,
   resumeUpdate,
+  retrySubTaskSignal,
+  retrySubTaskUpdate,
   subTaskProgressSignal,
 } from '../../contracts/messages';
 import { clip } from '../../contracts/text';
 import type { workerWorkflow } from '../subtask/subtask';
+import type { Amendable } from './amendments';
 
 type SubTaskHandle = ChildWorkflowHandle<typeof workerWorkflow>;
 
@@ -53,6 +64,10 @@ export interface Crew {
   over: boolean;
   /** The decision at the open gate, once somebody took it. */
   decision?: GateDecision;
+  /** A living plan (PATCHES.livingPlan): one that can be amended while it runs. */
+  living: boolean;
+  /** The plan while it runs, which takes amendments. */
+  plan?: Amendable;
 }
 
 interface Message<I> {
@@ -68,8 +83,8 @@ interface Message<I> {
   gate?: boolean;
 }
 
-const ENDED: SubTaskState[] = ['done', 'failed', 'cancelled'];
-const KNOWN = 'approve, reject, pause, resume';
+const ENDED: SubTaskState[] = ['done', 'failed', 'cancelled', 'dropped'];
+const KNOWN = 'approve, reject, pause, resume, addSubTask, cancelSubTask, retrySubTask';
 
 /** Registers every handler of the leader. Call it before the workflow's first await. */
 export function openInbox(crew: Crew): void {
@@ -78,6 +93,9 @@ export function openInbox(crew: Crew): void {
   inbox.register(inbox.reject());
   inbox.register(inbox.pause());
   inbox.register(inbox.resume());
+  inbox.register(inbox.addSubTask());
+  inbox.register(inbox.cancelSubTask());
+  inbox.register(inbox.retrySubTask());
   setHandler(subTaskProgressSignal, (raw: unknown) => inbox.progress(raw));
   setDefaultSignalHandler((name: string, ...args: unknown[]) =>
     inbox.refuse(name, args[0], `unknown signal "${clip(name, 100)}" (known: ${KNOWN})`),
@@ -267,6 +285,57 @@ class Inbox {
     const line = this.lineOf(id)!;
     await condition(() => line.state !== state || this.crew.over);
     return `worker ${id} is ${line.state}`;
+  }
+
+  // ---- Amendments of a living plan: the plan itself says what it accepts ----
+
+  addSubTask(): Message<AddSubTaskInput> {
+    return this.amendment('addSubTask', addSubTaskSignal, addSubTaskUpdate, AddSubTaskInput, {
+      check: (plan, a) => plan.addProblem(a),
+      apply: (plan, a) => plan.add(a),
+    });
+  }
+
+  cancelSubTask(): Message<CancelSubTaskInput> {
+    return this.amendment('cancelSubTask', cancelSubTaskSignal, cancelSubTaskUpdate, CancelSubTaskInput, {
+      check: (plan, c) => plan.cancelProblem(c),
+      apply: (plan, c) => plan.cancel(c),
+    });
+  }
+
+  retrySubTask(): Message<RetrySubTaskInput> {
+    return this.amendment('retrySubTask', retrySubTaskSignal, retrySubTaskUpdate, RetrySubTaskInput, {
+      check: (plan, r) => plan.retryProblem(r),
+      apply: (plan, r) => plan.retry(r),
+    });
+  }
+
+  private amendment<I>(
+    name: string,
+    signal: SignalDefinition<[I]>,
+    update: UpdateDefinition<string, [I]>,
+    schema: z.ZodType<I>,
+    on: {
+      check(plan: Amendable, input: I): string | undefined;
+      apply(plan: Amendable, input: I): string | Promise<string>;
+    },
+  ): Message<I> {
+    return {
+      name,
+      signal,
+      update,
+      schema,
+      check: (input) => {
+        const plan = this.crew.plan;
+        return plan ? on.check(plan, input) : this.notAmendable();
+      },
+      apply: (input) => on.apply(this.crew.plan!, input),
+    };
+  }
+
+  private notAmendable(): string {
+    if (!this.crew.living) return 'this run started on a release whose plans cannot be amended';
+    return `the plan is not running yet (phase: ${this.status.phase}); amend it once it runs`;
   }
 
   // ---- Progress from the run's own sub-task workflows, and nobody else ----

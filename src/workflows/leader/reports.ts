@@ -17,9 +17,11 @@ export function briefReport(r: SubTaskReport, subTasks: number): SubTaskReport {
     Math.min(hi, Math.max(lo, Math.floor(total / Math.max(1, subTasks))));
   const tail = share(12 * 1024, 64, 4096);
   const reason = share(6 * 1024, 64, 1024);
+  const summary = share(4 * 1024, 48, 600);
   return {
     ...r,
     ...(r.reason !== undefined && { reason: excerpt(r.reason, Math.ceil(reason / 2), Math.floor(reason / 2)) }),
+    ...(r.summary !== undefined && { summary: excerpt(r.summary, summary, 0) }),
     ...(r.tail !== undefined && { tail: excerpt(r.tail, Math.ceil(tail / 4), Math.floor((3 * tail) / 4)) }),
     ...(r.outOfScope && { outOfScope: r.outOfScope.slice(0, 3).map((p) => excerpt(p, 40, 40)) }),
   };

@@ -40,7 +40,8 @@ export class Run {
   readonly crew: Crew;
   private readonly publishSearchAttributes: () => void;
 
-  constructor() {
+  /** `living`: a living plan, whose sub-tasks people can add, cancel and retry while it runs. */
+  constructor({ living = false } = {}) {
     const info = workflowInfo();
     this.id = info.workflowId;
     this.key = runKeyOf(info.workflowId, info.runId);
@@ -62,7 +63,7 @@ export class Run {
       : () => undefined;
     setHandler(statusQuery, () => this.statusNow());
     // People and sub-tasks: every message goes through the inbox.
-    this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false };
+    this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false, living };
     openInbox(this.crew);
     this.result = {
       outcome: 'failed',
@@ -85,8 +86,10 @@ export class Run {
       repo: req.repo.url,
       targetRef,
       workers: queued(req.subTasks ?? []),
+      ...(req.continues && { continues: req.continues.runId }),
     });
     this.result.targetRef = targetRef;
+    if (req.continues) this.result.continues = req.continues.runId;
   }
 
   /**
@@ -146,7 +149,8 @@ export class Run {
         endedAt: Date.now(),
         message: 'cancelled; nothing was pushed',
       });
-      for (const w of status.workers) if (w.state !== 'done' && w.state !== 'failed') w.state = 'cancelled';
+      for (const w of status.workers)
+        if (w.state !== 'done' && w.state !== 'failed' && w.state !== 'dropped') w.state = 'cancelled';
       throw err;
     }
     // An activity that failed for good (a permanent failure, or retries spent): the run ends, saying
@@ -205,7 +209,12 @@ function refusalLine(err: unknown): string {
 
 /** A status line per sub-task, none started yet. */
 export function queued(subTasks: SubTask[]): SubTaskStatus[] {
-  return subTasks.map((t) => ({ id: t.id, state: 'queued', costUsd: 0, turns: 0 }));
+  return subTasks.map((t) => queuedLine(t));
+}
+
+/** A sub-task's status line before it starts, with what it depends on. */
+export function queuedLine(t: SubTask): SubTaskStatus {
+  return { id: t.id, state: 'queued', costUsd: 0, turns: 0, ...(t.dependsOn?.length && { dependsOn: t.dependsOn }) };
 }
 
 function phaseName(phase: RunStatus['phase']): string {

@@ -12,6 +12,7 @@ import { CancellationScope, condition, upsertSearchAttributes } from '@temporali
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import {
   FlotillaAwaiting,
+  FlotillaContinues,
   FlotillaCostUsd,
   FlotillaOutcome,
   FlotillaPhase,
@@ -35,7 +36,9 @@ function searchable(status: RunStatus) {
     phase: status.phase,
     awaiting: awaitingOf(status),
     outcome: status.outcome ?? (status.phase === 'cancelled' ? 'cancelled' : undefined),
-    ended: status.workers.filter((w) => w.state === 'done' || w.state === 'failed' || w.state === 'cancelled').length,
+    ended: status.workers.filter((w) => ['done', 'failed', 'cancelled', 'dropped'].includes(w.state)).length,
+    // Only runs that continue another have it (a living plan's), so older runs upsert as they did.
+    continues: status.continues && keyword(status.continues),
   };
 }
 
@@ -59,6 +62,7 @@ export function keepSearchAttributesCurrent(status: RunStatus, spent: () => numb
     if (s.repo) updates.push({ key: FlotillaRepo, value: s.repo });
     if (s.targetRef) updates.push({ key: FlotillaTargetRef, value: s.targetRef });
     if (s.outcome) updates.push({ key: FlotillaOutcome, value: s.outcome });
+    if (s.continues) updates.push({ key: FlotillaContinues, value: s.continues });
     upsertSearchAttributes(updates);
   };
   // Not cancellable: a cancelled run still publishes its end, and the watcher's wait must not

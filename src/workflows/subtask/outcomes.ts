@@ -4,6 +4,7 @@
  */
 import type { AgentRunReport, CommandReport } from '../../activities';
 import type { SubTaskReport } from '../../contracts/reports';
+import { clip } from '../../contracts/text';
 
 /** Why an invocation stopped short of finishing and the sub-task should wait for a person; undefined when it finished. */
 export function suspension(
@@ -41,4 +42,15 @@ export function outOfScopeReason(
   const more =
     work.outOfScopeCount > work.outOfScope.length ? ` and ${work.outOfScopeCount - work.outOfScope.length} more` : '';
   return `changed ${work.outOfScopeCount} path(s) outside its ownedPaths (${ownedPaths.join(', ')}): ${work.outOfScope.join(', ')}${more}`;
+}
+
+/** Lines and characters of an agent's final message its report keeps as its summary. */
+const SUMMARY_LINES = 6;
+const SUMMARY_MAX_CHARS = 600;
+
+/** The first lines of an agent's final message: what the sub-tasks that depend on it are told it did. */
+export function summaryOf(finalMessage: string | undefined): string | undefined {
+  const text = finalMessage?.trim();
+  if (!text) return undefined;
+  return clip(text.split('\n').slice(0, SUMMARY_LINES).join('\n'), SUMMARY_MAX_CHARS);
 }

@@ -34,7 +34,7 @@ import { timerMs, wholeMinutes } from '../durations';
 import { DEFAULT_CHECKPOINT_INTERVAL_MS, SandboxHome } from '../host-affinity';
 import { activityOptions, commandOptions } from '../options';
 import { PATCHES } from '../patches';
-import { commandFailure, outOfScopeReason, suspension } from './outcomes';
+import { commandFailure, outOfScopeReason, summaryOf, suspension } from './outcomes';
 import type { SubTaskInput } from './subtask';
 
 type Told = [SubTaskProgress['state'], { reason?: string; question?: string }];
@@ -208,6 +208,7 @@ export class SubTaskWorkflow {
       exitCode: invocation.exitCode,
       tail: invocation.tail,
       logRef: invocation.logRef,
+      summary: summaryOf(invocation.agent.finalMessage),
     };
     if (work.outOfScopeCount === 0) return this.report({ ...common, status: 'done' });
     return this.report({
@@ -277,7 +278,7 @@ export class SubTaskWorkflow {
             {
               sandbox: this.sandbox,
               agent: input.agent,
-              workerId: task.id,
+              workerId: input.attemptOf ?? task.id,
               objective: input.objective,
               prompt: task.prompt,
               timeoutMs: input.workerTimeoutMs,

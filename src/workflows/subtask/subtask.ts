@@ -41,6 +41,11 @@ export interface SubTaskInput {
   hostTimeoutMs?: number;
   /** How often the running agent's work is checkpointed (absent: the default). */
   checkpointIntervalMs?: number;
+  /**
+   * The sub-task this workflow is an attempt of, when `task.id` names a later attempt
+   * (`api.attempt2`): its agent is told the sub-task's own id, as on the first attempt.
+   */
+  attemptOf?: string;
 }
 
 /**

@@ -1,0 +1,147 @@
+/**
+ * Adopting a failed run's work into the run that continues it (`flotilla continue`). What was
+ * integrated and which sub-tasks finished is read from Temporal's own record of the failed run
+ * (its result), never from the caller; each commit is checked on the host to be what the failed
+ * run's staging refs hold, and a finished sub-task's commits are verified again against this
+ * run's plan (lineage, paths, policy) before they are named under this run's refs.
+ */
+import { Context } from '@temporalio/activity';
+import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { permanent } from '../contracts/failures';
+import { runKeyOf } from '../contracts/names';
+import type { RunResult, SubTaskReport } from '../contracts/reports';
+import { CommitPolicy } from '../contracts/request';
+import { isAncestor } from '../git/merge';
+import { type StagingRepo, runRef } from '../git/staging';
+import { verifyWork } from '../git/verify';
+import type { ActivityDeps } from './deps';
+
+interface AdoptInput {
+  runKey: string;
+  baseSha: string;
+  /** The failed run's workflow id. */
+  runId: string;
+  /** This run's plan: work is reused by sub-task id, within these paths. */
+  subTasks: { id: string; ownedPaths: string[] }[];
+  sharedPaths: string[];
+  policy?: Partial<CommitPolicy>;
+}
+
+interface Adoption {
+  head?: { ref: string; sha: string };
+  integrated: SubTaskReport[];
+  finished: SubTaskReport[];
+  failed: { id: string; reason: string }[];
+  refused: { id: string; reason: string }[];
+}
+
+/** The sub-task an attempt's report belongs to: `api.attempt2` and `api.redo` are attempts of `api`. */
+export function subTaskOf(workerId: string): string {
+  return workerId.replace(/\.(attempt\d+|redo)$/, '');
+}
+
+export function continueActivities(deps: ActivityDeps) {
+  return {
+    async adoptWork(input: AdoptInput): Promise<Adoption> {
+      const { result, runKey: from } = await failedRun(input.runId);
+      const staging = await deps.staging(from);
+      await deps.staging(input.runKey);
+      const tasks = new Map(input.subTasks.map((t) => [t.id, t]));
+      const latest = new Map<string, SubTaskReport>();
+      for (const w of result.workers) if (tasks.has(subTaskOf(w.workerId))) latest.set(subTaskOf(w.workerId), w);
+      const adoption: Adoption = { integrated: [], finished: [], failed: [], refused: [] };
+      const onHead = await adoptHead(staging, from, input, result);
+      if (onHead) adoption.head = onHead;
+      for (const [id, w] of latest) {
+        if (w.status !== 'done') {
+          adoption.failed.push({ id, reason: w.reason ?? `it ended ${w.status}` });
+          continue;
+        }
+        const checked = await checkFinished(staging, from, input, result.baseSha, id, w);
+        if (typeof checked === 'string') adoption.refused.push({ id, reason: checked });
+        else if (onHead && result.head!.integrated.includes(id)) adoption.integrated.push(checked);
+        else adoption.finished.push(checked);
+      }
+      return adoption;
+    },
+  };
+}
+
+/** The failed run's result, as Temporal holds it, and its run key; refused unless it ended without pushing. */
+async function failedRun(runId: string): Promise<{ result: RunResult; runKey: string }> {
+  const handle = Context.current().client.workflow.getHandle(runId);
+  const refuse = (why: string) => permanent('InvalidRequest', `continues.runId: ${why}`);
+  const described = await handle.describe().catch((err: unknown) => {
+    throw err instanceof WorkflowNotFoundError ? refuse(`no run with id ${runId}`) : err;
+  });
+  if (described.type !== 'leaderWorkflow') throw refuse(`${runId} is a ${described.type}, not a run`);
+  if (described.status.name === 'RUNNING') throw refuse(`run ${runId} is still running; continue it once it has ended`);
+  const result = await handle.result().then(
+    (r: RunResult) => r,
+    (err: unknown) => resultOfFailure(err),
+  );
+  if (!result) throw refuse(`run ${runId} ended (${described.status.name}) without a result to continue from`);
+  if (result.outcome === 'pushed' || result.outcome === 'unchanged')
+    throw refuse(`run ${runId} ended ${result.outcome}; there is nothing to continue`);
+  return { result, runKey: runKeyOf(runId, described.runId) };
+}
+
+/** A failed run's result travels in its failure's details (see Run.fail in the leader). */
+function resultOfFailure(err: unknown): RunResult | undefined {
+  if (!(err instanceof WorkflowFailedError)) throw err;
+  const details = err.cause instanceof ApplicationFailure ? err.cause.details?.[0] : undefined;
+  const r = details as Partial<RunResult> | undefined;
+  return r && Array.isArray(r.workers) && typeof r.outcome === 'string' ? (r as RunResult) : undefined;
+}
+
+/**
+ * The failed run's integration head, named for this run, when it is still what the failed run's
+ * ref holds, descends from this run's base and holds only sub-tasks of this plan.
+ */
+async function adoptHead(staging: StagingRepo, from: string, input: AdoptInput, result: RunResult) {
+  const head = result.head;
+  if (!head?.integrated.length) return undefined;
+  if (head.ref !== runRef(from, 'integration') || (await staging.revParse(head.ref)) !== head.sha) return undefined;
+  if (!head.integrated.every((id) => input.subTasks.some((t) => t.id === id))) return undefined;
+  if (!(await isAncestor(staging.dir, input.baseSha, head.sha))) return undefined;
+  const ref = runRef(input.runKey, 'integration');
+  await staging.setRef(ref, head.sha);
+  return { ref, sha: head.sha };
+}
+
+/**
+ * A finished sub-task's report, its commits named under this run's refs after they are checked:
+ * what the failed run's ref holds, verified again within this plan's paths. Or why not.
+ */
+async function checkFinished(
+  staging: StagingRepo,
+  from: string,
+  input: AdoptInput,
+  oldBase: string,
+  id: string,
+  w: SubTaskReport,
+): Promise<SubTaskReport | string> {
+  const spent = { costUsd: 0, turns: 0, runs: 0, durationMs: 0 };
+  if (!w.headSha || w.commits === 0) return { ...w, ...spent, workerId: id, ref: undefined };
+  const theirs = runRef(from, `workers/${w.workerId}`);
+  if (w.ref !== theirs || (await staging.revParse(theirs)) !== w.headSha)
+    return `its commits are no longer at ${theirs} in the staging repository`;
+  const ref = runRef(input.runKey, `workers/${id}`);
+  await staging.setRef(ref, w.headSha);
+  const task = input.subTasks.find((t) => t.id === id)!;
+  try {
+    const work = await verifyWork(staging, {
+      ref,
+      baseSha: w.seedSha ?? oldBase,
+      allowedPaths: [...task.ownedPaths, ...input.sharedPaths],
+      policy: CommitPolicy.parse(input.policy ?? {}),
+    });
+    if (work.outOfScopeCount === 0) return { ...w, ...spent, workerId: id, ref };
+    await staging.deleteRef(ref);
+    return `its commits change ${work.outOfScopeCount} path(s) outside this plan's ownedPaths of ${id}`;
+  } catch (err) {
+    await staging.deleteRef(ref);
+    return `its commits no longer pass verification: ${(err as Error).message.split('\n')[0]}`;
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * `flotilla continue`: a new run with a failed run's request and plan, which reuses what that run
+ * integrated and every finished sub-task's verified commits (the new run checks them on the host),
+ * and runs only what failed or never ran.
+ */
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { planQuery } from '../contracts/messages';
+import { type LeaderRequest, type LeaderRequestInput, parseLeaderRequest } from '../contracts/request';
+import type { leaderWorkflow } from '../workflows/leader/leader';
+import { awaitRun } from './result';
+import { startRun } from './start';
+
+/** The run cannot be continued: it runs still, pushed, or never had a request. */
+export class ContinueRefused extends Error {
+  name = 'ContinueRefused';
+}
+
+/** How long the failed run's plan query may take (a worker replays the closed run to answer it). */
+const PLAN_QUERY_MS = 15_000;
+
+/** The request that continues run `runId`: its request, its plan as it stood, and `continues`. */
+export async function continuationOf(client: Client, runId: string): Promise<LeaderRequest> {
+  const handle = client.workflow.getHandle(runId);
+  const described = await handle.describe();
+  if (described.status.name === 'RUNNING')
+    throw new ContinueRefused(`run ${runId} is still running; continue it once it has ended`);
+  const end = await awaitRun(handle);
+  if (end.result?.outcome === 'pushed' || end.result?.outcome === 'unchanged')
+    throw new ContinueRefused(`run ${runId} ended ${end.result.outcome}; there is nothing to continue`);
+  const request = await startInput(client, runId, described.runId);
+  // The plan with its amendments and replans; runs from before the living plan have no such query.
+  const plan = await client.connection
+    .withDeadline(Date.now() + PLAN_QUERY_MS, () => handle.query(planQuery))
+    .catch(() => undefined);
+  return parseLeaderRequest({ ...request, ...(plan && { subTasks: plan.subTasks }), continues: { runId } });
+}
+
+/** Starts the run that continues `runId`. */
+export async function continueRun(
+  client: Client,
+  runId: string,
+  opts: { taskQueue: string; workflowId?: string },
+): Promise<WorkflowHandle<typeof leaderWorkflow>> {
+  return startRun(client, await continuationOf(client, runId), opts);
+}
+
+/** The request a run was started with: the input of its history's first event. */
+async function startInput(client: Client, workflowId: string, runId: string): Promise<LeaderRequestInput> {
+  const page = await client.workflowService.getWorkflowExecutionHistory({
+    namespace: client.options.namespace,
+    execution: { workflowId, runId },
+    maximumPageSize: 1,
+  });
+  const payload = page.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  if (!payload) throw new ContinueRefused(`run ${workflowId} has no request to continue from`);
+  return defaultPayloadConverter.fromPayload(payload) as LeaderRequestInput;
+}

@@ -1,0 +1,170 @@
+/**
+ * Which sub-tasks of a living plan may start, and why the others wait. A sub-task starts once
+ * every sub-task it depends on is integrated and every earlier sub-task (in the plan's order,
+ * contracts/plan.ts) whose owned paths overlap its own has settled: integrated, or ended for
+ * good. Since both kinds of wait follow one order, they never form a cycle.
+ *
+ * Pure: no workflow APIs, so the unit tests drive it directly. The leader (plan-run.ts) owns one
+ * and moves its sub-tasks through their states.
+ */
+import { overlapOf, planOrder } from '../../contracts/plan';
+import type { SubTask } from '../../contracts/request';
+
+/**
+ * waiting: not started (or between attempts). running: an attempt's sub-task workflow runs.
+ * merging: finished, queued for the integrator or being merged. integrated: its commits are on
+ * the integration head (or it had none). The rest end it for good.
+ */
+export type EntryState = 'waiting' | 'running' | 'merging' | 'integrated' | 'failed' | 'cancelled' | 'dropped';
+
+export interface Entry {
+  task: SubTask;
+  state: EntryState;
+  /** Attempts started so far. */
+  attempts: number;
+  /** Attempts it may still start before it fails for good. */
+  allowance: number;
+  /** Why it failed, was cancelled or dropped. */
+  reason?: string;
+  /** The sub-task whose end dropped it: retrying that one brings it back. */
+  droppedFor?: string;
+}
+
+const SETTLED: EntryState[] = ['integrated', 'failed', 'cancelled', 'dropped'];
+const ENDED: EntryState[] = ['failed', 'cancelled', 'dropped'];
+
+export class Schedule {
+  private readonly entries = new Map<string, Entry>();
+  private order: string[] = [];
+
+  /** `attempts`: how many attempts each sub-task may take (1 + limits.retries). */
+  constructor(
+    tasks: SubTask[],
+    private readonly attempts: number,
+  ) {
+    for (const t of tasks) this.entries.set(t.id, this.fresh(t));
+    this.reorder();
+  }
+
+  /** Every sub-task in plan order. */
+  all(): Entry[] {
+    return [...this.entries.values()];
+  }
+
+  get(id: string): Entry | undefined {
+    return this.entries.get(id);
+  }
+
+  /** Adds a sub-task to the plan: it comes after every sub-task already planned. */
+  add(task: SubTask): Entry {
+    const entry = this.fresh(task);
+    this.entries.set(task.id, entry);
+    this.reorder();
+    return entry;
+  }
+
+  /** Waiting sub-tasks that may start now, in the plan's order. */
+  ready(): Entry[] {
+    return this.order.map((id) => this.entries.get(id)!).filter((e) => e.state === 'waiting' && !this.waits(e));
+  }
+
+  /**
+   * Why a waiting sub-task cannot start yet: "waits for schema (dependency)", "waits for api:
+   * overlapping src/routes.ts"; undefined when it can.
+   */
+  waits(entry: Entry): string | undefined {
+    const deps = (entry.task.dependsOn ?? []).filter((d) => this.entries.get(d)?.state !== 'integrated');
+    if (deps.length) return `waits for ${deps.join(', ')} (${deps.length > 1 ? 'dependencies' : 'dependency'})`;
+    for (const earlier of this.earlier(entry)) {
+      if (SETTLED.includes(earlier.state)) continue;
+      return `waits for ${earlier.task.id}: overlapping ${overlapOf(earlier.task, entry.task)}`;
+    }
+    return undefined;
+  }
+
+  /**
+   * What a sub-task builds on once it starts: its dependencies, and the earlier sub-tasks whose
+   * owned paths overlap its own, that are integrated. Any of them means it starts from the
+   * integration head, not the base.
+   */
+  predecessors(entry: Entry): { entry: Entry; because: string }[] {
+    const deps = new Set(entry.task.dependsOn ?? []);
+    const found = [...deps].map((id) => ({ entry: this.entries.get(id)!, because: 'a dependency' }));
+    for (const earlier of this.earlier(entry)) {
+      if (!deps.has(earlier.task.id))
+        found.push({ entry: earlier, because: `it also owns ${overlapOf(earlier.task, entry.task)}` });
+    }
+    return found.filter((p) => p.entry.state === 'integrated');
+  }
+
+  /** Whether a sub-task waited for others (or is retried), and so starts from the integration head. */
+  startsFromHead(entry: Entry): boolean {
+    return entry.attempts > 0 || (entry.task.dependsOn?.length ?? 0) > 0 || this.earlier(entry).length > 0;
+  }
+
+  /** Every sub-task has settled: nothing runs, waits or is left to merge. */
+  settled(): boolean {
+    return this.all().every((e) => SETTLED.includes(e.state));
+  }
+
+  /**
+   * Drops every waiting sub-task that depends, directly or not, on `id`, which has ended for
+   * good; returns them.
+   */
+  dropDependents(id: string, reason: string): Entry[] {
+    const dropped: Entry[] = [];
+    const visit = (of: string) => {
+      for (const e of this.all()) {
+        if (e.state !== 'waiting' || !(e.task.dependsOn ?? []).includes(of)) continue;
+        Object.assign(e, { state: 'dropped', reason, droppedFor: id });
+        dropped.push(e);
+        visit(e.task.id);
+      }
+    };
+    visit(id);
+    return dropped;
+  }
+
+  /** Brings back what was dropped for `id` (which is tried again); returns those entries. */
+  restoreDependents(id: string): Entry[] {
+    const back = this.all().filter((e) => e.state === 'dropped' && e.droppedFor === id);
+    for (const e of back) Object.assign(e, { state: 'waiting', reason: undefined, droppedFor: undefined });
+    return back;
+  }
+
+  /** A failed attempt: true when the sub-task may try again, false when it has failed for good. */
+  attemptFailed(entry: Entry, reason: string): boolean {
+    entry.reason = reason;
+    if (entry.attempts < entry.allowance) {
+      entry.state = 'waiting';
+      return true;
+    }
+    entry.state = 'failed';
+    return false;
+  }
+
+  /** A person asks for one more attempt of a failed sub-task. */
+  retry(entry: Entry): Entry[] {
+    Object.assign(entry, { state: 'waiting', allowance: entry.attempts + 1 });
+    return this.restoreDependents(entry.task.id);
+  }
+
+  /** Sub-tasks ended for good (failed, cancelled, dropped). */
+  ended(): Entry[] {
+    return this.all().filter((e) => ENDED.includes(e.state));
+  }
+
+  /** The earlier sub-tasks (in the plan's order) whose owned paths overlap `entry`'s. */
+  private earlier(entry: Entry): Entry[] {
+    const before = this.order.slice(0, this.order.indexOf(entry.task.id));
+    return before.map((id) => this.entries.get(id)!).filter((e) => overlapOf(e.task, entry.task) !== undefined);
+  }
+
+  private fresh(task: SubTask): Entry {
+    return { task, state: 'waiting', attempts: 0, allowance: this.attempts };
+  }
+
+  private reorder(): void {
+    this.order = planOrder(this.all().map((e) => e.task));
+  }
+}
