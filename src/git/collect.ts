@@ -9,7 +9,7 @@ import { stat } from 'node:fs/promises';
 import { permanent } from '../contracts/failures';
 import type { CommitPolicy } from '../contracts/request';
 import { tail } from '../store/artifacts';
-import { BUNDLE_REF, checkImportSize } from './bundles';
+import { BUNDLE_REF, bundleScript, checkImportSize } from './bundles';
 import { mountedObjects } from './run-mirror';
 import { SEEDED_MARKER, lendObjects } from './seeding';
 import { type StagingRepo, runRef } from './staging';
@@ -58,7 +58,7 @@ git add -A
 git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${c.workerId}`)}
 if [ "$(git rev-parse HEAD)" = ${base} ]; then exit ${EXIT_NO_COMMITS}; fi
 git update-ref --no-deref ${BUNDLE_REF} HEAD
-git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}
+${bundleScript(bundle, c.baseSha)}
 echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
   );
   const last = r.output.trimEnd().split('\n').pop() ?? '';
@@ -93,7 +93,7 @@ export async function importWork(
   await staging.withBundleFile(async (file) => {
     await ws.sb.copyOut(bundle, file);
     checkImportSize((await stat(file)).size);
-    await staging.importBundle(file, ref);
+    await staging.importBundle(file, ref, { what: "the worker's commits", seed: c.baseSha });
   });
   try {
     const work = await verifyWork(staging, { ref, baseSha: c.baseSha, allowedPaths: c.allowedPaths, policy: c.policy });
