@@ -67,6 +67,8 @@ export async function execTracked(
   const take = (text: string) => {
     if (!text) return;
     log.write(text);
+    // The log cannot be written (a full FLOTILLA_HOME): the command stops, and close() says why.
+    if (log.failed) stop.abort();
     if (!opts.parser) return;
     opts.parser.push(text);
     if (opts.budgetUsd !== undefined && !budgetExceeded && opts.parser.progress().costUsd > opts.budgetUsd) {

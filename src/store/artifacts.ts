@@ -44,8 +44,13 @@ export class ArtifactStore {
     if (!existsSync(file)) {
       await this.ensureDir();
       const tmp = `${file}.${process.pid}.tmp`;
-      await writeFile(tmp, content, { mode: 0o600 });
-      await rename(tmp, file);
+      try {
+        await writeFile(tmp, content, { mode: 0o600 });
+        await rename(tmp, file);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw homeWriteError(err, 'storing an artifact', this.dir);
+      }
     }
     // Also when the file was here already: the shared store may have lost it to gc since.
     await this.shared?.publish(hex, file);
@@ -170,8 +175,23 @@ export class ArtifactStore {
  * is one fixed allocation, so a flood of output is garbage that dies young instead of a
  * stream of retained strings the collector only reclaims late.
  */
+/**
+ * `err` from a write to the data directory, in words a person can act on when it is a full disk
+ * (ENOSPC, EDQUOT): it names FLOTILLA_HOME and the fix. Anything else is returned as it is. The
+ * step that wrote stays retryable: freeing space helps.
+ */
+export function homeWriteError(err: unknown, doing: string, where: string): unknown {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return err;
+  return new Error(
+    `FLOTILLA_HOME is full (${code}: no space left in ${where}) while ${doing}; free space there and this step is retried`,
+  );
+}
+
 export class LogWriter {
   private readonly out: WriteStream;
+  /** Set once the file cannot be written (a full disk): the log is lost, the command should stop, close() throws. */
+  failed?: Error;
   private readonly hash = createHash('sha256');
   private headChars = 0;
   private ring?: Buffer;
@@ -188,6 +208,10 @@ export class LogWriter {
     private readonly claim?: (hex: string) => Promise<void>,
   ) {
     this.out = createWriteStream(tmp, { mode: 0o600 });
+    // Without a handler a failed write (ENOSPC) is an uncaught error that ends the worker process.
+    this.out.on('error', (err) => {
+      this.failed ??= homeWriteError(err, 'writing a log', path.dirname(tmp)) as Error;
+    });
   }
 
   write(chunk: string): void {
@@ -209,6 +233,10 @@ export class LogWriter {
   }
 
   async close(): Promise<string> {
+    if (this.failed) {
+      await this.discard();
+      throw this.failed;
+    }
     if (this.ring) {
       const dropped = Math.max(0, this.ringBytes - LOG_KEEP);
       if (dropped > 0) this.emit(`\n… [flotilla: ${dropped} bytes of output omitted] …\n`);
@@ -220,7 +248,12 @@ export class LogWriter {
       );
       this.ring = undefined;
     }
-    await new Promise<void>((resolve, reject) => this.out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      this.out.end((err?: Error | null) => (err || this.failed ? reject(this.failed ?? err) : resolve())),
+    ).catch(async (err: unknown) => {
+      await this.discard();
+      throw err;
+    });
     const hex = this.hash.digest('hex');
     await this.claim?.(hex);
     const file = this.finalPath(hex);
@@ -251,7 +284,7 @@ export class LogWriter {
   }
 
   private emit(data: string | Buffer): void {
-    if (!data.length) return;
+    if (!data.length || this.failed) return;
     this.hash.update(data);
     this.out.write(data);
   }
