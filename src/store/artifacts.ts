@@ -3,8 +3,9 @@
  * reference and a tail instead of the text itself. The store is private to the worker's user
  * (0700 directory, 0600 files): logs can hold whatever an agent printed.
  *
- * With a shared store every artifact stored here is also published there, and one this host does
- * not have is fetched from there into this directory, so a log written on one host reads on any.
+ * With a shared store every artifact stored here is also published there (a streamed log by its
+ * writer's caller, see publish), and one this host does not have is fetched from there into this
+ * directory, so a log written on one host reads on any.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, type WriteStream } from 'node:fs';
@@ -57,17 +58,20 @@ export class ArtifactStore {
     return `sha256:${hex}`;
   }
 
-  /** A log written as it arrives, so memory stays bounded however much a command prints; claimed by run `runKey`, if given. */
+  /**
+   * A log written as it arrives, so memory stays bounded however much a command prints; claimed
+   * by run `runKey`, if given. Stored here only: the caller publishes it (publish), since what
+   * to do when the shared store is away is the caller's to decide.
+   */
   async writer(runKey?: string): Promise<LogWriter> {
     await this.ensureDir();
     const tmp = path.join(this.dir, `stream.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
-    const publish = this.shared && ((hex: string, file: string) => this.shared!.publish(hex, file));
-    return new LogWriter(
-      tmp,
-      (hex) => this.fileFor(hex),
-      publish,
-      runKey ? (hex) => this.claim(runKey, hex) : undefined,
-    );
+    return new LogWriter(tmp, (hex) => this.fileFor(hex), runKey ? (hex) => this.claim(runKey, hex) : undefined);
+  }
+
+  /** Publishes an artifact stored here to the shared store (a no-op without one). */
+  async publish(ref: string): Promise<void> {
+    await this.shared?.publish(ref.slice('sha256:'.length), this.pathOf(ref));
   }
 
   async get(ref: string): Promise<Buffer> {
@@ -202,8 +206,6 @@ export class LogWriter {
   constructor(
     private readonly tmp: string,
     private readonly finalPath: (hex: string) => string,
-    /** Called with every log stored, to publish it beyond this host. */
-    private readonly stored?: (hex: string, file: string) => Promise<void>,
     /** Records that the run storing this log claims it, before it is placed (see ArtifactStore.claim). */
     private readonly claim?: (hex: string) => Promise<void>,
   ) {
@@ -259,7 +261,6 @@ export class LogWriter {
     const file = this.finalPath(hex);
     if (existsSync(file)) await rm(this.tmp, { force: true });
     else await rename(this.tmp, file);
-    await this.stored?.(hex, file);
     return `sha256:${hex}`;
   }
 
