@@ -18,6 +18,7 @@ import { type Workspace, scriptFailed, sh } from './workspace';
 
 const EXIT_NO_COMMITS = 10;
 const EXIT_TOO_BIG = 11;
+const EXIT_NO_REPOSITORY = 12;
 
 /** What a sub-task's commits are, as the staging repository sees them; `ref` is set when there are any. */
 export interface CollectedWork extends VerifiedWork {
@@ -49,6 +50,7 @@ export async function bundleWork(ws: Workspace, dataDir: string, c: WorkOf): Pro
   // The base's objects come through the run mirror, whatever the agent made of alternates.
   const r = await ws.run(
     `rm -f ${sh(bundle)}
+[ -d .git ] || exit ${EXIT_NO_REPOSITORY}
 ${lendObjects(ws.sb, mountedObjects(dataDir, c.sandboxKey))}
 newer=(); if [ -f ${SEEDED_MARKER} ]; then newer=(-newer ${SEEDED_MARKER}); fi
 big=$(find . -path ./.git -prune -o -type f -size +${c.policy.maxFileBytes}c "\${newer[@]}" -print -quit)
@@ -70,6 +72,12 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       `"${name.join(' ').replace(/^\.\//, '')}" is ${size} bytes, over the limit of ${c.policy.maxFileBytes} bytes (policy.maxFileBytes)`,
     );
   }
+  // No retry brings a repository back: say so at once (a salvage after a failed seed, for one).
+  if (r.exitCode === EXIT_NO_REPOSITORY)
+    throw permanent(
+      'LineageBroken',
+      "collecting the worker's commits: the workspace has no git repository (its seed never finished, or the agent removed .git)",
+    );
   if (r.exitCode !== 0) throw scriptFailed("collecting the worker's commits", r);
   const size = /^SIZE (\d+)$/.exec(last)?.[1];
   if (size === undefined)

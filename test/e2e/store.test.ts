@@ -56,11 +56,11 @@ interface Leaving {
  * host goes away when that activity reaches it: `gone` resolves, and once the test calls stop()
  * (no more polling) the activity fails retryably, as on a host that died before finishing it.
  */
-async function startHost(dataDir: string, store: ServedStore, taskQueue: string, leaving?: Leaving) {
+async function startHost(dataDir: string, store: ServedStore | undefined, taskQueue: string, leaving?: Leaving) {
   // Both hosts serve the shared queue as their host queue too: a sandbox's activities may land on
   // either, which is what this test makes happen (test/hosts.test.ts has a queue per host).
   const activities = createActivities(
-    defaultDeps(dataDir, { stagingUrl: store.url, host: { host: path.basename(dataDir), taskQueue } }),
+    defaultDeps(dataDir, { stagingUrl: store?.url, host: { host: path.basename(dataDir), taskQueue } }),
   );
   let reached!: () => void;
   const gone = new Promise<void>((resolve) => (reached = resolve));
@@ -256,6 +256,26 @@ describe('the shared store out of reach', () => {
     expect(end.result?.outcome, end.result?.message).toBe('pushed');
     expect(await remote.show('main', 'one/starts.txt')).toBe('start\n');
     expect(end.result!.workers[0].runs).toBe(1);
+  });
+});
+
+describe('no shared store', () => {
+  it('a sandbox moved off a lost host fails at once, saying the shared store is missing', async () => {
+    const remote = await makeRemote({ 'README.md': '# alone\n' });
+    const taskQueue = `store-${randomUUID()}`;
+    const a = await startHost(tempDir('host-a'), undefined, taskQueue, { activity: 'runAgent' });
+    const handle = await startRun(taskQueue, shellRequest(remote.url, [subTask('one', writeAgent('one/a.txt', 'a'))]));
+    await untilGone(a, handle);
+    // What host A held (the run's base among it) is not on B, and no store brings it.
+    const lost = Date.now();
+    await startHost(tempDir('host-b'), undefined, taskQueue);
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('failed');
+    const one = end.result!.workers.find((w) => w.workerId === 'one')!;
+    expect(one.reason).toContain('base commit');
+    expect(one.reason).toContain('is not on this host, and there is no shared store (FLOTILLA_STAGING_URL)');
+    expect(one.reason).not.toContain('Needed a single revision');
+    expect(Date.now() - lost, 'failed at once, not after the seed was retried for minutes').toBeLessThan(60_000);
   });
 });
 
