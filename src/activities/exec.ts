@@ -32,6 +32,8 @@ export interface TrackedOptions {
   redact?: (text: string) => string;
   /** The run the output belongs to (its runKey), so retention keeps the log as long as the run. */
   run?: string;
+  /** The output may carry what no one may be shown (hidden tests): heartbeats carry none of it. */
+  withhold?: boolean;
 }
 
 /** The last complete line of `text`, for a heartbeat: an unterminated one may still be growing (or held back by the redactor). */
@@ -82,7 +84,7 @@ export async function execTracked(
     ctx.heartbeat({
       label: opts.label,
       outputBytes: bytes,
-      lastLine: waiting ?? lastLine(log.last()),
+      lastLine: waiting ?? (opts.withhold ? undefined : lastLine(log.last())),
       agent: opts.parser?.progress(),
     });
   beat();

@@ -117,7 +117,8 @@ export async function acceptEdits(
 
 /**
  * What a test run committed or changed in its checkout of `sha`, in words (hidden test paths
- * left out, the rest redacted with `redact`); undefined when nothing.
+ * left out, the rest redacted with `redact`, no file named when there are hidden tests);
+ * undefined when nothing.
  */
 export async function testRunChanges(
   ws: Workspace,
@@ -141,7 +142,11 @@ export async function testRunChanges(
   const said: string[] = [];
   if (r.exitCode !== 0) said.push('the test run left the checkout unreadable by git');
   else if (head !== sha) said.push(`the test run moved HEAD to ${head.slice(0, 12)}: its commits were discarded`);
-  if (changed.length) said.push(`the test run changed ${changed.length} file(s), discarded: ${listed(changed)}`);
+  // With hidden tests, the names a test process gives files could spell them out.
+  if (changed.length)
+    said.push(
+      `the test run changed ${changed.length} file(s), discarded${oracles.length ? ' (names withheld: hidden tests took part)' : `: ${listed(changed)}`}`,
+    );
   return said.length ? redact(said.join('; ')) : undefined;
 }
 
