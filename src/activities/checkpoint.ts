@@ -1,4 +1,5 @@
 /** Checkpoints of a running agent's work in progress (see src/git/checkpoint.ts). */
+import { Context } from '@temporalio/activity';
 import { type CheckpointMark, importCheckpoint, restoreCheckpoint, writeCheckpoint } from '../git/checkpoint';
 import { type ActivityDeps, type SandboxRef, openWorkspace } from './deps';
 
@@ -8,7 +9,10 @@ export interface CheckpointInput {
   workerId: string;
   /** What the workspace was seeded with (the base, or a redo's seed): the bundle leaves it out. */
   baseSha: string;
-  /** The last checkpoint: when the workspace still matches it, nothing new is made. */
+  /**
+   * The last checkpoint, the one the workflow holds: when the workspace still matches it, nothing
+   * new is made; it is kept when a new one replaces the others.
+   */
   previous?: CheckpointMark;
 }
 
@@ -19,7 +23,9 @@ export function checkpointActivities(deps: ActivityDeps) {
       const ws = await openWorkspace(deps, input.sandbox);
       const written = await writeCheckpoint(ws, input);
       if ('unchanged' in written) return written.unchanged;
-      return importCheckpoint(ws, await deps.staging(input.runKey), input, written);
+      const mark = await importCheckpoint(ws, await deps.staging(input.runKey), input, written);
+      if (mark.skipped) Context.current().log.warn(`checkpoint of ${input.workerId}: ${mark.skipped}`);
+      return mark;
     },
 
     /**

@@ -36,6 +36,8 @@ export interface ActivityDeps {
    * activity execution (the activity's own writes are published as it makes them).
    */
   staging: (runKey: string) => Promise<StagingRepo>;
+  /** The staging repository as this host holds it, nothing pulled: for what only removes. */
+  stagingHere: () => Promise<StagingRepo>;
   /** This worker process's host and the task queue only its host polls (see src/worker.ts). */
   host?: HostPlacement;
 }
@@ -103,6 +105,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
       if (activity) pulled.set(activity, (done ?? new Set()).add(runKey));
       return repo;
     },
+    stagingHere: open,
     host: options.host,
   };
 }

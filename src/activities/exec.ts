@@ -1,5 +1,6 @@
 /** Running commands in a sandbox from an activity: heartbeats, cancellation, logs by reference. */
 import { Context } from '@temporalio/activity';
+import { SharedStoreError } from '../git/shared-store';
 import { tail } from '../store/artifacts';
 import type { OutputParser } from '../agents/types';
 import type { EgressRules } from '../sandbox/egress/rules';
@@ -31,6 +32,8 @@ export interface TrackedOptions {
   redact?: (text: string) => string;
   /** The run the output belongs to (its runKey), so retention keeps the log as long as the run. */
   run?: string;
+  /** The output may carry what no one may be shown (hidden tests): heartbeats carry none of it. */
+  withhold?: boolean;
 }
 
 /** The last complete line of `text`, for a heartbeat: an unterminated one may still be growing (or held back by the redactor). */
@@ -67,6 +70,8 @@ export async function execTracked(
   const take = (text: string) => {
     if (!text) return;
     log.write(text);
+    // The log cannot be written (a full FLOTILLA_HOME): the command stops, and close() says why.
+    if (log.failed) stop.abort();
     if (!opts.parser) return;
     opts.parser.push(text);
     if (opts.budgetUsd !== undefined && !budgetExceeded && opts.parser.progress().costUsd > opts.budgetUsd) {
@@ -74,39 +79,48 @@ export async function execTracked(
       stop.abort();
     }
   };
+  let waiting: string | undefined;
   const beat = () =>
     ctx.heartbeat({
       label: opts.label,
       outputBytes: bytes,
-      lastLine: lastLine(log.last()),
+      lastLine: waiting ?? (opts.withhold ? undefined : lastLine(log.last())),
       agent: opts.parser?.progress(),
     });
   beat();
   const timer = setInterval(beat, HEARTBEAT_MS);
   let result;
+  let logRef: string;
   try {
-    result = await sb.exec(command, {
-      env: opts.env,
-      timeoutMs: opts.timeoutMs,
-      readOnlyWorkspace: opts.readOnly,
-      egress: opts.egress,
-      signal: ctx.cancellationSignal.aborted ? ctx.cancellationSignal : stop.signal,
-      onOutput: (chunk) => {
-        bytes += chunk.length;
-        const clean = redactor.push(chunk);
-        take(byLine ? byLine.push(clean) : clean);
-      },
+    try {
+      result = await sb.exec(command, {
+        env: opts.env,
+        timeoutMs: opts.timeoutMs,
+        readOnlyWorkspace: opts.readOnly,
+        egress: opts.egress,
+        signal: ctx.cancellationSignal.aborted ? ctx.cancellationSignal : stop.signal,
+        onOutput: (chunk) => {
+          bytes += chunk.length;
+          const clean = redactor.push(chunk);
+          take(byLine ? byLine.push(clean) : clean);
+        },
+      });
+      const rest = redactor.end();
+      take(byLine ? byLine.push(rest) + byLine.end() : rest);
+    } catch (err) {
+      await log.discard();
+      throw err;
+    } finally {
+      ctx.cancellationSignal.removeEventListener('abort', onCancel);
+    }
+    logRef = await log.close();
+    await publishLog(deps, logRef, ctx, (why) => {
+      waiting = why;
+      beat();
     });
-    const rest = redactor.end();
-    take(byLine ? byLine.push(rest) + byLine.end() : rest);
-  } catch (err) {
-    await log.discard();
-    throw err;
   } finally {
     clearInterval(timer);
-    ctx.cancellationSignal.removeEventListener('abort', onCancel);
   }
-  const logRef = await log.close();
   if (result.aborted && !budgetExceeded) await ctx.cancelled;
   return {
     exitCode: result.exitCode,
@@ -116,6 +130,29 @@ export async function execTracked(
     logRef,
     budgetExceeded,
   };
+}
+
+/** The longest wait between two attempts at publishing a finished command's log. */
+const PUBLISH_RETRY_MAX_MS = 30_000;
+
+/**
+ * Publishes a finished command's log to the shared store, waiting (heartbeating, saying so) for
+ * as long as the store cannot be reached: the command has run, and failing the activity would run
+ * it again only to publish its log, an agent's whole cost paid twice. A cancellation ends the wait.
+ */
+async function publishLog(deps: ActivityDeps, logRef: string, ctx: Context, onWait: (why: string) => void) {
+  for (let delay = 1000; ; delay = Math.min(2 * delay, PUBLISH_RETRY_MAX_MS)) {
+    try {
+      await deps.artifacts.publish(logRef);
+      return;
+    } catch (err) {
+      if (!(err instanceof SharedStoreError)) throw err;
+      const why = `finished; its log waits for the shared store (tried again in ${delay / 1000}s): ${err.message}`;
+      ctx.log.warn(why);
+      onWait(why.slice(0, 200));
+      await ctx.sleep(delay);
+    }
+  }
 }
 
 /**

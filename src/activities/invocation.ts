@@ -9,6 +9,7 @@ import type { AgentOutcome } from '../agents/types';
 import type { AgentSpec } from '../contracts/request';
 import { modelApiRules } from '../sandbox/egress/rules';
 import type { Sandbox } from '../sandbox/types';
+import { homeWriteError } from '../store/artifacts';
 import type { ActivityDeps } from './deps';
 import { type CommandReport, execTracked } from './exec';
 
@@ -77,7 +78,10 @@ export async function runHarness(
     interrupted: input.interrupted || info.attempt > 1,
     sessionBudgetUsd: remainingUsd === undefined ? undefined : sessionCostUsd + remainingUsd,
   });
-  for (const [file, content] of Object.entries(run.files)) await sb.writeFile(file, content);
+  for (const [file, content] of Object.entries(run.files))
+    await sb.writeFile(file, content).catch((err: unknown) => {
+      throw homeWriteError(err, `writing the input of agent ${input.workerId}`, sb.scratch);
+    });
   const env = { ...run.env, ...input.extraEnv };
   for (const name of harness.passEnv) {
     const value = process.env[name];

@@ -1,5 +1,7 @@
 /** Sandbox lifecycle and workspace seeding. */
+import { Context } from '@temporalio/activity';
 import type { Isolation } from '../contracts/reports';
+import { dropCheckpoints } from '../git/checkpoint';
 import { releaseRunObjects } from '../git/run-mirror';
 import { seedWorkspace } from '../git/seeding';
 import { type ActivityDeps, type SandboxRef, openSandbox, openWorkspace, runOfSandbox, sandboxOptions } from './deps';
@@ -25,10 +27,17 @@ export function sandboxActivities(deps: ActivityDeps) {
       return { isolation };
     },
 
-    /** The run mirror on this host goes with the last sandbox that used it. */
+    /**
+     * The run mirror on this host goes with the last sandbox that used it, and a sub-task's
+     * checkpoints with its sandbox: the sub-task has ended.
+     */
     async destroySandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).destroy(ref.key);
       await releaseRunObjects(deps.dataDir, ref.key);
+      const subTask = /^([A-Za-z0-9_-]+)\/worker\/([A-Za-z0-9_-]+)$/.exec(ref.key);
+      if (!subTask) return;
+      const left = await dropCheckpoints(await deps.stagingHere(), subTask[1], subTask[2]);
+      if (left) Context.current().log.warn(`${left}; \`flotilla gc\` removes it with the run`);
     },
 
     /** While its sub-task is suspended, a cloud sandbox is paused (files kept, nothing billed). */

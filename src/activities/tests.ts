@@ -4,7 +4,14 @@
  * commit or change is reported and discarded (src/git/edits.ts).
  */
 import { discardTestRun, testRunChanges } from '../git/edits';
-import { alteredOracles, filesAtOraclePaths, oracleRedactor, placeOracles, readOracles } from '../git/oracle';
+import {
+  alteredOracles,
+  filesAtOraclePaths,
+  oracleRedactor,
+  placeOracles,
+  readOracles,
+  withheldOutput,
+} from '../git/oracle';
 import { checkoutCommit } from '../git/seeding';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openWorkspace, runOfSandbox } from './deps';
@@ -18,7 +25,7 @@ export interface TestRun {
   command: string;
   exitCode: number;
   timedOut: boolean;
-  /** Redacted of hidden test names and text. */
+  /** Redacted of hidden test names and text; with hidden tests, only the counts (see withheldOutput). */
   tail: string;
   logRef: string;
   /** What the run committed or changed in its checkout, all of it discarded. */
@@ -55,6 +62,7 @@ async function runCommands(
   sb: Sandbox,
   input: TestInput,
   redact: (text: string) => string,
+  hidden: boolean,
 ): Promise<TestRun> {
   const steps: [string, string][] = [];
   if (input.setupCmd) steps.push(['the setup command', input.setupCmd]);
@@ -66,6 +74,7 @@ async function runCommands(
       label: what === 'the setup command' ? 'setup' : 'tests',
       redact,
       run: runOfSandbox(input.sandbox),
+      withhold: hidden,
     });
     const passed = run.exitCode === 0 && !run.timedOut;
     last = {
@@ -74,7 +83,7 @@ async function runCommands(
       command,
       exitCode: run.exitCode,
       timedOut: run.timedOut,
-      tail: run.tail,
+      tail: hidden ? withheldOutput(run.tail) : run.tail,
       logRef: run.logRef,
     };
     if (!passed) break;
@@ -103,7 +112,7 @@ export function testActivities(deps: ActivityDeps) {
           return { ...NOT_RUN, problem: `the integrated tree has ${clash} file(s) of its own at hidden test paths` };
         await placeOracles(ws.sb, oracles);
       }
-      const last = await runCommands(deps, ws.sb, input, redact);
+      const last = await runCommands(deps, ws.sb, input, redact, oracles.length > 0);
       const altered = await alteredOracles(ws.sb, oracles);
       const discarded = await testRunChanges(ws, input.sha, oraclePaths, redact);
       await discardTestRun(ws, input.sha);

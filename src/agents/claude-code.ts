@@ -144,12 +144,15 @@ class ClaudeCodeParser extends JsonEventReader implements OutputParser {
     };
   }
 
-  /** This invocation's cost: Claude Code's own figure once it has one, else the streamed replies priced. */
+  /**
+   * This invocation's cost: the streamed replies priced, or Claude Code's own figure once it has
+   * one when that is higher. Never lower: a process the agent starts can write to its stdout, and
+   * a forged result line must not undo what the replies cost.
+   */
   private costUsd(): number {
-    if (this.reportedCostUsd !== undefined) return this.reportedCostUsd;
     let streamed = this.anonymousCostUsd;
     for (const cost of this.replyCosts.values()) streamed += cost;
-    return streamed;
+    return Math.max(streamed, this.reportedCostUsd ?? 0);
   }
 
   finish(_exitCode: number): AgentOutcome {

@@ -71,7 +71,8 @@ class CodexParser extends JsonEventReader implements OutputParser {
           cachedInputTokens: count(usage.cached_input_tokens),
           outputTokens: count(usage.output_tokens),
         });
-        this.costUsd = Math.max(0, threadCost - this.sessionCostUsd);
+        // Never lower than a turn before: the thread's usage only grows, unless a line is forged.
+        this.costUsd = Math.max(this.costUsd, threadCost - this.sessionCostUsd);
         this.lastEvent = 'turn completed';
         break;
       }

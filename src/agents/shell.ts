@@ -6,7 +6,8 @@
  *
  *   ::flotilla {"turns": 3, "costUsd": 0.42, "question": "Which database?", "sessionId": "s1"}
  *
- * where every field is optional and each line states totals so far. A `question` means the agent
+ * where every field is optional and each line states totals so far (a lower total than an earlier
+line's is ignored). A `question` means the agent
  * stopped because it needs an answer. On resume, $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and
  * $FLOTILLA_SESSION_ID the session it reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt
  * died midway; $FLOTILLA_MAX_TURNS is its turn limit, if any. $FLOTILLA_SUBTASK_ID names the
@@ -51,8 +52,10 @@ class ShellParser implements OutputParser {
     } catch {
       return;
     }
-    const num = (v: unknown, fallback: number) =>
-      typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : fallback;
+    // Totals never go down: a later line (printed by anything the agent runs) cannot undo what an
+    // earlier one reported, so a budget counts the highest figure.
+    const num = (v: unknown, before: number) =>
+      typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.max(v, before) : before;
     this.state = {
       turns: num(report.turns, this.state.turns),
       toolCalls: num(report.toolCalls, this.state.toolCalls),

@@ -30,7 +30,9 @@ export const FAILURE_TYPES = {
   TooLarge: 'over a size or count limit',
   /** A commit holds something the policy refuses (a symlink out of the repository, a submodule). */
   PolicyViolation: 'refused by the repository policy',
-  /** Objects that fail git's integrity check. */
+  /** Imported commits hold the value of a secret the worker holds (an API key, the git token). */
+  SecretExposed: 'a commit holds a secret of the worker',
+  /** Objects that fail git's integrity check, or that a bundle names without carrying them. */
   CorruptObjects: 'corrupt git objects',
   /** The repository or a ref cannot be used as configured (missing branch, refused host). */
   RemoteRefused: 'the remote refused',

@@ -276,6 +276,41 @@ const autoGate = { mode: 'auto' as const, timeoutMinutes: 7 * 24 * 60, onTimeout
 
 const ALLOW_HOST =
   /^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$/;
+/** IPv4 ranges a sandbox never reaches (see blockedAddresses in src/sandbox/egress/rules.ts), as [first octets, prefix length]. */
+const LOCAL_V4: [number[], number][] = [
+  [[0], 8],
+  [[10], 8],
+  [[100, 64], 10],
+  [[127], 8],
+  [[169, 254], 16],
+  [[172, 16], 12],
+  [[192, 0, 0], 24],
+  [[192, 168], 16],
+  [[224], 4],
+  [[240], 4],
+];
+/** Names that are this host or a private network by definition (RFC 6761, 6762, 8375, ICANN's .internal). */
+const LOCAL_NAME = /(^|\.)(localhost|local|internal|home\.arpa)$/;
+
+/**
+ * Why an allowHosts entry names a loopback, private or link-local host, which the egress proxy
+ * refuses whatever the request says: refused here, where the request is written, not at run time.
+ */
+function localHostProblem(entry: string): string | undefined {
+  const name = entry.replace(/:\d+$/, '').replace(/^\*\./, '').toLowerCase().replace(/\.$/, '');
+  if (LOCAL_NAME.test(name)) return `"${entry}" is a loopback or private name; sandboxes never reach those`;
+  if (!/^[\d.]+$/.test(name)) return undefined;
+  const octets = name.split('.').map(Number);
+  if (octets.length !== 4 || octets.some((o) => o > 255))
+    return `"${entry}" is not a dotted IPv4 address (write one as a.b.c.d)`;
+  const value = octets.reduce((v, o) => v * 256 + o, 0);
+  const local = LOCAL_V4.some(([first, bits]) => {
+    const start = [...first, 0, 0, 0].slice(0, 4).reduce((v, o) => v * 256 + o, 0);
+    return Math.floor(value / 2 ** (32 - bits)) === Math.floor(start / 2 ** (32 - bits));
+  });
+  return local ? `"${entry}" is a loopback, private or link-local address; sandboxes never reach those` : undefined;
+}
+
 /**
  * Resource limits of one sandbox (enforced by the local provider). Each one left out takes the
  * worker's default; each one given is capped at the worker's maximum.
@@ -309,7 +344,18 @@ export const SandboxSpec = z
      * "name" (ports 80 and 443), "name:port" or "*.domain". Never a loopback, private or
      * link-local address, whatever the name resolves to.
      */
-    allowHosts: z.array(z.string().regex(ALLOW_HOST, 'must be a host name, host:port or *.domain')).max(100).optional(),
+    allowHosts: z
+      .array(
+        z
+          .string()
+          .regex(ALLOW_HOST, 'must be a host name, host:port or *.domain')
+          .superRefine((entry, ctx) => {
+            const problem = localHostProblem(entry);
+            if (problem) ctx.addIssue({ code: 'custom', message: problem });
+          }),
+      )
+      .max(100)
+      .optional(),
     limits: SandboxLimitsSpec.optional(),
   })
   .strict();

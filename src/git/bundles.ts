@@ -2,14 +2,15 @@
  * Bundles: how commits travel between the staging repository and a sandbox. They go as files,
  * streamed, never whole in memory (see Sandbox.copyIn and copyOut), through a private directory of
  * the data directory (not /tmp, which may be memory). A bundle from a sandbox is untrusted: its
- * header is read within a bound and its pack checked by git before anything refers to it.
+ * header is read within a bound, and it is imported through a quarantine (import.ts).
  */
 import { createReadStream } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { permanent } from '../contracts/failures';
 import { hostGitEnv } from './env';
-import { git, runGit } from './spawn';
+import { git } from './spawn';
+import { sh } from './workspace';
 
 /** The ref every bundle exchanged with a sandbox carries. */
 export const BUNDLE_REF = 'refs/flotilla/export';
@@ -17,18 +18,30 @@ export const BUNDLE_REF = 'refs/flotilla/export';
 /** Bytes of packed commits one sub-task may hand over. */
 export const MAX_IMPORT_BYTES = 512 * 1024 * 1024;
 
-/** A bundle over MAX_IMPORT_BYTES is refused before it is copied out of the sandbox, and after. */
-export function checkImportSize(bytes: number): void {
-  if (bytes > MAX_IMPORT_BYTES)
-    throw permanent(
-      'TooLarge',
-      `the worker's commits take ${bytes} bytes packed, over the import limit of ${MAX_IMPORT_BYTES} bytes`,
-    );
+/** A bundle over `max` bytes is refused before it is copied out of the sandbox, and after. */
+export function checkImportSize(bytes: number, what = "the worker's commits", max = MAX_IMPORT_BYTES): void {
+  if (bytes > max) throw permanent('TooLarge', `${what}: ${bytes} bytes packed, over the import limit of ${max} bytes`);
+}
+
+/**
+ * The bash lines that write to `file`, in a sandbox's workspace, a bundle of BUNDLE_REF without
+ * the history of `exclude`. Not `git bundle create`, whose pack is thin (its deltas lean on
+ * objects of `exclude`'s side): this pack is whole, so the host can take every object from the
+ * bundle alone and refuse one that leans on anything else (see import.ts).
+ */
+export function bundleScript(file: string, exclude: string): string {
+  return `{ printf '# v2 git bundle\n-%s\n%s %s\n\n' ${sh(exclude)} "$(git rev-parse --verify ${BUNDLE_REF})" ${BUNDLE_REF}
+  printf '%s\n^%s\n' ${BUNDLE_REF} ${sh(exclude)} | git pack-objects --revs --stdout -q --delta-base-offset; } > ${sh(file)}`;
+}
+
+/** The private directory beside the repository `dir` where bundles and quarantines are made. */
+export function transferDir(dir: string): string {
+  return path.join(path.dirname(dir), 'transfer');
 }
 
 /** Runs `fn` with a path for a bundle in a fresh private directory beside the repository `dir`, removed afterwards. */
 export async function withBundleFile<T>(dir: string, fn: (file: string) => Promise<T>): Promise<T> {
-  const parent = path.join(path.dirname(dir), 'transfer');
+  const parent = transferDir(dir);
   await mkdir(parent, { recursive: true, mode: 0o700 });
   const tmp = await mkdtemp(path.join(parent, 'bundle-'));
   try {
@@ -62,28 +75,6 @@ export async function createShallowBundle(dir: string, file: string, ref: string
   }
 }
 
-/**
- * Adds the objects of a bundle file made by a sandbox (carrying BUNDLE_REF) to the repository
- * `dir` and returns the commit it names, which no ref names yet. Its pack goes through `git
- * index-pack --strict`, which refuses malformed objects and broken links (a bundle fetch in git
- * 2.39 does not fsck), streamed from the file.
- */
-export async function indexBundle(dir: string, file: string): Promise<string> {
-  const { head, packOffset } = await readBundleHeader(file);
-  const r = await runGit(['index-pack', '--stdin', '--fix-thin', '--strict'], {
-    repo: dir,
-    env: hostGitEnv(),
-    input: createReadStream(file, { start: packOffset }),
-  });
-  if (r.code !== 0) {
-    throw permanent(
-      'CorruptObjects',
-      `the worker's commits failed git's integrity check: ${r.stderr.trim().split('\n').slice(-3).join('; ').slice(0, 500)}`,
-    );
-  }
-  return head;
-}
-
 /** The most a bundle's header (its refs and prerequisites) may take; a sandbox's has a handful of lines. */
 const MAX_BUNDLE_HEADER = 1024 * 1024;
 
@@ -91,7 +82,7 @@ const MAX_BUNDLE_HEADER = 1024 * 1024;
  * Reads a bundle's (v2 or v3) header: the commit it names for BUNDLE_REF and where its pack
  * starts. The header ends at the first empty line.
  */
-async function readBundleHeader(file: string): Promise<{ head: string; packOffset: number }> {
+export async function readBundleHeader(file: string): Promise<{ head: string; packOffset: number }> {
   let text = Buffer.alloc(0);
   for await (const chunk of createReadStream(file, { end: MAX_BUNDLE_HEADER - 1, highWaterMark: 64 * 1024 })) {
     text = Buffer.concat([text, chunk as Buffer]);

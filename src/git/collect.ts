@@ -9,7 +9,7 @@ import { stat } from 'node:fs/promises';
 import { permanent } from '../contracts/failures';
 import type { CommitPolicy } from '../contracts/request';
 import { tail } from '../store/artifacts';
-import { BUNDLE_REF, checkImportSize } from './bundles';
+import { BUNDLE_REF, bundleScript, checkImportSize } from './bundles';
 import { mountedObjects } from './run-mirror';
 import { SEEDED_MARKER, lendObjects } from './seeding';
 import { type StagingRepo, runRef } from './staging';
@@ -18,6 +18,7 @@ import { type Workspace, scriptFailed, sh } from './workspace';
 
 const EXIT_NO_COMMITS = 10;
 const EXIT_TOO_BIG = 11;
+const EXIT_NO_REPOSITORY = 12;
 
 /** What a sub-task's commits are, as the staging repository sees them; `ref` is set when there are any. */
 export interface CollectedWork extends VerifiedWork {
@@ -49,6 +50,7 @@ export async function bundleWork(ws: Workspace, dataDir: string, c: WorkOf): Pro
   // The base's objects come through the run mirror, whatever the agent made of alternates.
   const r = await ws.run(
     `rm -f ${sh(bundle)}
+[ -d .git ] || exit ${EXIT_NO_REPOSITORY}
 ${lendObjects(ws.sb, mountedObjects(dataDir, c.sandboxKey))}
 newer=(); if [ -f ${SEEDED_MARKER} ]; then newer=(-newer ${SEEDED_MARKER}); fi
 big=$(find . -path ./.git -prune -o -type f -size +${c.policy.maxFileBytes}c "\${newer[@]}" -print -quit)
@@ -58,7 +60,7 @@ git add -A
 git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${c.workerId}`)}
 if [ "$(git rev-parse HEAD)" = ${base} ]; then exit ${EXIT_NO_COMMITS}; fi
 git update-ref --no-deref ${BUNDLE_REF} HEAD
-git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${base}
+${bundleScript(bundle, c.baseSha)}
 echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
   );
   const last = r.output.trimEnd().split('\n').pop() ?? '';
@@ -70,6 +72,12 @@ echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
       `"${name.join(' ').replace(/^\.\//, '')}" is ${size} bytes, over the limit of ${c.policy.maxFileBytes} bytes (policy.maxFileBytes)`,
     );
   }
+  // No retry brings a repository back: say so at once (a salvage after a failed seed, for one).
+  if (r.exitCode === EXIT_NO_REPOSITORY)
+    throw permanent(
+      'LineageBroken',
+      "collecting the worker's commits: the workspace has no git repository (its seed never finished, or the agent removed .git)",
+    );
   if (r.exitCode !== 0) throw scriptFailed("collecting the worker's commits", r);
   const size = /^SIZE (\d+)$/.exec(last)?.[1];
   if (size === undefined)
@@ -93,7 +101,7 @@ export async function importWork(
   await staging.withBundleFile(async (file) => {
     await ws.sb.copyOut(bundle, file);
     checkImportSize((await stat(file)).size);
-    await staging.importBundle(file, ref);
+    await staging.importBundle(file, ref, { what: "the worker's commits", seed: c.baseSha });
   });
   try {
     const work = await verifyWork(staging, { ref, baseSha: c.baseSha, allowedPaths: c.allowedPaths, policy: c.policy });

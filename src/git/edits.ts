@@ -8,7 +8,7 @@ import { addedMarkers, changedPaths, commitTree, diffstat, treeOf } from './merg
 import { clashesWithOracle, oraclePaths } from './oracle';
 import { SharedStoreError } from './shared-store';
 import { type StagingRepo, runRef } from './staging';
-import { BUNDLE_REF } from './bundles';
+import { BUNDLE_REF, bundleScript } from './bundles';
 import { type Workspace, sh } from './workspace';
 
 /** A report names at most this many offending paths. */
@@ -35,14 +35,14 @@ async function bringBack(
       `git add -A
 git -c user.name=fixer -c user.email=fixer@localhost -c commit.gpgsign=false commit -q --no-verify --allow-empty -m 'fixer edits'
 git update-ref ${BUNDLE_REF} HEAD
-git bundle create -q ${sh(bundle)} ${BUNDLE_REF} ^${sh(c.from)}`,
+${bundleScript(bundle, c.from)}`,
       'collecting the edits',
     );
-    const sha = await staging.withBundleFile(async (file) => {
+    const { head } = await staging.withBundleFile(async (file) => {
       await ws.sb.copyOut(bundle, file);
-      return staging.importBundle(file, runRef(c.runKey, 'edits'));
+      return staging.importBundle(file, runRef(c.runKey, 'edits'), { what: "the fixer's edits", seed: c.from });
     });
-    return { tree: await treeOf(staging.dir, sha) };
+    return { tree: await treeOf(staging.dir, head) };
   } catch (err) {
     if (err instanceof SharedStoreError) throw err;
     // The agent controls the workspace's .git: a failure here is its doing, and fails its round.
@@ -117,7 +117,8 @@ export async function acceptEdits(
 
 /**
  * What a test run committed or changed in its checkout of `sha`, in words (hidden test paths
- * left out, the rest redacted with `redact`); undefined when nothing.
+ * left out, the rest redacted with `redact`, no file named when there are hidden tests);
+ * undefined when nothing.
  */
 export async function testRunChanges(
   ws: Workspace,
@@ -141,7 +142,11 @@ export async function testRunChanges(
   const said: string[] = [];
   if (r.exitCode !== 0) said.push('the test run left the checkout unreadable by git');
   else if (head !== sha) said.push(`the test run moved HEAD to ${head.slice(0, 12)}: its commits were discarded`);
-  if (changed.length) said.push(`the test run changed ${changed.length} file(s), discarded: ${listed(changed)}`);
+  // With hidden tests, the names a test process gives files could spell them out.
+  if (changed.length)
+    said.push(
+      `the test run changed ${changed.length} file(s), discarded${oracles.length ? ' (names withheld: hidden tests took part)' : `: ${listed(changed)}`}`,
+    );
   return said.length ? redact(said.join('; ')) : undefined;
 }
 

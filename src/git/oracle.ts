@@ -94,6 +94,25 @@ function escapeRegExp(s: string): string {
  * message, a source line: any run of WINDOW characters it shares with one), and replaces
  * their paths and file names. Output that encodes an oracle some other way is not caught.
  */
+/** Counts a test runner prints ("12 passed, 3 failed"): the only words of a hidden test run that are shown. */
+const COUNT = /\b(\d{1,6}) (passed|failed|passing|failing|skipped|pending|errors?|tests?)\b/gi;
+
+/**
+ * What people and agents are shown of a test run the hidden tests took part in, in place of its
+ * output: redaction cannot recognise their text once a test process encodes it, so none of the
+ * text is shown, only the counts the runner printed in `tail` (the last of each kind). The full
+ * log, redacted, stays on the worker's host for its operator.
+ */
+export function withheldOutput(tail: string): string {
+  const counts = new Map<string, string>();
+  for (const m of tail.matchAll(COUNT)) counts.set(m[2].toLowerCase(), m[1]);
+  const said = [...counts].map(([word, n]) => `${n} ${word}`).join(', ');
+  return [
+    "[flotilla: hidden tests took part in this run, so its output is withheld; its full log stays on the worker's host]",
+    ...(said ? [`[flotilla: the test runner reported ${said}]`] : []),
+  ].join('\n');
+}
+
 export function oracleRedactor(files: OracleFile[]): (text: string) => string {
   if (files.length === 0) return (text) => text;
   const windows = new Set<string>();

@@ -4,6 +4,7 @@
  * Only what the run added to the base travels as a bundle; the base's own objects come from the
  * run mirror (local sandboxes) or a shallow bundle (cloud sandboxes).
  */
+import { permanent } from '../contracts/failures';
 import { SANDBOX_OBJECTS, acquireRunObjects } from './run-mirror';
 import { type StagingRepo, runRef } from './staging';
 import { type Workspace, scriptFailed, sh } from './workspace';
@@ -30,6 +31,7 @@ export interface WorkspaceOf {
  */
 export async function baseObjects(sb: Sandbox, staging: StagingRepo, dataDir: string, c: WorkspaceOf): Promise<string> {
   const baseRef = runRef(c.runKey, 'base');
+  await requireBase(staging, baseRef, c);
   if (sb.isolation === 'e2b') {
     const bundle = `${sb.scratch}/base.bundle`;
     await staging.withBundleFile(async (file) => {
@@ -43,6 +45,20 @@ rm -f ${sh(bundle)}`;
   const objects = await acquireRunObjects(dataDir, c.sandboxKey, staging.dir, baseRef);
   return `${lendObjects(sb, objects)}
 git update-ref refs/flotilla/base ${sh(c.baseSha)}`;
+}
+
+/**
+ * Refuses at once a sandbox whose run's base is not here and cannot come from anywhere: without a
+ * shared store a run's state stays on the host that resolved it, so a sandbox moved to another
+ * host would otherwise retry its seed for as long as the activity allows, saying only what git
+ * could not find.
+ */
+async function requireBase(staging: StagingRepo, baseRef: string, c: WorkspaceOf): Promise<void> {
+  if (staging.shared || (await staging.revParse(baseRef))) return;
+  throw permanent(
+    'HostLost',
+    `sandbox ${c.sandboxKey}: run ${c.runKey}'s base commit ${c.baseSha.slice(0, 12)} is not on this host, and there is no shared store (FLOTILLA_STAGING_URL) to bring it from: without one, every sandbox of a run must stay on the host that holds its state (docs/operations.md, "The shared store")`,
+  );
 }
 
 /**

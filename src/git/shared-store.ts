@@ -36,20 +36,27 @@ export class SharedStore {
 
   /**
    * Brings the refs of run `runKey` into the cache. No --prune: a ref written there a moment ago
-   * may not be published yet, and a deletion is applied on both sides by deleteRefs.
+   * may not be published yet, and a deletion is applied on both sides by deleteRefs. Checkpoints
+   * are left out: only the host that restores one needs it (pullRef), and pulling every new
+   * checkpoint of every sub-task into every host would pile them up there.
    */
   async pull(runKey: string): Promise<void> {
     if (!/^[A-Za-z0-9_-]+$/.test(runKey)) throw permanent('InvalidRequest', `not a run key: ${runKey.slice(0, 100)}`);
     const refs = `refs/flotilla/${runKey}/*`;
-    await this.run('fetch', [
-      'fetch',
-      '--no-tags',
-      '--quiet',
-      '--no-write-fetch-head',
-      '--',
-      this.url,
-      `+${refs}:${refs}`,
-    ]);
+    await this.fetch([`+${refs}:${refs}`, `^refs/flotilla/${runKey}/checkpoints/*`]);
+  }
+
+  /** Brings one ref into the cache, when the store has it. */
+  async pullRef(ref: string): Promise<void> {
+    try {
+      await this.fetch([`+${ref}:${ref}`]);
+    } catch (err) {
+      if (!/couldn't find remote ref/.test(String(err))) throw err;
+    }
+  }
+
+  private async fetch(refspecs: string[]): Promise<void> {
+    await this.run('fetch', ['fetch', '--no-tags', '--quiet', '--no-write-fetch-head', '--', this.url, ...refspecs]);
   }
 
   /** Forced push of `sha` to `ref` (by SHA: a concurrent pull cannot change what is published). */
@@ -96,15 +103,7 @@ export class SharedStore {
   async fetchBlob(ref: string, file: string): Promise<boolean> {
     const temp = `refs/flotilla-fetch/${process.pid}-${Math.random().toString(36).slice(2)}`;
     try {
-      await this.run('fetch', [
-        'fetch',
-        '--no-tags',
-        '--quiet',
-        '--no-write-fetch-head',
-        '--',
-        this.url,
-        `+${ref}:${temp}`,
-      ]);
+      await this.fetch([`+${ref}:${temp}`]);
     } catch (err) {
       if (/couldn't find remote ref/.test(String(err))) return false;
       throw err;

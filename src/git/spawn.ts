@@ -147,6 +147,32 @@ export async function gitRecords(
   if (code !== 0 && !stopped) throw new GitError(commandOf(args), code, stderr());
 }
 
+/**
+ * Runs `from` with its stdout piped into the stdin of `to`, and hands `to`'s stdout to `onData`
+ * chunk by chunk, never held whole; `onData` returning false stops both (no failure then). A git
+ * that exits non-zero otherwise throws a GitError.
+ */
+export async function gitPipe(
+  from: { args: readonly string[]; opts: GitOptions },
+  to: { args: readonly string[]; opts: GitOptions },
+  onData: (chunk: Buffer) => boolean | void,
+): Promise<void> {
+  const first = start(from.args, from.opts);
+  const second = start(to.args, { ...to.opts, input: first.child.stdout });
+  let stopped = false;
+  second.child.stdout.on('data', (chunk: Buffer) => {
+    if (stopped || onData(chunk) !== false) return;
+    stopped = true;
+    second.child.kill();
+    first.child.kill();
+  });
+  const [a, b] = await Promise.all([first.closed, second.closed]);
+  if (stopped) return;
+  // The reader's failure first: the writer then only died of the broken pipe.
+  if (b !== 0) throw new GitError(commandOf(to.args), b, second.stderr());
+  if (a !== 0) throw new GitError(commandOf(from.args), a, first.stderr());
+}
+
 /** Runs git with its stdout streamed into `out` (a file: a blob of any size), never held in memory. */
 export async function gitInto(args: readonly string[], opts: GitOptions, out: Writable): Promise<void> {
   const { child, stderr, closed } = start(args, opts);

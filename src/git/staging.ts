@@ -13,7 +13,8 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { permanent } from '../contracts/failures';
-import { createBundle, createShallowBundle, indexBundle, withBundleFile } from './bundles';
+import { createBundle, createShallowBundle, withBundleFile } from './bundles';
+import { type ImportOf, type ImportedPack, importBundleInto } from './import';
 import { hostGitEnv } from './env';
 import { type PushOutcome, fetchBranchInto, pushWithLease, remoteBranchSha } from './remote';
 import { SharedStore } from './shared-store';
@@ -67,6 +68,11 @@ export class StagingRepo {
   /** Brings the refs of run `runKey` from the shared store into this cache (a no-op without one). */
   async pull(runKey: string): Promise<void> {
     await this.store?.pull(runKey);
+  }
+
+  /** Brings `ref` from the shared store into this cache, when the store has it (a no-op without one). */
+  async pullRef(ref: string): Promise<void> {
+    await this.store?.pullRef(ref);
   }
 
   /**
@@ -171,16 +177,17 @@ export class StagingRepo {
   }
 
   /**
-   * Stores the commits of a bundle file made by a sandbox (carrying BUNDLE_REF) under `ref`, after
-   * git's integrity check (see indexBundle); returns the head SHA.
+   * Stores the commits of a bundle file made by a sandbox (carrying BUNDLE_REF) under `ref`, once
+   * its quarantine has passed (see import.ts); returns the head SHA and the pack that brought it.
    */
-  async importBundle(file: string, ref: string): Promise<string> {
-    const head = await indexBundle(this.dir, file);
+  async importBundle(file: string, ref: string, of: ImportOf): Promise<ImportedPack> {
+    const imported = await importBundleInto(this.dir, file, of);
+    const { head } = imported;
+    if ((await this.revParse(head)) !== head)
+      throw permanent('CorruptObjects', `${of.what}: the bundle names ${head.slice(0, 12)}, which is not a commit`);
     await git(['update-ref', ref, head], this.local);
-    const sha = await this.revParse(ref);
-    if (sha !== head) throw permanent('CorruptObjects', `the imported bundle names ${head}, which is not a commit`);
-    await this.store?.publish(ref, sha);
-    return sha;
+    await this.store?.publish(ref, head);
+    return imported;
   }
 }
 

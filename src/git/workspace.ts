@@ -16,23 +16,28 @@ export function sh(value: string): string {
 
 /**
  * Replaces the workspace's `.git/config` with Flotilla's own, keeping only the commit identity
- * (read without following includes, and only from a regular file: a FIFO would hang us). A
- * `.git` that is a file or a link (pointing git at a directory the agent prepared elsewhere) is
- * refused, and `commondir`, which would make git read its config from another directory, is
- * removed: Flotilla's workspaces are never linked worktrees.
+ * (read without following includes, and only from a regular file: a FIFO would hang us). The new
+ * config is written beside the old one and renamed over it, so a rewrite that fails (a full disk)
+ * leaves the old config, and the identity, where they were. A `.git` that is a file or a link
+ * (pointing git at a directory the agent prepared elsewhere) is refused, and `commondir`, which
+ * would make git read its config from another directory, is removed: Flotilla's workspaces are
+ * never linked worktrees.
  */
 const REPO_CONFIG_PREAMBLE = `if [ -e .git ] || [ -L .git ]; then
   if [ -L .git ] || [ ! -d .git ]; then echo "the workspace's .git is not a directory; refusing to run git in it" >&2; exit 90; fi
   rm -rf .git/commondir
-  __name= __email=
+  __name= __email= __new=.git/config.flotilla-new
   if [ -f .git/config ] && [ ! -L .git/config ]; then
     __name=$(git config --file .git/config --get user.name 2>/dev/null || true)
     __email=$(git config --file .git/config --get user.email 2>/dev/null || true)
   fi
-  rm -rf .git/config .git/config.worktree
-  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfilemode = true\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[commit]\\n\\tgpgsign = false\\n' > .git/config
-  if [ -n "$__name" ]; then git config user.name "$__name"; fi
-  if [ -n "$__email" ]; then git config user.email "$__email"; fi
+  rm -rf "$__new" "$__new.lock"
+  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfilemode = true\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[commit]\\n\\tgpgsign = false\\n' > "$__new"
+  if [ -n "$__name" ]; then git config --file "$__new" user.name "$__name"; fi
+  if [ -n "$__email" ]; then git config --file "$__new" user.email "$__email"; fi
+  if [ -d .git/config ] && [ ! -L .git/config ]; then rm -rf .git/config; fi
+  mv -fT "$__new" .git/config
+  rm -rf .git/config.worktree
 fi`;
 
 export interface ScriptResult {

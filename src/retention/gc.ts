@@ -27,6 +27,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { ArtifactStore } from '../store/artifacts';
 import { ConfigError, setting, stagingUrl } from '../config/settings';
+import { checkpointRecordsOf } from '../git/checkpoint-packs';
 import { StagingRepo, compact, deleteLocalRefs, listRefs, stagingDirOf } from '../git/staging';
 import { runKeyOf } from '../contracts/names';
 
@@ -114,9 +115,18 @@ async function list(dir: string): Promise<string[]> {
   return existsSync(dir) ? readdir(dir) : [];
 }
 
-/** The run a sandbox belongs to: the longest runKey that prefixes its name (keys can prefix keys). */
+/**
+ * A local sandbox's directory name after its run's key (LocalSandboxProvider.dirFor: the key
+ * `<runKey>/<role>` with "/" as "_", cut at 80 characters, then "-" and a hash): what follows
+ * "<runKey>_" is one of the roles the workflows give sandboxes.
+ */
+const ROLE_AND_HASH = /^(?:worker_.*|planner.*|integration.*)-[0-9a-f]{10}$/;
+
+/** The run a sandbox belongs to: the longest key that its name starts with, followed by a role (keys can prefix keys). */
 function ownerOf(sandbox: string, keys: string[]): string | undefined {
-  return keys.filter((k) => sandbox === k || sandbox.startsWith(`${k}-`)).sort((a, b) => b.length - a.length)[0];
+  return keys
+    .filter((k) => sandbox.startsWith(`${k}_`) && ROLE_AND_HASH.test(sandbox.slice(k.length + 1)))
+    .sort((a, b) => b.length - a.length)[0];
 }
 
 /** What the data directory and the shared store hold, by run, and what Temporal knows of the runs. */
@@ -194,7 +204,7 @@ async function judgeRuns(client: Client, f: Found, o: GcOptions, now: number, re
 /** What goes with the removed runs. */
 interface Doomed {
   refs: string[];
-  /** Sandbox directories and run mirrors. */
+  /** Sandbox directories, run mirrors and checkpoint records. */
   dirs: string[];
   artifacts: string[];
   /** The shared store's artifact refs, when no run is kept. */
@@ -209,12 +219,14 @@ async function doom(f: Found, removable: Set<string>, cutoff: number, report: Gc
   const sandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(f.sandboxDir, s)));
   // A run mirror (src/git/run-mirror.ts) normally went with its last sandbox; not when that sandbox went here.
   const mirrors = [...removable].flatMap((k) => [`${k}.git`, `${k}.users`].map((n) => path.join(f.runObjectsDir, n)));
+  // What this host recorded of the run's checkpoints' packs (those packs go with the compaction).
+  const records = [...removable].map((k) => checkpointRecordsOf(f.stagingDir, k));
   const artifacts = await unclaimedArtifacts(f.artifacts, f.claims, removable, cutoff, report);
   for (const file of [...sandboxes, ...mirrors, ...artifacts.map((hex) => f.artifacts.pathOf(`sha256:${hex}`))])
     report.freedBytes += await sizeOf(file);
   const sharedArtifacts = f.shared && report.keptRuns.length === 0 ? await f.shared.sharedRefs(ARTIFACT_REFS) : [];
   if (f.shared) report.sharedStore = { refs: refs.length, artifacts: sharedArtifacts.length };
-  return { refs, dirs: [...sandboxes, ...mirrors], artifacts, sharedArtifacts, stagingBytes };
+  return { refs, dirs: [...sandboxes, ...mirrors, ...records], artifacts, sharedArtifacts, stagingBytes };
 }
 
 /** Removes what `doom` listed. */

@@ -3,8 +3,9 @@
  * reference and a tail instead of the text itself. The store is private to the worker's user
  * (0700 directory, 0600 files): logs can hold whatever an agent printed.
  *
- * With a shared store every artifact stored here is also published there, and one this host does
- * not have is fetched from there into this directory, so a log written on one host reads on any.
+ * With a shared store every artifact stored here is also published there (a streamed log by its
+ * writer's caller, see publish), and one this host does not have is fetched from there into this
+ * directory, so a log written on one host reads on any.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, type WriteStream } from 'node:fs';
@@ -44,25 +45,33 @@ export class ArtifactStore {
     if (!existsSync(file)) {
       await this.ensureDir();
       const tmp = `${file}.${process.pid}.tmp`;
-      await writeFile(tmp, content, { mode: 0o600 });
-      await rename(tmp, file);
+      try {
+        await writeFile(tmp, content, { mode: 0o600 });
+        await rename(tmp, file);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw homeWriteError(err, 'storing an artifact', this.dir);
+      }
     }
     // Also when the file was here already: the shared store may have lost it to gc since.
     await this.shared?.publish(hex, file);
     return `sha256:${hex}`;
   }
 
-  /** A log written as it arrives, so memory stays bounded however much a command prints; claimed by run `runKey`, if given. */
+  /**
+   * A log written as it arrives, so memory stays bounded however much a command prints; claimed
+   * by run `runKey`, if given. Stored here only: the caller publishes it (publish), since what
+   * to do when the shared store is away is the caller's to decide.
+   */
   async writer(runKey?: string): Promise<LogWriter> {
     await this.ensureDir();
     const tmp = path.join(this.dir, `stream.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
-    const publish = this.shared && ((hex: string, file: string) => this.shared!.publish(hex, file));
-    return new LogWriter(
-      tmp,
-      (hex) => this.fileFor(hex),
-      publish,
-      runKey ? (hex) => this.claim(runKey, hex) : undefined,
-    );
+    return new LogWriter(tmp, (hex) => this.fileFor(hex), runKey ? (hex) => this.claim(runKey, hex) : undefined);
+  }
+
+  /** Publishes an artifact stored here to the shared store (a no-op without one). */
+  async publish(ref: string): Promise<void> {
+    await this.shared?.publish(ref.slice('sha256:'.length), this.pathOf(ref));
   }
 
   async get(ref: string): Promise<Buffer> {
@@ -170,8 +179,23 @@ export class ArtifactStore {
  * is one fixed allocation, so a flood of output is garbage that dies young instead of a
  * stream of retained strings the collector only reclaims late.
  */
+/**
+ * `err` from a write to the data directory, in words a person can act on when it is a full disk
+ * (ENOSPC, EDQUOT): it names FLOTILLA_HOME and the fix. Anything else is returned as it is. The
+ * step that wrote stays retryable: freeing space helps.
+ */
+export function homeWriteError(err: unknown, doing: string, where: string): unknown {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return err;
+  return new Error(
+    `FLOTILLA_HOME is full (${code}: no space left in ${where}) while ${doing}; free space there and this step is retried`,
+  );
+}
+
 export class LogWriter {
   private readonly out: WriteStream;
+  /** Set once the file cannot be written (a full disk): the log is lost, the command should stop, close() throws. */
+  failed?: Error;
   private readonly hash = createHash('sha256');
   private headChars = 0;
   private ring?: Buffer;
@@ -182,12 +206,14 @@ export class LogWriter {
   constructor(
     private readonly tmp: string,
     private readonly finalPath: (hex: string) => string,
-    /** Called with every log stored, to publish it beyond this host. */
-    private readonly stored?: (hex: string, file: string) => Promise<void>,
     /** Records that the run storing this log claims it, before it is placed (see ArtifactStore.claim). */
     private readonly claim?: (hex: string) => Promise<void>,
   ) {
     this.out = createWriteStream(tmp, { mode: 0o600 });
+    // Without a handler a failed write (ENOSPC) is an uncaught error that ends the worker process.
+    this.out.on('error', (err) => {
+      this.failed ??= homeWriteError(err, 'writing a log', path.dirname(tmp)) as Error;
+    });
   }
 
   write(chunk: string): void {
@@ -209,6 +235,10 @@ export class LogWriter {
   }
 
   async close(): Promise<string> {
+    if (this.failed) {
+      await this.discard();
+      throw this.failed;
+    }
     if (this.ring) {
       const dropped = Math.max(0, this.ringBytes - LOG_KEEP);
       if (dropped > 0) this.emit(`\n… [flotilla: ${dropped} bytes of output omitted] …\n`);
@@ -220,13 +250,17 @@ export class LogWriter {
       );
       this.ring = undefined;
     }
-    await new Promise<void>((resolve, reject) => this.out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      this.out.end((err?: Error | null) => (err || this.failed ? reject(this.failed ?? err) : resolve())),
+    ).catch(async (err: unknown) => {
+      await this.discard();
+      throw err;
+    });
     const hex = this.hash.digest('hex');
     await this.claim?.(hex);
     const file = this.finalPath(hex);
     if (existsSync(file)) await rm(this.tmp, { force: true });
     else await rename(this.tmp, file);
-    await this.stored?.(hex, file);
     return `sha256:${hex}`;
   }
 
@@ -251,7 +285,7 @@ export class LogWriter {
   }
 
   private emit(data: string | Buffer): void {
-    if (!data.length) return;
+    if (!data.length || this.failed) return;
     this.hash.update(data);
     this.out.write(data);
   }

@@ -13,15 +13,35 @@ export const REDACTED = '[redacted]';
 /** One spec of each agent kind, to learn which variables each harness passes from the host. */
 const EVERY_KIND = [{ kind: 'shell', command: 'true' }, { kind: 'claude-code' }, { kind: 'codex' }] as AgentSpec[];
 
-/** The credential values present in this process's environment, longest first. */
-export function secretValues(env: NodeJS.ProcessEnv = process.env): string[] {
+/** A credential the worker holds: the variable it comes from, and its value. */
+export interface HeldSecret {
+  name: string;
+  value: string;
+}
+
+/**
+ * The credentials present in this process's environment, longest value first: the git token and
+ * every harness's key and token variables. Redaction and the scan of imported commits use this
+ * one list.
+ */
+export function heldSecrets(env: NodeJS.ProcessEnv = process.env): HeldSecret[] {
   const names = new Set(['FLOTILLA_GIT_TOKEN']);
   for (const spec of EVERY_KIND)
     for (const name of harnessFor(spec).passEnv) if (SECRET_NAME.test(name)) names.add(name);
-  const values = [...names]
-    .map((n) => env[n])
-    .filter((v): v is string => v !== undefined && v.length >= MIN_SECRET_LENGTH);
-  return [...new Set(values)].sort((a, b) => b.length - a.length);
+  const seen = new Set<string>();
+  const held: HeldSecret[] = [];
+  for (const name of names) {
+    const value = env[name];
+    if (value === undefined || value.length < MIN_SECRET_LENGTH || seen.has(value)) continue;
+    seen.add(value);
+    held.push({ name, value });
+  }
+  return held.sort((a, b) => b.value.length - a.value.length);
+}
+
+/** The credential values present in this process's environment, longest first. */
+export function secretValues(env: NodeJS.ProcessEnv = process.env): string[] {
+  return heldSecrets(env).map((s) => s.value);
 }
 
 export function redact(text: string, secrets: readonly string[] = secretValues()): string {

@@ -2,10 +2,13 @@
  * Checkpoints of work in progress, activity by activity in real bubblewrap sandboxes with real
  * git: a checkpoint of an agent's staged, unstaged and untracked changes leaves its HEAD, index
  * and branch as they were (it is taken while the agent runs), and restoring it in a fresh
- * sandbox gives the same files. The workspace is hostile: a filter it defines does not run.
+ * sandbox gives the same files. The workspace is hostile: a filter it defines does not run. The
+ * staging repository keeps no more than two checkpoints of a sub-task, and none once its sandbox
+ * is destroyed; a file rewritten under a checkpoint, a FIFO and a nested repository do not
+ * switch checkpoints off. A real run leaves no checkpoint behind.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +16,9 @@ import { createActivities } from '../../src/activities/index';
 import { checkpointRef } from '../../src/git/checkpoint';
 import { type ActivityDeps, type SandboxRef, defaultDeps, openSandbox } from '../../src/activities/deps';
 import { runRef } from '../../src/git/staging';
+import { TestEnv } from '../support/env';
+import { makeRemote } from '../support/remotes';
+import { shellRequest, subTask } from '../support/requests';
 import { tempDir } from '../support/temp';
 
 let deps: ActivityDeps;
@@ -38,7 +44,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const key of ['agent', 'fresh'])
+  for (const key of ['agent', 'fresh', 'worker/bounded', 'worker/rewrite', 'worker/odd'])
     await deps.provider({ key, provider: 'local', network: false }).destroy(`${runKey}/${key}`);
 });
 
@@ -116,5 +122,116 @@ describe('checkpoints', () => {
       ' M src/b.txt',
       '?? src/new/',
     ]);
+  });
+});
+
+/** Bytes under `dir`, as `du` counts them. */
+const bytesUnder = (dir: string) => Number(execFileSync('du', ['-sb', dir], { encoding: 'utf8' }).split('\t')[0]);
+
+describe('checkpoints in the staging repository', () => {
+  it('ten checkpoints of a changing workspace keep it bounded, and none is left once the sandbox is destroyed', async () => {
+    const { ref, sb } = await seeded('worker/bounded');
+    const staging = await deps.staging(runKey);
+    const objects = path.join(staging.dir, 'objects');
+    const before = bytesUnder(objects);
+    // Incompressible, and different every time: each checkpoint's pack is about 2 MiB.
+    const change = 'head -c 2097152 /dev/urandom > src/noise.bin';
+    let mark: Awaited<ReturnType<typeof acts.checkpointWork>> | undefined;
+    const sizes: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      await sh(sb, change);
+      const next = await run(acts.checkpointWork, {
+        sandbox: ref,
+        runKey,
+        workerId: 'bounded',
+        baseSha,
+        previous: mark,
+      });
+      expect(next.sha).not.toBe(mark?.sha);
+      mark = next;
+      sizes.push(bytesUnder(objects) - before);
+    }
+    // The newest and the one before it (which the workflow may still hold), never ten.
+    expect(Math.max(...sizes)).toBeLessThan(5 * 2097152);
+    expect(sizes[9]).toBeGreaterThan(2097152);
+    expect(await staging.revParse(checkpointRef(runKey, 'bounded'))).toBe(mark!.sha);
+
+    await run(acts.destroySandbox, ref);
+    expect(await staging.revParse(checkpointRef(runKey, 'bounded'))).toBeNull();
+    expect(bytesUnder(objects) - before).toBeLessThan(64 * 1024);
+    expect(existsSync(path.join(staging.dir, 'flotilla', 'checkpoints', runKey, 'bounded.json'))).toBe(false);
+  });
+
+  it('a file rewritten while the checkpoint reads it costs at most that checkpoint: no bus error, no lock left', async () => {
+    const { ref, sb } = await seeded('worker/rewrite');
+    await sh(sb, 'head -c 8388608 /dev/urandom > src/big.bin');
+    // An agent that rewrites the file in place, again and again, while checkpoints are taken.
+    const stop = new AbortController();
+    const writer = sb.exec('while :; do : > src/big.bin; head -c 8388608 /dev/urandom > src/big.bin; done', {
+      timeoutMs: 120_000,
+      signal: stop.signal,
+    });
+    const failures: string[] = [];
+    try {
+      for (let i = 0; i < 6; i++) {
+        await run(acts.checkpointWork, { sandbox: ref, runKey, workerId: 'rewrite', baseSha }).catch((err: Error) =>
+          failures.push(err.message),
+        );
+      }
+    } finally {
+      stop.abort();
+      await writer;
+    }
+    expect(failures.filter((f) => /Bus error|index\.lock/.test(f))).toEqual([]);
+    expect(await sh(sb, 'ls -a "$HOME"')).not.toContain('checkpoint.index.lock');
+    const mark = await run(acts.checkpointWork, { sandbox: ref, runKey, workerId: 'rewrite', baseSha });
+    const staging = await deps.staging(runKey);
+    expect((await staging.raw(['ls-tree', '-r', '--name-only', mark.sha])).split('\n')).toContain('src/big.bin');
+  });
+
+  it('a FIFO where a file was and a nested repository without a commit are left out, and the checkpoint says so', async () => {
+    const { ref, sb } = await seeded('worker/odd');
+    await sh(
+      sb,
+      [
+        'echo data > src/pipe && git add -A && git commit -qm pipe && rm src/pipe && mkfifo src/pipe',
+        'mkdir -p vendor/lib && git -C vendor/lib init -q && echo x > vendor/lib/x.txt',
+        'echo kept > src/kept.txt',
+      ].join(' && '),
+    );
+    const mark = await run(acts.checkpointWork, { sandbox: ref, runKey, workerId: 'odd', baseSha });
+    expect(mark.skipped).toMatch(/^left out 2 path\(s\) git cannot take or that are repositories of their own: /);
+    expect(mark.skipped).toContain('src/pipe');
+    expect(mark.skipped).toContain('vendor/lib');
+    const staging = await deps.staging(runKey);
+    const files = (await staging.raw(['ls-tree', '-r', '--name-only', mark.sha])).trim().split('\n');
+    expect(files).toContain('src/kept.txt');
+    expect(files.filter((f) => f.startsWith('vendor'))).toEqual([]);
+    // The FIFO's path keeps what was committed there: the checkpoint leaves it as git had it.
+    expect(await staging.raw(['show', `${mark.sha}:src/pipe`])).toBe('data\n');
+  });
+});
+
+describe('a run', () => {
+  it('checkpoints its running agent and leaves no checkpoint behind when it ends', async () => {
+    const testEnv = await TestEnv.start();
+    const remote = await makeRemote({ 'README.md': 'checkpoints\n' });
+    const agent = 'mkdir -p w && for i in 1 2 3 4 5 6; do echo "$i" > w/progress.txt; sleep 0.7; done';
+    const end = await testEnv.run(
+      shellRequest(remote.url, [subTask('w', agent)], { limits: { checkpointIntervalSeconds: 1 } }),
+    );
+    expect(end.result?.outcome, end.failureMessage).toBe('pushed');
+    expect(end.result!.workers[0].checkpoint, 'a checkpoint was made while the agent ran').toBeDefined();
+    const stagingDir = path.join(testEnv.dataDir, 'staging.git');
+    const refs = execFileSync('git', ['for-each-ref', '--format=%(refname)', 'refs/flotilla/'], {
+      cwd: stagingDir,
+      encoding: 'utf8',
+    });
+    expect(refs).not.toMatch(/\/checkpoints\//);
+    expect(
+      readdirSync(path.join(stagingDir, 'flotilla', 'checkpoints')).flatMap((k) =>
+        readdirSync(path.join(stagingDir, 'flotilla', 'checkpoints', k)),
+      ),
+    ).toEqual([]);
   });
 });

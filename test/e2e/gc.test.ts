@@ -4,7 +4,7 @@
  * its state; --dry-run removes nothing; what was pushed stays pushed.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
@@ -20,6 +20,7 @@ import { CLI, flotilla, run, startWorkerProcess, waitFor } from '../support/proc
 import { makeRemote } from '../support/remotes';
 import { shellRequest, subTask, withGates, writeAgent } from '../support/requests';
 import { waitForStatus } from '../support/runs';
+import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import { tempDir } from '../support/temp';
 
 let env: TestEnv;
@@ -205,9 +206,14 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
     await waitForStatus(open, 'the push gate', (s) => s.phase === 'awaiting-push-approval', 60_000);
     const done = await start('done');
     const doneKey = runKeyOf(done.workflowId, done.firstExecutionRunId);
-    // A sandbox a crash left behind, there before the run closes so one pass removes everything.
-    const leftover = path.join(dataDir, 'sandboxes', `${doneKey}-leftover`);
-    mkdirSync(leftover, { recursive: true });
+    // A sandbox of the run that a crash left behind (a sub-task's whose host died), made by the
+    // provider the worker uses and holding a file of its uid; there before the run closes, so
+    // one pass removes everything.
+    const provider = new LocalSandboxProvider(path.join(dataDir, 'sandboxes'));
+    const sandbox = await provider.provision(`${doneKey}/worker/lost`, { network: false });
+    expect((await sandbox.exec('echo left behind > left.txt', { timeoutMs: 30_000 })).exitCode).toBe(0);
+    const leftover = provider.dirFor(`${doneKey}/worker/lost`);
+    expect(path.basename(leftover)).toMatch(new RegExp(`^${doneKey}_worker_lost-[0-9a-f]{10}$`));
     const finished = await awaitRun(done);
     expect(finished.result?.outcome).toBe('pushed');
     const openKey = runKeyOf(open.workflowId, open.firstExecutionRunId);

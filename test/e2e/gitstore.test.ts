@@ -96,6 +96,7 @@ describe('StagingRepo with a shared store', () => {
     writer.write('streamed ');
     writer.write('output\n');
     const streamed = await writer.close();
+    await a.artifacts.publish(streamed);
     rmSync(dataA, { recursive: true, force: true });
 
     expect((await b.artifacts.get(put)).toString()).toBe('a log line\n');

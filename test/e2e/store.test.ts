@@ -7,7 +7,7 @@
  * so nothing can come from it.
  */
 import { randomUUID } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
@@ -56,11 +56,11 @@ interface Leaving {
  * host goes away when that activity reaches it: `gone` resolves, and once the test calls stop()
  * (no more polling) the activity fails retryably, as on a host that died before finishing it.
  */
-async function startHost(dataDir: string, store: ServedStore, taskQueue: string, leaving?: Leaving) {
+async function startHost(dataDir: string, store: ServedStore | undefined, taskQueue: string, leaving?: Leaving) {
   // Both hosts serve the shared queue as their host queue too: a sandbox's activities may land on
   // either, which is what this test makes happen (test/hosts.test.ts has a queue per host).
   const activities = createActivities(
-    defaultDeps(dataDir, { stagingUrl: store.url, host: { host: path.basename(dataDir), taskQueue } }),
+    defaultDeps(dataDir, { stagingUrl: store?.url, host: { host: path.basename(dataDir), taskQueue } }),
   );
   let reached!: () => void;
   const gone = new Promise<void>((resolve) => (reached = resolve));
@@ -215,6 +215,67 @@ describe('one run across two hosts through the shared store', () => {
     expect(end.result?.integration?.attempts.map((x) => [x.kind, x.state])).toEqual([['repair', 'succeeded']]);
     expect(await remote.show('repaired', 'one/repaired.txt')).toBe('fixed\n');
     expect(await remote.show('repaired', 'two/greeting.txt')).toBe('hello from two\n');
+  });
+});
+
+describe('the shared store out of reach', () => {
+  it('while an agent finishes: its result is kept and only its log waits for the store; the agent starts once', async () => {
+    const store = await fileStore();
+    const remote = await makeRemote({ 'README.md': '# away\n' });
+    const taskQueue = `store-${randomUUID()}`;
+    const dataDir = tempDir('host');
+    await startHost(dataDir, store, taskQueue);
+    // Every start is counted in the sandbox's scratch directory, which a retry in the same sandbox sees.
+    const agent = [
+      'echo start >> "$HOME/starts"',
+      'while [ ! -f "$HOME/go" ]; do sleep 0.2; done',
+      'mkdir -p one && cp "$HOME/starts" one/starts.txt && git add -A && git commit -qm starts',
+    ].join(' && ');
+    const handle = await startRun(taskQueue, shellRequest(remote.url, [subTask('one', agent)]));
+    const scratch = await waitFor('the agent to start', async () => {
+      const dirs = readdirSync(path.join(dataDir, 'sandboxes')).filter((d) => d.includes('_worker_one-'));
+      const dir = dirs[0] && path.join(dataDir, 'sandboxes', dirs[0], 'scratch');
+      return dir && existsSync(path.join(dir, 'starts')) ? dir : undefined;
+    });
+    const away = `${store.dir}.away`;
+    renameSync(store.dir, away);
+    writeFileSync(path.join(scratch, 'go'), '');
+    const subTask1 = client.workflow.getHandle(`${handle.workflowId}/one`);
+    const starts = () => readFileSync(path.join(scratch, 'starts'), 'utf8');
+    await waitFor('the finished agent to wait for the store, or to start again', async () => {
+      if (starts() !== 'start\n') return true;
+      const pending = (await subTask1.describe()).raw.pendingActivities ?? [];
+      const details = pending
+        .filter((a) => a.activityType?.name === 'runAgent')
+        .flatMap((a) => a.heartbeatDetails?.payloads ?? [])
+        .map((p) => Buffer.from(p.data ?? []).toString());
+      return details.some((d) => d.includes('its log waits for the shared store')) ? true : undefined;
+    });
+    renameSync(away, store.dir);
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome, end.result?.message).toBe('pushed');
+    expect(await remote.show('main', 'one/starts.txt')).toBe('start\n');
+    expect(end.result!.workers[0].runs).toBe(1);
+  });
+});
+
+describe('no shared store', () => {
+  it('a sandbox moved off a lost host fails at once, saying the shared store is missing', async () => {
+    const remote = await makeRemote({ 'README.md': '# alone\n' });
+    const taskQueue = `store-${randomUUID()}`;
+    const a = await startHost(tempDir('host-a'), undefined, taskQueue, { activity: 'runAgent' });
+    const handle = await startRun(taskQueue, shellRequest(remote.url, [subTask('one', writeAgent('one/a.txt', 'a'))]));
+    await untilGone(a, handle);
+    // What host A held (the run's base among it) is not on B, and no store brings it.
+    const lost = Date.now();
+    await startHost(tempDir('host-b'), undefined, taskQueue);
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('failed');
+    const one = end.result!.workers.find((w) => w.workerId === 'one')!;
+    expect(one.reason).toContain('base commit');
+    expect(one.reason).toContain('is not on this host, and there is no shared store (FLOTILLA_STAGING_URL)');
+    expect(one.reason).not.toContain('Needed a single revision');
+    expect(Date.now() - lost, 'failed at once, not after the seed was retried for minutes').toBeLessThan(60_000);
   });
 });
 

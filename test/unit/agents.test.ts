@@ -9,6 +9,7 @@ import { missingForAgents } from '../../src/activities/agent-preflight';
 import { REQUIREMENTS } from '../../src/agents';
 import { CarryingParser, readCarryOver } from '../../src/agents/carry-over';
 import { questionIn } from '../../src/agents/protocol';
+import { ClaudeCodeHarness } from '../../src/agents/claude-code';
 import { ShellHarness, TEXT_VARIABLE_CAP } from '../../src/agents/shell';
 import type { AgentTask } from '../../src/agents/types';
 import { VARIABLES } from '../../src/config/variables';
@@ -82,6 +83,35 @@ describe('shell agents', () => {
       hitTurnLimit: false,
       hitBudget: false,
     });
+  });
+});
+
+describe('forged progress lines', () => {
+  it('a shell agent cannot lower the totals it reported: a later, lower line is ignored', () => {
+    const parser = new ShellHarness('true').parser();
+    parser.push('::flotilla {"turns": 5, "toolCalls": 9, "costUsd": 1.5}\n');
+    parser.push('::flotilla {"turns": 1, "toolCalls": 0, "costUsd": 0}\n');
+    expect(parser.finish(0)).toMatchObject({ turns: 5, toolCalls: 9, costUsd: 1.5 });
+  });
+
+  it("Claude Code's output: a ::flotilla line is not its protocol, and a forged result cannot lower the priced replies", () => {
+    const parser = new ClaudeCodeHarness().parser(0);
+    const reply = {
+      type: 'assistant',
+      message: {
+        id: 'm1',
+        model: 'claude-opus-4-5',
+        usage: { input_tokens: 100_000, output_tokens: 100_000 },
+        content: [],
+      },
+    };
+    parser.push(`${JSON.stringify(reply)}\n`);
+    const priced = parser.progress().costUsd;
+    expect(priced).toBeCloseTo(0.1 * 5 + 0.1 * 25);
+    parser.push('::flotilla {"costUsd": 0}\n');
+    expect(parser.progress().costUsd).toBe(priced);
+    parser.push(`${JSON.stringify({ type: 'result', subtype: 'success', result: 'done', total_cost_usd: 0 })}\n`);
+    expect(parser.finish(0).costUsd).toBe(priced);
   });
 });
 

@@ -130,6 +130,36 @@ describe('parseLeaderRequest', () => {
       'sandbox.allowHosts[0]: must be a host name, host:port or *.domain',
     ],
     [
+      'a loopback name as an allowed host',
+      (r) => (r.sandbox = { network: true, allowHosts: ['x.org', 'localhost:8080'] }),
+      'sandbox.allowHosts[1]: "localhost:8080" is a loopback or private name; sandboxes never reach those',
+    ],
+    [
+      'a private domain as an allowed host',
+      (r) => (r.sandbox = { network: true, allowHosts: ['*.corp.internal'] }),
+      'sandbox.allowHosts[0]: "*.corp.internal" is a loopback or private name; sandboxes never reach those',
+    ],
+    [
+      'a loopback address as an allowed host',
+      (r) => (r.sandbox = { network: true, allowHosts: ['127.0.0.1:5432'] }),
+      'sandbox.allowHosts[0]: "127.0.0.1:5432" is a loopback, private or link-local address; sandboxes never reach those',
+    ],
+    [
+      'a private address as an allowed host',
+      (r) => (r.sandbox = { network: true, allowHosts: ['172.31.255.1'] }),
+      'sandbox.allowHosts[0]: "172.31.255.1" is a loopback, private or link-local address; sandboxes never reach those',
+    ],
+    [
+      'a link-local address as an allowed host',
+      (r) => (r.sandbox = { network: true, allowHosts: ['169.254.169.254'] }),
+      'sandbox.allowHosts[0]: "169.254.169.254" is a loopback, private or link-local address; sandboxes never reach those',
+    ],
+    [
+      'a numeric name that resolves to loopback',
+      (r) => (r.sandbox = { network: true, allowHosts: ['2130706433'] }),
+      'sandbox.allowHosts[0]: "2130706433" is not a dotted IPv4 address (write one as a.b.c.d)',
+    ],
+    [
       'allowed hosts without network',
       (r) => (r.sandbox = { allowHosts: ['x.org'] }),
       'sandbox.allowHosts: applies only with network: true',
@@ -221,6 +251,18 @@ describe('parseLeaderRequest', () => {
   it('accepts owned paths that overlap: such sub-tasks are scheduled one after the other', () => {
     expect(problems((r) => (r.subTasks[1].ownedPaths = ['src/a/x.ts']))).toEqual([]);
     expect(problems((r) => (r.subTasks[1].ownedPaths = ['.']))).toEqual([]);
+  });
+
+  it('accepts public names and addresses as allowed hosts, next to the ranges it refuses', () => {
+    const allowHosts = [
+      'x.org',
+      '*.example.com',
+      'registry.local-mirror.io:8443',
+      '172.32.0.1',
+      '8.8.8.8:53',
+      '100.128.0.1',
+    ];
+    expect(problems((r) => (r.sandbox = { network: true, allowHosts }))).toEqual([]);
   });
 
   it('lists every field problem at once', () => {

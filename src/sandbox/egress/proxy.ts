@@ -9,6 +9,12 @@ import type { EgressPolicy } from './policy';
 
 /** Refusals listed in a command's output; more are counted. */
 const MAX_LISTED_REFUSALS = 10;
+/**
+ * Connections a sandbox's command may have open through the proxy at once (a package manager
+ * opens a few dozen); past it each is refused saying so, so one sandbox cannot take the worker's
+ * file descriptors. Connections that have not asked for anything yet are held to twice as many.
+ */
+export const MAX_OPEN_CONNECTIONS = 256;
 
 /** host and port of a CONNECT target ("name:443", "[::1]:443"). */
 export function parseAuthority(target: string): { host: string; port: number } | undefined {
@@ -34,6 +40,8 @@ export class EgressProxy {
   private readonly sockets = new Set<net.Socket>();
   readonly refusals: string[] = [];
   private refusedCount = 0;
+  /** Tunnels and forwarded requests open now. */
+  private open = 0;
   // No deadline on a request's body: a long upload through the proxy is the command's business.
   private readonly server = http.createServer({ requestTimeout: 0 }, (req, res) => void this.forward(req, res));
 
@@ -47,6 +55,16 @@ export class EgressProxy {
       socket.on('close', () => this.sockets.delete(socket));
     });
     this.server.on('clientError', (_err, socket) => socket.destroy());
+    this.server.maxConnections = 2 * MAX_OPEN_CONNECTIONS;
+  }
+
+  /** Why one more connection is refused now, if it is; otherwise counts it as open until `closed` fires. */
+  private full(closed: { once(event: 'close', listener: () => void): unknown }): string | undefined {
+    if (this.open >= MAX_OPEN_CONNECTIONS)
+      return `the sandbox already has ${this.open} connections open through the proxy, the most it may`;
+    this.open++;
+    closed.once('close', () => this.open--);
+    return undefined;
   }
 
   listen(socketPath: string): Promise<void> {
@@ -66,7 +84,12 @@ export class EgressProxy {
   private async tunnel(req: http.IncomingMessage, client: net.Socket, head: Buffer): Promise<void> {
     client.on('error', () => client.destroy());
     const target = parseAuthority(req.url ?? '');
-    const decision = target ? await this.policy.decide(target.host, target.port) : { refused: 'not a host:port' };
+    const busy = this.full(client);
+    const decision = busy
+      ? { refused: busy }
+      : target
+        ? await this.policy.decide(target.host, target.port)
+        : { refused: 'not a host:port' };
     if ('refused' in decision) {
       const body = this.refuse(`CONNECT ${truncateTarget(req.url)}`, decision.refused);
       client.end(
@@ -100,8 +123,10 @@ export class EgressProxy {
       url = undefined;
     }
     const port = url ? Number(url.port || 80) : 0;
-    const decision =
-      url?.protocol === 'http:'
+    const busy = this.full(res);
+    const decision = busy
+      ? { refused: busy }
+      : url?.protocol === 'http:'
         ? await this.policy.decide(url.hostname, port)
         : { refused: 'only absolute http:// URLs are proxied (use CONNECT for https)' };
     if ('refused' in decision) {

@@ -124,7 +124,7 @@ describe('the staging repository refuses what the policy does not allow', () => 
       '"symlink/shadow" is a symbolic link to "/etc/shadow", outside the repository',
     );
     expect(reason('gitlink')?.reason).toContain('"gitlink/sub" is a submodule');
-    expect(reason('corrupt')?.reason).toContain("the worker's commits failed git's integrity check");
+    expect(reason('corrupt')?.reason).toContain("the worker's commits: the bundle failed git's integrity check");
     expect(reason('corrupt')?.reason).toContain('duplicateEntries');
     expect(await remote.head()).toBe(base);
   });

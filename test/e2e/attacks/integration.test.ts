@@ -131,8 +131,8 @@ echo "visible tests ok"`;
       'check.sh',
     ]);
     expect(end.result!.integration!.discarded).toEqual([
-      'the test run changed 1 file(s), discarded: alpha/[hidden test]',
-      'the test run changed 1 file(s), discarded: alpha/[hidden test]',
+      'the test run changed 1 file(s), discarded (names withheld: hidden tests took part)',
+      'the test run changed 1 file(s), discarded (names withheld: hidden tests took part)',
     ]);
     // No name or text of the hidden tests in the result, any history or any artifact.
     const leader = await env.client.workflow.getHandle(end.workflowId).fetchHistory();
@@ -146,6 +146,35 @@ echo "visible tests ok"`;
       expect(historyHits(worker, needle)).toEqual([]);
       expect(artifacts.filter((a) => a.includes(needle))).toEqual([]);
     }
+    expect(env.sandboxesLeft()).toEqual([]);
+  });
+
+  it('hidden tests it prints base64-encoded, or spells in file names, are shown to no one: only the counts', async () => {
+    const [repo, hidden] = await Promise.all([project(), oracles()]);
+    const leak = `for t in $(find . -name '*.check.sh' -not -path './.git/*' -not -path './alpha/*'); do
+  base64 -w0 "$t"; echo; touch "alpha/$(base64 -w0 "$t" | tr '/+=' '_.,' | cut -c1-200)"
+done
+echo "3 passed, 1 failed"
+exit 1`;
+    const end = await env.run(request(repo.url, leak, { oracle: { repo: hidden.url, ref: 'main' } }));
+    expect(end.result?.outcome).toBe('tests-failed');
+    const encoded = Buffer.from(ORACLE).toString('base64');
+    const needles = [encoded.slice(0, 40), encoded.slice(-40, -4)];
+    // Shown: that the output is withheld, and the counts; in the result, status and histories.
+    expect(end.result!.test!.tail).toBe(
+      "[flotilla: hidden tests took part in this run, so its output is withheld; its full log stays on the worker's host]\n" +
+        '[flotilla: the test runner reported 3 passed, 1 failed]',
+    );
+    expect(end.result!.integration!.discarded).toEqual([
+      'the test run changed 1 file(s), discarded (names withheld: hidden tests took part)',
+    ]);
+    const leader = await env.client.workflow.getHandle(end.workflowId).fetchHistory();
+    for (const needle of needles) {
+      expect(JSON.stringify(end.result)).not.toContain(needle);
+      expect(historyHits(leader, needle)).toEqual([]);
+    }
+    // The full log stays on the host, for its operator.
+    expect(env.artifact(end.result!.test!.logRef)).toContain(encoded);
     expect(env.sandboxesLeft()).toEqual([]);
   });
 

@@ -12,6 +12,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { ArtifactStore } from '../../../src/store/artifacts';
@@ -184,7 +185,7 @@ const step = async (label, fn) => {
     ['temporal-ui-proxy', `curl -fsS -m 5 -o /dev/null http://${temporalHost}:${temporalPort + 1000}/`],
     ['loopback-direct', `exec 3<>/dev/tcp/127.0.0.1/${loopback.port}`],
     ['loopback-proxy', `curl -fsS -m 5 -p -o /dev/null http://127.0.0.1:${loopback.port}/`],
-    ['loopback-by-name-proxy', `curl -fsS -m 5 -p -o /dev/null http://localhost:${loopback.port}/`],
+    ['loopback-by-name-proxy', `curl -fsS -m 5 -p -o /dev/null http://${os.hostname()}:${loopback.port}/`],
     ['loopback-mapped-proxy', `curl -fsS -m 5 -p -o /dev/null 'http://[::ffff:127.0.0.1]:${loopback.port}/'`],
     ['nshost-direct', `exec 3<>/dev/tcp/${nsHost.address}/${nsHost.port}`],
     ['nshost-proxy', `curl -fsS -m 5 -p -o /dev/null http://${nsHost.address}:${nsHost.port}/`],
@@ -231,8 +232,10 @@ describe('a sandbox with network on', () => {
     const end = await env.run(
       shellRequest(remote.url, [attacker], {
         ...withGates('push'),
-        // A request can add hosts, but no name it adds leads to a local address.
-        sandbox: { network: true, allowHosts: [`localhost:${loopback.port}`, `${nsHost.address}:${nsHost.port}`] },
+        // A request can add hosts, but no name it adds leads to a local address: validate refuses
+        // local names and addresses (test/unit/request.test.ts), and this host's own name, which
+        // resolves to one of its addresses, is refused by the proxy, which decides by the address.
+        sandbox: { network: true, allowHosts: [`${os.hostname()}:${loopback.port}`] },
       }),
       ownRun,
     );
@@ -271,11 +274,14 @@ describe('a sandbox with network on', () => {
     // The report says what the proxy refused, and why: the address, not the name, decides.
     expect(worker!.tail).toContain("the sandbox's network refused");
     expect(log).toContain(`CONNECT ${temporal}: ${temporal} is not on the sandbox's allowlist`);
-    expect(log).toContain(
-      `CONNECT localhost:${loopback.port}: localhost resolves to 127.0.0.1, a loopback, private, link-local or local address`,
+    const name = os.hostname().toLowerCase();
+    expect(log).toMatch(
+      new RegExp(
+        `CONNECT ${name}:${loopback.port}: ${name} resolves to \\S+, a loopback, private, link-local or local address`,
+      ),
     );
     expect(log).toContain(
-      `CONNECT ${nsHost.address}:${nsHost.port}: ${nsHost.address} resolves to ${nsHost.address}, a loopback, private, link-local or local address`,
+      `CONNECT ${nsHost.address}:${nsHost.port}: ${nsHost.address}:${nsHost.port} is not on the sandbox's allowlist`,
     );
 
     // No message from inside reached Temporal: the victim still waits at its gate, unsignalled.

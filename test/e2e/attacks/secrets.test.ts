@@ -11,7 +11,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StagingRepo } from '../../../src/git/staging';
+import { releaseAtEnd } from '../../support/cleanup';
 import { TestEnv } from '../../support/env';
+import { ModelServer } from '../../support/model-server';
 import { flotilla, waitFor } from '../../support/processes';
 import { makeRemote } from '../../support/remotes';
 import { shellRequest, subTask } from '../../support/requests';
@@ -165,6 +167,48 @@ describe("agents' API keys", () => {
     const log = env.artifact(worker!.logRef!);
     expect(log).toContain('inherited: unset');
     expect(log).toContain('leaking [redacted]');
+    for (const file of filesUnder(env.dataDir)) expect(readFileSync(file).includes(KEY_TAIL), file).toBe(false);
+  });
+});
+
+describe('a secret committed by an agent', () => {
+  it("Claude Code writing `env` into a file it commits is refused naming the key's variable and the file, never its value; nothing is pushed", async () => {
+    const server = await ModelServer.start();
+    process.env.ANTHROPIC_BASE_URL = server.url;
+    releaseAtEnd(() => delete process.env.ANTHROPIC_BASE_URL);
+    server.script('E2E-env', [
+      {
+        tools: [
+          {
+            name: 'Bash',
+            input: {
+              command: 'mkdir -p envdump && env > envdump/env.txt && git add -A && git commit -qm "what I see"',
+              description: 'Record the environment',
+            },
+          },
+        ],
+      },
+      { text: 'Recorded it.' },
+    ]);
+    const remote = await makeRemote({ 'README.md': '# secrets\n' });
+    const base = await remote.head();
+    const end = await env.run(
+      shellRequest(
+        remote.url,
+        [{ id: 'envdump', prompt: 'Task E2E-env: record the environment', ownedPaths: ['envdump'] }],
+        {
+          agent: { kind: 'claude-code' },
+          sandbox: { network: true },
+        },
+      ),
+    );
+    const worker = end.result!.workers[0];
+    expect(worker.status).toBe('failed');
+    expect(worker.reason).toContain(
+      `its work was not collected: the worker's commits: "envdump/env.txt" holds the value of ANTHROPIC_API_KEY, a secret this worker holds`,
+    );
+    expect(JSON.stringify(end)).not.toContain(KEY_TAIL);
+    expect(await remote.head()).toBe(base);
     for (const file of filesUnder(env.dataDir)) expect(readFileSync(file).includes(KEY_TAIL), file).toBe(false);
   });
 });
