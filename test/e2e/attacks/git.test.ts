@@ -89,7 +89,7 @@ echo pwned > evil.txt && git add evil.txt && git commit -qm swapped --no-verify 
 });
 
 describe('the staging repository refuses what the policy does not allow', () => {
-  it('unrelated history, a symlink out of the repository, a submodule and a corrupt tree each fail their worker, saying why', async () => {
+  it('unrelated history, an amended base commit, a symlink out of the repository, a submodule and a corrupt tree each fail their worker, saying why', async () => {
     const remote = await makeRemote({ 'README.md': '# attacks\n' });
     const base = await remote.head();
     const unrelated = [
@@ -98,6 +98,8 @@ describe('the staging repository refuses what the policy does not allow', () => 
       'git checkout -q --orphan stolen && git rm -rqf . && echo secret > stolen.txt && git add stolen.txt && git commit -qm "unrelated root"',
       'git checkout -q "$b" && git merge -q -s ours --allow-unrelated-histories -m "merge it in" stolen',
     ].join(' && ');
+    // The base itself rewritten (its file changed, its message too): work that no longer descends from it.
+    const amended = `${honest('amended')} && git reset -q --soft HEAD~1 && echo rewritten >> README.md && git add -A && git commit -q --amend -m 'the base, rewritten'`;
     const symlink = `${honest('symlink')} && ln -s /etc/shadow symlink/shadow && git add -A && git commit -qm link`;
     const gitlink = `${honest('gitlink')} && mkdir gitlink/sub && (cd gitlink/sub && git init -q && git -c user.name=x -c user.email=x@x commit -q --allow-empty -m inner) && git add gitlink/sub && git commit -qm sub`;
     // A tree with two entries of the same name, written with --literally, under an honest commit.
@@ -111,6 +113,7 @@ describe('the staging repository refuses what the policy does not allow', () => 
     const end = await env.run(
       shellRequest(remote.url, [
         subTask('unrelated', unrelated),
+        subTask('amended', amended),
         subTask('symlink', symlink),
         subTask('gitlink', gitlink),
         subTask('corrupt', corrupt),
@@ -120,6 +123,8 @@ describe('the staging repository refuses what the policy does not allow', () => 
     const reason = (id: string) => end.result?.workers.find((w) => w.workerId === id);
     expect(reason('unrelated')?.status).toBe('failed');
     expect(reason('unrelated')?.reason).toMatch(/unrelated history: root commit [0-9a-f]{12} \("unrelated root"\)/);
+    expect(reason('amended')?.status).toBe('failed');
+    expect(reason('amended')?.reason).toMatch(/not descend from/);
     expect(reason('symlink')?.reason).toContain(
       '"symlink/shadow" is a symbolic link to "/etc/shadow", outside the repository',
     );
