@@ -38,6 +38,8 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   const log = createLogger(opts);
   installSdkLogger(log, opts);
   requireIsolationIfAsked();
+  // Both before connecting: a key sandboxes could read is the graver of the two.
+  refuseCredentialsVisibleToAgents();
   refuseUnreadableInstall();
   const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
   const retention = retentionPolicy();
@@ -49,7 +51,6 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   if (temporal.uiUrl) log.info(`Temporal Web UI: ${temporal.uiUrl}`);
   warnIfUnisolated((line) => log.warn(line.trim()));
   try {
-    refuseCredentialsVisibleToAgents();
     await requireSearchAttributes(temporal.connection, temporal.namespace, (line) => log.info(line));
     // Retention (FLOTILLA_RETENTION): this host's share of `flotilla gc`, from the first poll on.
     const gc = retention && {

@@ -7,6 +7,7 @@ import { seedWorkspace } from '../git/seeding';
 import { type ActivityDeps, type SandboxRef, openSandbox, openWorkspace, runOfSandbox, sandboxOptions } from './deps';
 import { type AgentKind, refuseAgentsWorkerLacks } from './agent-preflight';
 import { type CommandReport, execTracked } from './exec';
+import { SUB_TASK_WORKFLOW_ID } from '../contracts/names';
 
 export function sandboxActivities(deps: ActivityDeps) {
   return {
@@ -34,7 +35,7 @@ export function sandboxActivities(deps: ActivityDeps) {
     async destroySandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).destroy(ref.key);
       await releaseRunObjects(deps.dataDir, ref.key);
-      const subTask = /^([A-Za-z0-9_-]+)\/worker\/([A-Za-z0-9_-]+)$/.exec(ref.key);
+      const subTask = new RegExp(`^([A-Za-z0-9_-]+)/worker/(${SUB_TASK_WORKFLOW_ID.source})$`).exec(ref.key);
       if (!subTask) return;
       const left = await dropCheckpoints(await deps.stagingHere(), subTask[1], subTask[2]);
       if (left) Context.current().log.warn(`${left}; \`flotilla gc\` removes it with the run`);

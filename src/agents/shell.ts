@@ -7,9 +7,8 @@
  *   ::flotilla {"turns": 3, "costUsd": 0.42, "question": "Which database?", "sessionId": "s1"}
  *
  * where every field is optional and each line states totals so far (a lower total than an earlier
-line's is ignored). A `question` means the agent
- * stopped because it needs an answer. On resume, $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and
- * $FLOTILLA_SESSION_ID the session it reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt
+ * line's is ignored). A `question` means the agent stopped because it needs an answer. On resume,
+ * $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and $FLOTILLA_SESSION_ID the session it reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt
  * died midway; $FLOTILLA_MAX_TURNS is its turn limit, if any. $FLOTILLA_SUBTASK_ID names the
  * sub-task; $FLOTILLA_WORKER_ID is the same value under its old name, deprecated ("worker" now
  * means the worker process only) and kept so that existing commands keep working.

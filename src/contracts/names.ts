@@ -108,3 +108,15 @@ export function repoUrlProblem(url: string, extraSchemes: string[] = []): string
     return undefined;
   return 'must be an https:// or ssh:// URL, a user@host:path address, or an absolute local path';
 }
+
+/**
+ * The id of a sub-task workflow as it appears in sandbox keys and file names: a sub-task's id, or
+ * one of its later attempts (`<id>.attempt<n>`, see workflows/leader/dispatch.ts). No slash, no
+ * leading dot: safe as a file name.
+ */
+export const SUB_TASK_WORKFLOW_ID = /[A-Za-z0-9_-]{1,100}(?:\.attempt[0-9]{1,4})?/;
+
+/** Whether `id` is a sub-task workflow's id, exactly. */
+export function isSubTaskWorkflowId(id: string): boolean {
+  return new RegExp(`^${SUB_TASK_WORKFLOW_ID.source}$`).test(id);
+}

@@ -15,6 +15,11 @@ export interface SubTaskReport {
   status: 'done' | 'failed' | 'cancelled';
   /** Why it failed, in one or two lines. */
   reason?: string;
+  /**
+   * It failed because a person did not answer it in time (a suspension that expired): a new
+   * attempt would only ask again, so the living plan does not retry it.
+   */
+  unanswered?: boolean;
   /** Staging ref holding the sub-task's commits, and its head. */
   ref?: string;
   headSha?: string;

@@ -13,6 +13,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { permanent } from '../contracts/failures';
+import { isSubTaskWorkflowId } from '../contracts/names';
 import type { ImportedPack } from './import';
 
 /** Bytes the checkpoints of one run may take on one host, all its sub-tasks together. */
@@ -21,7 +22,6 @@ export const MAX_RUN_CHECKPOINT_BYTES = 1024 * 1024 * 1024;
 export const MAX_RUN_CHECKPOINTS = 100;
 
 const PACK = /^pack-[0-9a-f]{40,64}$/;
-const SAFE = /^[A-Za-z0-9_-]{1,100}$/;
 
 /** By checkpoint commit: the pack it came in and its size. */
 type Packs = { [sha: string]: { pack: string; bytes: number } };
@@ -33,7 +33,7 @@ export class CheckpointPacks {
     private readonly stagingDir: string,
     runKey: string,
   ) {
-    if (!SAFE.test(runKey)) throw new Error(`not a run key: ${runKey.slice(0, 100)}`);
+    if (!/^[A-Za-z0-9_-]{1,100}$/.test(runKey)) throw new Error(`not a run key: ${runKey.slice(0, 100)}`);
     this.dir = checkpointRecordsOf(stagingDir, runKey);
   }
 
@@ -84,7 +84,7 @@ export class CheckpointPacks {
   }
 
   private file(workerId: string): string {
-    if (!SAFE.test(workerId)) throw new Error(`not a sub-task id: ${workerId.slice(0, 100)}`);
+    if (!isSubTaskWorkflowId(workerId)) throw new Error(`not a sub-task id: ${workerId.slice(0, 100)}`);
     return path.join(this.dir, `${workerId}.json`);
   }
 
@@ -108,7 +108,9 @@ export class CheckpointPacks {
   /** Every sub-task's record of this run. */
   private async all(): Promise<[string, Packs][]> {
     const names = existsSync(this.dir) ? await readdir(this.dir) : [];
-    const owners = names.flatMap((n) => /^([A-Za-z0-9_-]+)\.json$/.exec(n)?.[1] ?? []);
+    const owners = names.flatMap((n) =>
+      n.endsWith('.json') && isSubTaskWorkflowId(n.slice(0, -5)) ? [n.slice(0, -5)] : [],
+    );
     return Promise.all(owners.map(async (owner): Promise<[string, Packs]> => [owner, await this.read(owner)]));
   }
 

@@ -68,7 +68,8 @@ export async function importBundleInto(dir: string, file: string, of: ImportOf):
   await mkdir(parent, { recursive: true, mode: 0o700 });
   const quarantine = await mkdtemp(path.join(parent, 'quarantine-'));
   try {
-    await git(['init', '--quiet', '--bare', quarantine], { env: hostGitEnv() });
+    // The quarantine's files become the staging repository's: private like its own (staging.ts).
+    await git(['init', '--quiet', '--bare', '--shared=0600', quarantine], { env: hostGitEnv() });
     const pack = await indexInto(dir, quarantine, file, packOffset, of.what);
     await checkObjects(dir, quarantine, head, of);
     if (of.descends) await checkDescends(dir, quarantine, head, of);

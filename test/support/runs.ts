@@ -12,14 +12,19 @@ export function waitForStatus(
   ok: (s: RunStatus) => boolean,
   ms?: number,
 ): Promise<RunStatus> {
+  let last: RunStatus | undefined;
   return waitFor(
     what,
     async () => {
-      const s = await handle.query(statusQuery);
-      return ok(s) ? s : undefined;
+      last = await handle.query(statusQuery);
+      return ok(last) ? last : undefined;
     },
     ms,
-  );
+  ).catch((err: Error) => {
+    // The last status says where the run stood, which a bare timeout does not.
+    const where = last && { phase: last.phase, message: last.message, workers: last.workers };
+    throw new Error(`${err.message}; the run's last status: ${JSON.stringify(where).slice(0, 4000)}`);
+  });
 }
 
 /** Sizes of every payload in a history, found wherever its events keep them. */

@@ -184,7 +184,7 @@ export class PlanRun {
     }
     const reason = report.reason ?? `the sub-task ended ${report.status}`;
     redispatch?.('failed', { reason, costUsd: report.costUsd });
-    await this.attemptFailed(entry, reason, { final });
+    await this.attemptFailed(entry, reason, { final: final || report.unanswered });
   }
 
   /** A merge ended: the sub-task is integrated, or its attempt failed. */

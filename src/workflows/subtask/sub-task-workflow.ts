@@ -353,6 +353,7 @@ export class SubTaskWorkflow {
       return this.report({
         status: 'failed',
         reason: `suspended (${why}) and not resumed within ${minutes} minute(s)`,
+        unanswered: true,
       });
     }
     await this.onHost(() => this.sandboxOps.resumeSandbox(this.sandbox));

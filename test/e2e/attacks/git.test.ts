@@ -88,6 +88,12 @@ echo pwned > evil.txt && git add evil.txt && git commit -qm swapped --no-verify 
   });
 });
 
+/**
+ * Every attack runs to its own refusal: one failure does not cancel the others (onFailure:
+ * continue), and a refused attempt is not tried again (the agent would only repeat it).
+ */
+const REPORT_EACH = { onFailure: 'continue', limits: { retries: 0 } } as const;
+
 describe('the staging repository refuses what the policy does not allow', () => {
   it('unrelated history, an amended base commit, a symlink out of the repository, a submodule and a corrupt tree each fail their worker, saying why', async () => {
     const remote = await makeRemote({ 'README.md': '# attacks\n' });
@@ -111,13 +117,17 @@ describe('the staging repository refuses what the policy does not allow', () => 
       'git update-ref HEAD $(git commit-tree $bad -p HEAD -m corrupt)',
     ].join(' && ');
     const end = await env.run(
-      shellRequest(remote.url, [
-        subTask('unrelated', unrelated),
-        subTask('amended', amended),
-        subTask('symlink', symlink),
-        subTask('gitlink', gitlink),
-        subTask('corrupt', corrupt),
-      ]),
+      shellRequest(
+        remote.url,
+        [
+          subTask('unrelated', unrelated),
+          subTask('amended', amended),
+          subTask('symlink', symlink),
+          subTask('gitlink', gitlink),
+          subTask('corrupt', corrupt),
+        ],
+        REPORT_EACH,
+      ),
     );
     expect(end.result?.outcome).not.toBe('pushed');
     const reason = (id: string) => end.result?.workers.find((w) => w.workerId === id);
@@ -143,6 +153,7 @@ describe('the staging repository refuses what the policy does not allow', () => 
     const many = `mkdir many && for i in $(seq 1 60); do echo $i > many/f$i; done`;
     const end = await env.run(
       shellRequest(remote.url, [subTask('big', big), subTask('hidden', hidden), subTask('many', many)], {
+        ...REPORT_EACH,
         policy: { maxFileBytes: 1000, maxChangedFiles: 50 },
       }),
     );
