@@ -63,6 +63,25 @@ describe('a diamond', () => {
   });
 });
 
+describe('why a sub-task waits', () => {
+  it('stays one short line however many dependencies, or however long the path, a hostile plan gives', () => {
+    const deps = Array.from({ length: 100 }, (_, i) => `dep-${i}-${'x'.repeat(50)}`);
+    const long = `src/${'p'.repeat(5000)}`;
+    const s = new Schedule(
+      [
+        ...deps.map((d) => task(d)),
+        task('many', { dependsOn: deps }),
+        task('a', { ownedPaths: [long] }),
+        task('b', { ownedPaths: [long] }),
+      ],
+      1,
+    );
+    expect(s.waits(s.get('many')!)).toBe(`waits for ${deps.slice(0, 5).join(', ')} and 95 more (dependencies)`);
+    expect(s.waits(s.get('b')!)).toMatch(/^waits for a: overlapping src\/p+… \(\+\d+ chars\)$/);
+    expect(s.waits(s.get('b')!)!.length).toBeLessThan(250);
+  });
+});
+
 describe('overlapping owned paths', () => {
   it('never run at once: the later one in the plan waits until the earlier one has settled, then builds on it', () => {
     const s = new Schedule(

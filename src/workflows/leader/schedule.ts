@@ -9,6 +9,7 @@
  */
 import { overlapOf, planOrder } from '../../contracts/plan';
 import type { SubTask } from '../../contracts/request';
+import { clip } from '../../contracts/text';
 
 /**
  * waiting: not started (or between attempts). running: an attempt's sub-task workflow runs.
@@ -74,10 +75,14 @@ export class Schedule {
    */
   waits(entry: Entry): string | undefined {
     const deps = (entry.task.dependsOn ?? []).filter((d) => this.entries.get(d)?.state !== 'integrated');
-    if (deps.length) return `waits for ${deps.join(', ')} (${deps.length > 1 ? 'dependencies' : 'dependency'})`;
+    if (deps.length) {
+      // A hundred long ids on every waiting line would outgrow the status; the line's dependsOn has them all.
+      const named = deps.length > 5 ? `${deps.slice(0, 5).join(', ')} and ${deps.length - 5} more` : deps.join(', ');
+      return `waits for ${named} (${deps.length > 1 ? 'dependencies' : 'dependency'})`;
+    }
     for (const earlier of this.earlier(entry)) {
       if (SETTLED.includes(earlier.state)) continue;
-      return `waits for ${earlier.task.id}: overlapping ${overlapOf(earlier.task, entry.task)}`;
+      return `waits for ${earlier.task.id}: overlapping ${clip(overlapOf(earlier.task, entry.task)!, 200)}`;
     }
     return undefined;
   }
