@@ -57,9 +57,31 @@ describe('a diamond', () => {
     expect(s.attemptFailed(s.get('a')!, 'exit 1 again')).toBe(false);
     expect(s.dropDependents('a', 'a failed').map((e) => e.task.id)).toEqual(['b', 'd', 'c']);
     expect(s.settled()).toBe(true);
-    expect(s.retry(s.get('a')!).map((e) => e.task.id)).toEqual(['b', 'c', 'd']);
+    expect(s.retry(s.get('a')!).back.map((e) => e.task.id)).toEqual(['b', 'c', 'd']);
     expect(ids(s)).toEqual(['a']);
     expect(s.get('a')!.allowance).toBe(3);
+  });
+
+  it('keeps dropped, for the other one, what also depends on a second sub-task that has ended, so nothing waits for good', () => {
+    const s = new Schedule(
+      [task('x'), task('y'), task('both', { dependsOn: ['x', 'y'] }), task('next', { dependsOn: ['both'] })],
+      1,
+    );
+    for (const id of ['x', 'y']) {
+      start(s, id);
+      s.attemptFailed(s.get(id)!, 'exit 9');
+      s.dropDependents(id, `its dependency ${id} failed`);
+    }
+    expect([s.get('both')!.droppedFor, s.get('next')!.droppedFor]).toEqual(['x', 'x']);
+    const { back, still } = s.retry(s.get('x')!);
+    expect(back).toEqual([]);
+    expect(still.map((e) => [e.task.id, e.state, e.reason, e.droppedFor])).toEqual([
+      ['both', 'dropped', 'its dependency y failed', 'y'],
+      ['next', 'dropped', 'its dependency both was dropped', 'y'],
+    ]);
+    integrate(s, 'x');
+    expect(s.settled()).toBe(true);
+    expect(s.retry(s.get('y')!).back.map((e) => e.task.id)).toEqual(['both', 'next']);
   });
 });
 

@@ -98,8 +98,9 @@ export class PlanAmendments implements Amendable {
     const entry = p.schedule.get(subTaskId)!;
     const heading = `This is attempt ${entry.attempts + 1} of this sub-task, asked for by ${by ?? 'a person'}, in a fresh checkout of the integration head. Its last attempt failed; the reason follows. Do the sub-task again, avoiding that failure.`;
     p.notes.set(subTaskId, { heading, reason: entry.reason ?? 'it failed', by, message });
-    const back = p.schedule.retry(entry);
+    const { back, still } = p.schedule.retry(entry);
     for (const e of back) Object.assign(p.lines.get(e.task.id)!, { state: 'queued', reason: undefined });
+    for (const e of still) p.lines.get(e.task.id)!.reason = e.reason;
     this.record('retry', subTaskId, by, message);
     p.changed = true;
     const restored = back.length ? `; ${back.map((e) => e.task.id).join(', ')} no longer dropped` : '';
