@@ -126,9 +126,9 @@ describe('hostile amendments', () => {
       'subTask.dependsOn: "d7" is dropped; it will never be integrated',
     );
     const s = await waitForStatus(handle, 'what was left out', (st) => st.dropped?.length === 61);
+    expect(bytes(s)).toBeLessThan(LIMIT);
     expect(line(s, 'd3')).toMatchObject({ state: 'dropped', reason: 'its dependency root was cancelled by ana' });
     expect(line(s, 'root').reason).toMatch(/^cancelled by ana: nicht mehr nötig — ü+… \(\+\d+ chars\)$/);
-    expect(bytes(s)).toBeLessThan(LIMIT);
     const details = await waitFor('the details to list what was left out', async () => {
       const d = await currentDetails(id);
       return d.includes('- and 53 more (flotilla status)') ? d : undefined;
@@ -195,15 +195,18 @@ describe('hostile amendments', () => {
 describe('retry, when what it brings back depends on more than one failed sub-task', () => {
   it('leaves a sub-task that also depends on another failed one dropped, for that one, instead of waiting for good', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
-    const hold = holdCommand();
+    const [hold, yHold] = [holdCommand(), holdCommand()];
     const plan = [
       subTask('slow', `${hold}; ${writeAgent('slow/greeting.txt', 'slow')}`),
       subTask('x', `grep -q 'try again' "$FLOTILLA_PROMPT_FILE" || exit 9; ${writeAgent('x/greeting.txt', 'x')}`),
-      subTask('y', 'exit 8'),
+      subTask('y', `${yHold}; exit 8`),
       { ...greet('both'), dependsOn: ['x', 'y'] },
     ];
     const handle = await env.start(shellRequest(remote.url, plan, { onFailure: 'continue', limits: { retries: 0 } }));
-    await waitForStatus(handle, 'x and y to fail', (s) => s.dropped?.length === 3, 60_000);
+    // x fails first, so both is dropped for x; then y fails too.
+    await waitForStatus(handle, 'x to fail', (s) => line(s, 'both').reason === 'its dependency x failed', 60_000);
+    await letGo(yHold);
+    await waitForStatus(handle, 'y to fail', (s) => s.dropped?.length === 3, 60_000);
     const answer = await retrySubTask(env.client, handle.workflowId, {
       subTaskId: 'x',
       by: 'bo',
