@@ -8,6 +8,7 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
+import { startedWith } from '../client/continue';
 import { permanent } from '../contracts/failures';
 import { runKeyOf } from '../contracts/names';
 import type { RunResult, SubTaskReport } from '../contracts/reports';
@@ -22,6 +23,8 @@ interface AdoptInput {
   baseSha: string;
   /** The failed run's workflow id. */
   runId: string;
+  /** This run's repository: only a run of the same one can be continued (absent in runs from before the check). */
+  repoUrl?: string;
   /** This run's plan: work is reused by sub-task id, within these paths. */
   subTasks: { id: string; ownedPaths: string[] }[];
   sharedPaths: string[];
@@ -44,7 +47,7 @@ export function subTaskOf(workerId: string): string {
 export function continueActivities(deps: ActivityDeps) {
   return {
     async adoptWork(input: AdoptInput): Promise<Adoption> {
-      const { result, runKey: from } = await failedRun(input.runId);
+      const { result, runKey: from } = await failedRun(input.runId, input.repoUrl);
       const staging = await deps.staging(from);
       await deps.staging(input.runKey);
       const tasks = new Map(input.subTasks.map((t) => [t.id, t]));
@@ -69,14 +72,21 @@ export function continueActivities(deps: ActivityDeps) {
 }
 
 /** The failed run's result, as Temporal holds it, and its run key; refused unless it ended without pushing. */
-async function failedRun(runId: string): Promise<{ result: RunResult; runKey: string }> {
-  const handle = Context.current().client.workflow.getHandle(runId);
+async function failedRun(runId: string, repoUrl?: string): Promise<{ result: RunResult; runKey: string }> {
+  const { client } = Context.current();
+  const handle = client.workflow.getHandle(runId);
   const refuse = (why: string) => permanent('InvalidRequest', `continues.runId: ${why}`);
   const described = await handle.describe().catch((err: unknown) => {
     throw err instanceof WorkflowNotFoundError ? refuse(`no run with id ${runId}`) : err;
   });
   if (described.type !== 'leaderWorkflow') throw refuse(`${runId} is a ${described.type}, not a run`);
   if (described.status.name === 'RUNNING') throw refuse(`run ${runId} is still running; continue it once it has ended`);
+  // Its work goes where this run pushes: never from another repository's run, whatever the request says.
+  const theirs = repoUrl && (await startedWith(client, runId, described.runId))?.repo?.url;
+  if (repoUrl && theirs !== repoUrl)
+    throw refuse(
+      `run ${runId} worked on ${theirs ?? 'no repository'}, not ${repoUrl}; a run continues only a run of its own repository`,
+    );
   const result = await handle.result().then(
     (r: RunResult) => r,
     (err: unknown) => resultOfFailure(err),

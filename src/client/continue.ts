@@ -47,12 +47,22 @@ export async function continueRun(
 
 /** The request a run was started with: the input of its history's first event. */
 async function startInput(client: Client, workflowId: string, runId: string): Promise<LeaderRequestInput> {
+  const input = await startedWith(client, workflowId, runId);
+  if (!input) throw new ContinueRefused(`run ${workflowId} has no request to continue from`);
+  return input;
+}
+
+/** The input a run was started with, as its history's first event holds it (undefined without one). */
+export async function startedWith(
+  client: Client,
+  workflowId: string,
+  runId: string,
+): Promise<LeaderRequestInput | undefined> {
   const page = await client.workflowService.getWorkflowExecutionHistory({
     namespace: client.options.namespace,
     execution: { workflowId, runId },
     maximumPageSize: 1,
   });
   const payload = page.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-  if (!payload) throw new ContinueRefused(`run ${workflowId} has no request to continue from`);
-  return defaultPayloadConverter.fromPayload(payload) as LeaderRequestInput;
+  return payload ? (defaultPayloadConverter.fromPayload(payload) as LeaderRequestInput) : undefined;
 }

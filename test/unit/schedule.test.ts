@@ -57,9 +57,50 @@ describe('a diamond', () => {
     expect(s.attemptFailed(s.get('a')!, 'exit 1 again')).toBe(false);
     expect(s.dropDependents('a', 'a failed').map((e) => e.task.id)).toEqual(['b', 'd', 'c']);
     expect(s.settled()).toBe(true);
-    expect(s.retry(s.get('a')!).map((e) => e.task.id)).toEqual(['b', 'c', 'd']);
+    expect(s.retry(s.get('a')!).back.map((e) => e.task.id)).toEqual(['b', 'c', 'd']);
     expect(ids(s)).toEqual(['a']);
     expect(s.get('a')!.allowance).toBe(3);
+  });
+
+  it('keeps dropped, for the other one, what also depends on a second sub-task that has ended, so nothing waits for good', () => {
+    const s = new Schedule(
+      [task('x'), task('y'), task('both', { dependsOn: ['x', 'y'] }), task('next', { dependsOn: ['both'] })],
+      1,
+    );
+    for (const id of ['x', 'y']) {
+      start(s, id);
+      s.attemptFailed(s.get(id)!, 'exit 9');
+      s.dropDependents(id, `its dependency ${id} failed`);
+    }
+    expect([s.get('both')!.droppedFor, s.get('next')!.droppedFor]).toEqual(['x', 'x']);
+    const { back, still } = s.retry(s.get('x')!);
+    expect(back).toEqual([]);
+    expect(still.map((e) => [e.task.id, e.state, e.reason, e.droppedFor])).toEqual([
+      ['both', 'dropped', 'its dependency y failed', 'y'],
+      ['next', 'dropped', 'its dependency both was dropped', 'y'],
+    ]);
+    integrate(s, 'x');
+    expect(s.settled()).toBe(true);
+    expect(s.retry(s.get('y')!).back.map((e) => e.task.id)).toEqual(['both', 'next']);
+  });
+});
+
+describe('why a sub-task waits', () => {
+  it('stays one short line however many dependencies, or however long the path, a hostile plan gives', () => {
+    const deps = Array.from({ length: 100 }, (_, i) => `dep-${i}-${'x'.repeat(50)}`);
+    const long = `src/${'p'.repeat(5000)}`;
+    const s = new Schedule(
+      [
+        ...deps.map((d) => task(d)),
+        task('many', { dependsOn: deps }),
+        task('a', { ownedPaths: [long] }),
+        task('b', { ownedPaths: [long] }),
+      ],
+      1,
+    );
+    expect(s.waits(s.get('many')!)).toBe(`waits for ${deps.slice(0, 5).join(', ')} and 95 more (dependencies)`);
+    expect(s.waits(s.get('b')!)).toMatch(/^waits for a: overlapping src\/p+… \(\+\d+ chars\)$/);
+    expect(s.waits(s.get('b')!)!.length).toBeLessThan(250);
   });
 });
 

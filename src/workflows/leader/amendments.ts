@@ -28,6 +28,8 @@ export interface Amendable {
 }
 
 const ENDED = ['failed', 'cancelled', 'dropped'];
+/** The longest note or cancellation reason an amendment keeps. */
+const NOTE_MAX_CHARS = 300;
 
 export class PlanAmendments implements Amendable {
   constructor(private readonly p: PlanRun) {}
@@ -63,13 +65,16 @@ export class PlanAmendments implements Amendable {
   async cancel({ subTaskId, by, reason }: CancelSubTaskInput): Promise<string> {
     const { p } = this;
     const entry = p.schedule.get(subTaskId)!;
-    const why = `cancelled by ${by ?? 'unknown'}: ${reason}`;
+    const who = `cancelled by ${by ?? 'unknown'}`;
+    // The reason is kept once, on the cancelled line, bounded like a note: a long one repeated on
+    // every dependent would outgrow the status and the result.
+    const why = clip(`${who}: ${reason}`, NOTE_MAX_CHARS);
     const attempt = p.running.get(subTaskId);
     Object.assign(entry, { state: 'cancelled', reason: why });
-    Object.assign(p.lines.get(subTaskId)!, { state: 'cancelled', reason: clip(why, 1000), waits: undefined });
+    Object.assign(p.lines.get(subTaskId)!, { state: 'cancelled', reason: why, waits: undefined });
     p.integrator.withdraw(entry);
     const dropped = p.schedule.all().filter((e) => e.state === 'waiting');
-    p.drop(entry, `its dependency ${subTaskId} was ${why}`);
+    p.drop(entry, `its dependency ${subTaskId} was ${who}`);
     const gone = dropped.filter((e) => e.state === 'dropped').map((e) => e.task.id);
     this.record('cancel', subTaskId, by, reason);
     if (attempt) {
@@ -93,8 +98,9 @@ export class PlanAmendments implements Amendable {
     const entry = p.schedule.get(subTaskId)!;
     const heading = `This is attempt ${entry.attempts + 1} of this sub-task, asked for by ${by ?? 'a person'}, in a fresh checkout of the integration head. Its last attempt failed; the reason follows. Do the sub-task again, avoiding that failure.`;
     p.notes.set(subTaskId, { heading, reason: entry.reason ?? 'it failed', by, message });
-    const back = p.schedule.retry(entry);
+    const { back, still } = p.schedule.retry(entry);
     for (const e of back) Object.assign(p.lines.get(e.task.id)!, { state: 'queued', reason: undefined });
+    for (const e of still) p.lines.get(e.task.id)!.reason = e.reason;
     this.record('retry', subTaskId, by, message);
     p.changed = true;
     const restored = back.length ? `; ${back.map((e) => e.task.id).join(', ')} no longer dropped` : '';
@@ -103,7 +109,10 @@ export class PlanAmendments implements Amendable {
 
   /** Why the plan takes no amendment now, or undefined while it runs. */
   private openProblem(): string | undefined {
-    if (this.p.phase === 'running') return undefined;
+    if (this.p.phase === 'running')
+      return this.p.replanning
+        ? `a replan is under way (${this.p.replanning}); amend the plan once the planner's proposal is settled`
+        : undefined;
     if (this.p.phase === 'stopping') return 'the run is ending (a sub-task failed, and onFailure is fail)';
     return `the plan has settled (phase: ${this.p.run.status.phase}); it can no longer be amended`;
   }
@@ -121,7 +130,7 @@ export class PlanAmendments implements Amendable {
   private record(kind: Amendment['kind'], subTaskId: string, by: string | undefined, note?: string): void {
     const { status, result } = this.p.run;
     const amendment: Amendment = { kind, subTaskId, by: by ?? 'unknown', at: Date.now() };
-    if (note) amendment.note = clip(note, 300);
+    if (note) amendment.note = clip(note, NOTE_MAX_CHARS);
     status.amendments = result.amendments = [...(status.amendments ?? []), amendment].slice(-AMENDMENTS_KEPT);
     status.amendedCount = (status.amendedCount ?? 0) + 1;
     this.p.changed = true;

@@ -36,6 +36,7 @@ export async function adopt(run: Run, plan: PlannedRequest, baseSha: string): Pr
       runKey: run.key,
       baseSha,
       runId: from,
+      repoUrl: plan.repo.url,
       subTasks: plan.subTasks.map((t) => ({ id: t.id, ownedPaths: t.ownedPaths })),
       sharedPaths: plan.sharedPaths,
       policy: plan.policy,

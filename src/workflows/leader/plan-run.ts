@@ -50,6 +50,9 @@ interface Conflicted {
   attempt: number;
 }
 
+/** Characters the reasons of what was left out take together, at most (each at least 80). */
+const DROPPED_CHARS = 6 * 1024;
+
 type Event =
   | { kind: 'ended'; attempt: Attempt; report?: SubTaskReport; final?: boolean }
   | { kind: 'merged'; item: MergeItem; failure?: MergeFailure }
@@ -78,6 +81,11 @@ export class PlanRun {
   private readonly conflicts = new Map<string, Conflicted>();
   /** running: amendments are accepted. stopping: a failure ends the run. closed: the plan has settled. */
   phase: 'running' | 'stopping' | 'closed' = 'running';
+  /**
+   * While a replan round runs (its planner, its plan gate): what it replans. Amendments wait for
+   * it, since its proposal is checked against the plan as the round began.
+   */
+  replanning?: string;
   /** Set by an amendment, so that the loop looks again. */
   changed = false;
   private readonly events: Event[] = [];
@@ -415,7 +423,12 @@ export class PlanRun {
       line.waits = this.schedule.waits(entry) ?? 'waits for a free slot';
     }
     const ended = this.schedule.ended();
-    status.dropped = this.run.result.dropped = ended.map((e) => ({ id: e.task.id, reason: e.reason ?? e.state }));
+    // Each reason's share shrinks with their number, so that a hundred still fit one payload.
+    const share = Math.min(1000, Math.max(80, Math.floor(DROPPED_CHARS / Math.max(1, ended.length))));
+    status.dropped = this.run.result.dropped = ended.map((e) => ({
+      id: e.task.id,
+      reason: clip(e.reason ?? e.state, share),
+    }));
     if (!status.gate) setCurrentDetails(planDetails(status));
   }
 

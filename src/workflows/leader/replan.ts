@@ -24,9 +24,18 @@ export class Replanner {
   }
 
   async replan(failed: Entry): Promise<void> {
+    const round = ++this.rounds;
+    this.p.replanning = `round ${round}, after ${failed.task.id} failed`;
+    try {
+      await this.round(failed, round);
+    } finally {
+      this.p.replanning = undefined;
+    }
+  }
+
+  private async round(failed: Entry, round: number): Promise<void> {
     const { p } = this;
     const { run, plan, schedule } = p;
-    const round = ++this.rounds;
     const id = failed.task.id;
     const dropped = p.drop(failed, `replanned in round ${round}, after ${id} failed`);
     const planning = run.status.planning!;

@@ -9,6 +9,7 @@
  */
 import { overlapOf, planOrder } from '../../contracts/plan';
 import type { SubTask } from '../../contracts/request';
+import { clip } from '../../contracts/text';
 
 /**
  * waiting: not started (or between attempts). running: an attempt's sub-task workflow runs.
@@ -74,10 +75,14 @@ export class Schedule {
    */
   waits(entry: Entry): string | undefined {
     const deps = (entry.task.dependsOn ?? []).filter((d) => this.entries.get(d)?.state !== 'integrated');
-    if (deps.length) return `waits for ${deps.join(', ')} (${deps.length > 1 ? 'dependencies' : 'dependency'})`;
+    if (deps.length) {
+      // A hundred long ids on every waiting line would outgrow the status; the line's dependsOn has them all.
+      const named = deps.length > 5 ? `${deps.slice(0, 5).join(', ')} and ${deps.length - 5} more` : deps.join(', ');
+      return `waits for ${named} (${deps.length > 1 ? 'dependencies' : 'dependency'})`;
+    }
     for (const earlier of this.earlier(entry)) {
       if (SETTLED.includes(earlier.state)) continue;
-      return `waits for ${earlier.task.id}: overlapping ${overlapOf(earlier.task, entry.task)}`;
+      return `waits for ${earlier.task.id}: overlapping ${clip(overlapOf(earlier.task, entry.task)!, 200)}`;
     }
     return undefined;
   }
@@ -125,11 +130,30 @@ export class Schedule {
     return dropped;
   }
 
-  /** Brings back what was dropped for `id` (which is tried again); returns those entries. */
-  restoreDependents(id: string): Entry[] {
-    const back = this.all().filter((e) => e.state === 'dropped' && e.droppedFor === id);
-    for (const e of back) Object.assign(e, { state: 'waiting', reason: undefined, droppedFor: undefined });
-    return back;
+  /**
+   * Brings back what was dropped for `id` (which is tried again), in plan order, unless another
+   * of its dependencies has ended too: that one stays dropped, now for it (it would otherwise wait
+   * for good). Returns both.
+   */
+  restoreDependents(id: string): { back: Entry[]; still: Entry[] } {
+    const found = this.order
+      .map((i) => this.entries.get(i)!)
+      .filter((e) => e.state === 'dropped' && e.droppedFor === id);
+    const back: Entry[] = [];
+    const still: Entry[] = [];
+    for (const e of found) {
+      const blocker = (e.task.dependsOn ?? []).map((d) => this.entries.get(d)!).find((d) => ENDED.includes(d.state));
+      if (!blocker) {
+        Object.assign(e, { state: 'waiting', reason: undefined, droppedFor: undefined });
+        back.push(e);
+        continue;
+      }
+      const how = blocker.state === 'failed' ? 'failed' : `was ${blocker.state}`;
+      const droppedFor = blocker.state === 'dropped' ? blocker.droppedFor : blocker.task.id;
+      Object.assign(e, { reason: `its dependency ${blocker.task.id} ${how}`, droppedFor });
+      still.push(e);
+    }
+    return { back, still };
   }
 
   /** A failed attempt: true when the sub-task may try again, false when it has failed for good. */
@@ -144,7 +168,7 @@ export class Schedule {
   }
 
   /** A person asks for one more attempt of a failed sub-task. */
-  retry(entry: Entry): Entry[] {
+  retry(entry: Entry): { back: Entry[]; still: Entry[] } {
     Object.assign(entry, { state: 'waiting', allowance: entry.attempts + 1 });
     return this.restoreDependents(entry.task.id);
   }
