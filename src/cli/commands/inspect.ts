@@ -29,7 +29,7 @@ async function statusCommand(id: string, o: { json?: boolean }): Promise<number>
  * staging repository.
  */
 function fetchFrom(): string {
-  return stagingUrl() ? '"$FLOTILLA_STAGING_URL"' : shellQuote(load.staging().stagingDirOf(dataDir()));
+  return stagingUrl() ? '"$FLOTILLA_STAGING_URL"' : shellQuote(load.stagingDir().stagingDirOf(dataDir()));
 }
 
 interface ListOptions {
