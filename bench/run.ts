@@ -13,7 +13,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
@@ -27,8 +27,19 @@ const cpuProfDir = process.argv.includes('--cpu-prof')
   ? path.resolve(process.argv[process.argv.indexOf('--cpu-prof') + 1] ?? 'bench-profiles')
   : undefined;
 const P = quick
-  ? { rounds: 1, agentS: 1, fanout: 2, more: 4, files: 200, mb: 1, history: 5, concurrent: 2, perRun: 2 }
-  : { rounds: 3, agentS: 5, fanout: 8, more: 32, files: 20000, mb: 150, history: 50, concurrent: 10, perRun: 4 };
+  ? { rounds: 1, agentS: 0.5, fanout: 2, more: 4, files: 200, mb: 1, history: 5, concurrent: 2, perRun: 2, starts: 1 }
+  : {
+      rounds: 3,
+      agentS: 5,
+      fanout: 8,
+      more: 32,
+      files: 20000,
+      mb: 150,
+      history: 50,
+      concurrent: 10,
+      perRun: 4,
+      starts: 3,
+    };
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-bench-'));
 const git = (cwd: string, ...args: string[]) =>
@@ -120,6 +131,24 @@ async function phases(client: Client, handle: WorkflowHandle): Promise<{ seed?: 
   return { seed, integrate };
 }
 
+/**
+ * True when the build's last output (dist/workflow-bundle-traced.js, written last by `npm run build`) is
+ * newer than every file the build reads: after the suite (whose package test builds) or a bench,
+ * CI's smoke run need not spend 20 s building again.
+ */
+function builtSinceLastChange(): boolean {
+  const top = path.join(__dirname, '..');
+  const output = path.join(top, 'dist', 'workflow-bundle-traced.js');
+  if (!existsSync(output)) return false;
+  const newest = (p: string): number => {
+    const st = statSync(p);
+    if (!st.isDirectory()) return st.mtimeMs;
+    return Math.max(st.mtimeMs, ...readdirSync(p).map((e) => newest(path.join(p, e))));
+  };
+  const inputs = ['src', 'scripts/bundle-workflows.js', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
+  return inputs.every((i) => !existsSync(path.join(top, i)) || newest(path.join(top, i)) < statSync(output).mtimeMs);
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
@@ -136,7 +165,8 @@ async function main(): Promise<void> {
       .join(' ');
   console.log(`# Flotilla bench (${quick ? 'quick' : 'full'}), ${os.cpus().length} cores, load average ${load()}`);
   // The worker runs as built: a bench of stale dist/ would measure other code.
-  execFileSync('npm', ['run', '--silent', 'build'], { cwd: path.join(__dirname, '..'), stdio: 'pipe' });
+  if (builtSinceLastChange()) console.log('(dist/ is newer than every source of the build: not rebuilt)');
+  else execFileSync('npm', ['run', '--silent', 'build'], { cwd: path.join(__dirname, '..'), stdio: 'pipe' });
   const small = makeRemote('small', 10, 0.01, 1);
   const big = makeRemote('big', P.files, P.mb, P.history);
   console.log(
@@ -167,9 +197,11 @@ async function main(): Promise<void> {
   // Start-up alone, a few times (the embedded server is already up); the last one stays.
   const readies: number[] = [];
   let worker: WorkerProcess | undefined;
-  for (let i = 0; i < 3; i++) {
+  // A profiled start is not counted: with a profile, one more.
+  const starts = P.starts + (cpuProfDir ? 1 : 0);
+  for (let i = 0; i < starts; i++) {
     await worker?.stop();
-    const last = i === 2;
+    const last = i === starts - 1;
     worker = await startWorker(
       undefined,
       last && cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`] : undefined,
