@@ -4,7 +4,9 @@
 # No isolation, no durability, no checks: the floor Flotilla's overhead is measured against.
 #
 #   baseline.sh REMOTE WORKDIR N AGENT_SECONDS
-# Prints "phase <name> <seconds>" lines for the table.
+# Prints "phase <name> <seconds>" lines for the table: seed (the first worktree), integrate (all
+# merges), total, and the parts of the physical limit of a fan-out (the longest agent, one merge,
+# one test, one push): agent, merge, test, push.
 set -euo pipefail
 remote=$1 work=$2 n=$3 secs=$4
 now() { date +%s.%N; }
@@ -19,12 +21,22 @@ for i in $(seq 1 "$n"); do
   [ "$i" = 1 ] && phase seed "$t"
 done
 for i in $(seq 1 "$n"); do
-  ( cd "$work/wt$i" && sleep "$secs" && mkdir -p "t$i" && echo "hello from $i" > "t$i/out.txt" && git add -A && git commit -qm "task $i" ) &
+  ( t=$(now) && cd "$work/wt$i" && sleep "$secs" && mkdir -p "t$i" && echo "hello from $i" > "t$i/out.txt" &&
+    git add -A && git commit -qm "task $i" && phase agent "$t" > "$work/agent$i" ) &
 done
 wait
+sort -k3 -g "$work"/agent* | tail -1
 t=$(now)
-for i in $(seq 1 "$n"); do git merge -q --no-edit "task$i"; done
+for i in $(seq 1 "$n"); do
+  m=$(now)
+  git merge -q --no-edit "task$i"
+  [ "$i" = 1 ] && phase merge "$m"
+done
 phase integrate "$t"
+t=$(now)
 true   # the test command Flotilla runs too
+phase test "$t"
+t=$(now)
 git push -q origin HEAD:refs/heads/bench-$$
+phase push "$t"
 phase total "$t0"

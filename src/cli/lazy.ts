@@ -27,5 +27,5 @@ export const load = {
   init: () => require('./init') as typeof import('./init'),
   worker: () => require('../worker') as typeof import('../worker'),
   gc: () => require('../retention/gc') as typeof import('../retention/gc'),
-  staging: () => require('../git/staging') as typeof import('../git/staging'),
+  stagingDir: () => require('../git/staging-dir') as typeof import('../git/staging-dir'),
 };

@@ -4,7 +4,8 @@
  */
 import type { Client } from '@temporalio/client';
 import { DEFAULT_TASK_QUEUE } from '../config/settings';
-import { type RunStatus, statusQuery } from '../contracts/messages';
+import type { RunStatus } from '../contracts/messages';
+import { STATUS_QUERY } from '../contracts/query-names';
 import { shellQuote } from './shell';
 
 /** No worker answers for a run: its task queue has no poller, or the query timed out. */
@@ -64,7 +65,9 @@ export async function queryStatus(
   const { taskQueue } = await handle.describe();
   if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
   try {
-    const status = await client.connection.withDeadline(Date.now() + deadlineMs, () => handle.query(statusQuery));
+    const status = await client.connection.withDeadline(Date.now() + deadlineMs, () =>
+      handle.query<RunStatus>(STATUS_QUERY),
+    );
     return { status, taskQueue };
   } catch (err) {
     // A worker that died a moment ago is still listed as a poller: the query then times out

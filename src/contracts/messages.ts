@@ -21,6 +21,7 @@ import {
   type Refusal,
   type RunOutcome,
 } from './reports';
+import { STATUS_QUERY } from './query-names';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
 
 export type RunPhase =
@@ -230,7 +231,7 @@ export function parseMessage<T>(
   return { ok: false, reason: `invalid message: ${describeIssues(parsed.error.issues, '(message)').join('; ')}` };
 }
 
-export const statusQuery = defineQuery<RunStatus>('status');
+export const statusQuery = defineQuery<RunStatus>(STATUS_QUERY);
 /** The run's plan as it stands: the request's or the planner's sub-tasks, with every amendment and replan. */
 export const planQuery = defineQuery<{ subTasks: SubTask[] }>('plan');
 export const approveSignal = defineSignal<[ApproveInput]>('approve');

@@ -18,7 +18,10 @@ import { type ImportOf, type ImportedPack, importBundleInto } from './import';
 import { hostGitEnv } from './env';
 import { type PushOutcome, fetchBranchInto, pushWithLease, remoteBranchSha } from './remote';
 import { SharedStore } from './shared-store';
+import { stagingDirOf } from './staging-dir';
 import { type GitOptions, git, gitRecords, gitText, runGit } from './spawn';
+
+export { stagingDirOf };
 
 export function runRef(runKey: string, name: string): string {
   return `refs/flotilla/${runKey}/${name}`;
@@ -34,11 +37,6 @@ export function runKeyOfRef(ref: string): string {
 /** Where the shared store keeps an artifact (a log, by the sha256 of its content) as a blob. */
 export function artifactRef(hex: string): string {
   return `refs/flotilla/artifacts/${hex}`;
-}
-
-/** Where the data directory `dataDir` keeps its staging repository. */
-export function stagingDirOf(dataDir: string): string {
-  return path.join(dataDir, 'staging.git');
 }
 
 export class StagingRepo {

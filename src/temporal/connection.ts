@@ -8,7 +8,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { Client, Connection } from '@temporalio/client';
 import type { TLSConfig } from '@temporalio/common/lib/internal-non-workflow';
-import { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
 import { startTracing } from './telemetry';
 import { type TemporalTarget, ensureTemporal } from './server';
 
@@ -54,6 +54,8 @@ export async function connectClient(opts: { dataDir: string; warn: (line: string
 export async function connectWorker(opts: { dataDir: string }): Promise<WorkerSession> {
   const temporal = await ensureTemporal({ dataDir: opts.dataDir });
   try {
+    // Required here: the CLI connects with the client alone, and the worker's SDK takes it 0.2 s to load.
+    const { NativeConnection } = require('@temporalio/worker') as typeof import('@temporalio/worker');
     const connection = await reach(temporal, () =>
       NativeConnection.connect({ address: temporal.address, ...temporal.connection }),
     );

@@ -51,4 +51,10 @@ export const PATCHES = {
     before:
       'the fixed plan (leader/fixed-plan.ts): every sub-task starts from the base at once, integration begins once the last has ended, any failure ends the run, and the plan cannot be amended',
   },
+  progressInBackground: {
+    id: 'progress-in-background',
+    since: 'fifth landing (issue 19), the progress signal off the critical path',
+    before:
+      'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
+  },
 } as const satisfies Record<string, Patch>;

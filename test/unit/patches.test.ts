@@ -84,6 +84,7 @@ describe('patches', () => {
       'host-affinity',
       'living-plan',
       'plan-validated-by-activity',
+      'progress-in-background',
       'request-parsed-by-activity',
       'salvage-failed-agent-runs',
       'search-attributes',

@@ -10,8 +10,11 @@ import { statusOf, withClient } from '../session';
 
 async function statusCommand(id: string, o: { json?: boolean }): Promise<number> {
   return withClient(async ({ client, url }) => {
+    // Asked together: each is a round trip to the server, and the command waits for both.
+    const continued = load.runs().continuedBy(client, id);
+    continued.catch(() => undefined); // a status that fails first says why; this one is not awaited then
     const { status, taskQueue: queue } = await statusOf(client, id);
-    const continuedBy = await load.runs().continuedBy(client, id);
+    const continuedBy = await continued;
     if (o.json) json({ workflowId: id, taskQueue: queue, webUrl: url(id), ...status, continuedBy });
     else {
       const context = { continuedBy, fetchFrom: fetchFrom() };
@@ -29,7 +32,7 @@ async function statusCommand(id: string, o: { json?: boolean }): Promise<number>
  * staging repository.
  */
 function fetchFrom(): string {
-  return stagingUrl() ? '"$FLOTILLA_STAGING_URL"' : shellQuote(load.staging().stagingDirOf(dataDir()));
+  return stagingUrl() ? '"$FLOTILLA_STAGING_URL"' : shellQuote(load.stagingDir().stagingDirOf(dataDir()));
 }
 
 interface ListOptions {

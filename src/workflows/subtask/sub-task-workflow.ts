@@ -74,11 +74,19 @@ export class SubTaskWorkflow {
   private resume?: ResumeInput;
   /** The scope of the invocation under way, which a pause cancels. */
   private agentScope?: CancellationScope;
+  /**
+   * Progress to the leader is sent without waiting for the leader to have it (runs started
+   * before this release waited, a round trip before every step that followed).
+   */
+  private readonly tellInBackground: boolean;
+  /** The last progress signal sent: the next one is sent once it is delivered, so the leader hears them in order. */
+  private told: Promise<void> = Promise.resolve();
 
   constructor(private readonly input: SubTaskInput) {
     const { task } = input;
     this.task = task;
     this.home = SandboxHome.open(`sub-task ${task.id}`, input);
+    this.tellInBackground = patched(PATCHES.progressInBackground.id);
     this.sandbox = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
     this.budget = input.budgetUsd;
     this.seededAt = input.seed?.sha ?? input.baseSha;
@@ -450,10 +458,16 @@ export class SubTaskWorkflow {
         reprovisions: this.home.moves.length,
       }),
     };
+    const parent = getExternalWorkflowHandle(this.parentId);
     // A leader that has closed cannot be told; the sub-task's own result still says how it ended.
-    await getExternalWorkflowHandle(this.parentId)
-      .signal(subTaskProgressSignal, progress)
-      .catch(() => undefined);
+    const send = () => parent.signal(subTaskProgressSignal, progress).catch(() => undefined);
+    if (this.tellInBackground) this.told = this.told.then(send);
+    else await send();
+  }
+
+  /** Waits until the leader has the last progress sent: a sub-task ends only after it. */
+  async progressDelivered(): Promise<void> {
+    await this.told;
   }
 
   private report(fields: Partial<SubTaskReport> & Pick<SubTaskReport, 'status'>): SubTaskReport {

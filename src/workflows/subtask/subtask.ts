@@ -67,6 +67,7 @@ export async function workerWorkflow(input: SubTaskInput): Promise<SubTaskReport
     return 'status' in finished ? finished : subTask.verdict(finished);
   } finally {
     await subTask.destroySandbox();
+    await subTask.progressDelivered();
   }
 }
 
