@@ -51,7 +51,7 @@ export function otherSubTaskLines(
 }
 
 /** The paths as the agent reads them: "." (or nothing) is the whole repository. */
-export function describePaths(paths: string[]): string {
+function describePaths(paths: string[]): string {
   return paths.map((p) => (p.replace(/^\.\/?$/, '') === '' ? '. (the whole repository)' : p)).join(', ');
 }
 
