@@ -297,7 +297,8 @@ describe('planner', () => {
     });
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.planning).toMatchObject({ source: 'planner', attempts: 1 });
-    expect(end.result?.workers.map((w) => w.workerId)).toEqual(['left', 'right']);
+    // In the order they ended, which the two race for.
+    expect(end.result?.workers.map((w) => w.workerId).sort()).toEqual(['left', 'right']);
     expect(await remote.show('main', 'right/greeting.txt')).toBe('hello\n');
   });
 
