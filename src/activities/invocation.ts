@@ -6,6 +6,7 @@ import { Context } from '@temporalio/activity';
 import { harnessFor } from '../agents';
 import { CarryingParser, readCarryOver } from '../agents/carry-over';
 import type { AgentOutcome } from '../agents/types';
+import type { BriefContext } from '../contracts/brief';
 import type { AgentSpec } from '../contracts/request';
 import { modelApiRules } from '../sandbox/egress/rules';
 import type { Sandbox } from '../sandbox/types';
@@ -40,6 +41,8 @@ export interface AgentRunInput {
   interrupted?: boolean;
   /** Variables for this role beyond what the harness sets (a planner's plan file). */
   extraEnv?: Record<string, string>;
+  /** A sub-task's agent is briefed (src/contracts/brief.ts); the planner and the fixers have prompts of their own. */
+  brief?: BriefContext;
 }
 
 /**
@@ -71,6 +74,7 @@ export async function runHarness(
     subTaskId: input.workerId,
     objective: input.objective,
     prompt: input.prompt,
+    ...(input.brief && { brief: input.brief }),
     inputDir: sb.scratch,
     sessionId,
     message: input.message,

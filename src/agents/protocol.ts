@@ -3,6 +3,7 @@
  * resumed or interrupted agent is told, and what it reads as its input (from a file on stdin, so
  * neither the shell nor the kernel's argument limits ever see user text).
  */
+import { brief } from '../contracts/brief';
 import { truncate } from './lines';
 import type { AgentTask } from './types';
 
@@ -35,13 +36,14 @@ export function followUp(task: AgentTask): string | undefined {
 }
 
 /**
- * What a CLI agent reads on standard input: the task prompt and then the follow-up, or for a
- * resumed session the follow-up alone (the task is in its history).
+ * What a CLI agent reads on standard input: the task prompt (a sub-task's brief) and then the
+ * follow-up, or for a resumed session the follow-up alone (the task is in its history).
  */
 export function agentInput(task: AgentTask): string {
   const extra = followUp(task);
   if (task.sessionId) return extra!;
-  return extra ? `${task.prompt}\n\n${extra}` : task.prompt;
+  const prompt = task.brief ? brief(task, task.brief) : task.prompt;
+  return extra ? `${prompt}\n\n${extra}` : prompt;
 }
 
 /** An input file of the task's, as its in-sandbox path. */

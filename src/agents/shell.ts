@@ -1,18 +1,22 @@
 /**
  * Any shell command as an agent. The prompt is in the file $FLOTILLA_PROMPT_FILE, and also in
  * $FLOTILLA_PROMPT while it is at most TEXT_VARIABLE_CAP bytes (Linux refuses to start a program
- * with a longer string in its environment); the same goes for $FLOTILLA_OBJECTIVE(_FILE) and
- * $FLOTILLA_RESUME_MESSAGE(_FILE). A command that wants to report progress prints lines of the form
+ * with a longer string in its environment); the same goes for $FLOTILLA_OBJECTIVE(_FILE),
+ * $FLOTILLA_RESUME_MESSAGE(_FILE) and, for a sub-task's agent, its brief (src/contracts/brief.ts)
+ * in $FLOTILLA_BRIEF(_FILE) and its owned and shared paths, one a line, in
+ * $FLOTILLA_OWNED_PATHS(_FILE) and $FLOTILLA_SHARED_PATHS(_FILE). A command that wants to report
+ * progress prints lines of the form
  *
  *   ::flotilla {"turns": 3, "costUsd": 0.42, "question": "Which database?", "sessionId": "s1"}
  *
  * where every field is optional and each line states totals so far (a lower total than an earlier
  * line's is ignored). A `question` means the agent stopped because it needs an answer. On resume,
- * $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and $FLOTILLA_SESSION_ID the session it reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt
- * died midway; $FLOTILLA_MAX_TURNS is its turn limit, if any. $FLOTILLA_SUBTASK_ID names the
- * sub-task; $FLOTILLA_WORKER_ID is the same value under its old name, deprecated ("worker" now
+ * $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and $FLOTILLA_SESSION_ID the session it
+ * reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt died midway; $FLOTILLA_MAX_TURNS
+ * is its turn limit, if any. $FLOTILLA_SUBTASK_ID names the sub-task; $FLOTILLA_WORKER_ID is the same value under its old name, deprecated ("worker" now
  * means the worker process only) and kept so that existing commands keep working.
  */
+import { brief } from '../contracts/brief';
 import { LineSplitter, truncate } from './lines';
 import { inputPath } from './protocol';
 import type {
@@ -102,6 +106,11 @@ export class ShellHarness implements Harness {
     };
     text('FLOTILLA_PROMPT', task.prompt, 'prompt.md');
     text('FLOTILLA_OBJECTIVE', task.objective, 'objective.md');
+    if (task.brief) {
+      text('FLOTILLA_BRIEF', brief(task, task.brief), 'brief.md');
+      text('FLOTILLA_OWNED_PATHS', task.brief.ownedPaths.join('\n'), 'owned-paths.txt');
+      text('FLOTILLA_SHARED_PATHS', task.brief.sharedPaths.join('\n'), 'shared-paths.txt');
+    }
     if (task.message) text('FLOTILLA_RESUME_MESSAGE', task.message, 'resume-message.md');
     if (task.sessionId) env.FLOTILLA_SESSION_ID = task.sessionId;
     if (task.interrupted) env.FLOTILLA_INTERRUPTED = '1';

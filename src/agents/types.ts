@@ -3,11 +3,15 @@
  * (shell.ts, claude-code.ts, codex.ts). Activities only ever see this interface, and every
  * harness passes the same contract suite, test/support/harness-contract.ts.
  */
+import type { BriefContext } from '../contracts/brief';
+
 export interface AgentTask {
   /** The sub-task the agent works on; for an agent that is none's, its role ("planner", "resolver", "repair"). */
   subTaskId: string;
   objective: string;
   prompt: string;
+  /** For a sub-task's agent: what its brief says beyond the objective and the prompt. */
+  brief?: BriefContext;
   /**
    * An in-sandbox directory (the sandbox's scratch dir) for the files that carry the agent's
    * input: text of any size travels in files, never in argv or the environment, which Linux caps

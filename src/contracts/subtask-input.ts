@@ -33,6 +33,7 @@ const SubTaskInputShape = z.looseObject({
   progressToken: z.string().min(1),
   hostTimeoutMs: duration.optional(),
   checkpointIntervalMs: duration.optional(),
+  others: z.array(z.string()).optional(),
 });
 
 /** Every problem of a sub-task workflow's input, one line each naming the field; none when it is whole. */

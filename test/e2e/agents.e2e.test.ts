@@ -7,6 +7,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatStatus } from '../../src/cli/format/status';
+import { brief } from '../../src/contracts/brief';
 import { awaitRun } from '../../src/client/index';
 import { resumeSignal, statusQuery } from '../../src/contracts/messages';
 import type { LeaderRequestInput } from '../../src/contracts/request';
@@ -73,6 +74,16 @@ describe('real Claude Code workers', () => {
     }
     expect(status.totals.costUsd).toBeCloseTo(status.workers.reduce((s, w) => s + w.costUsd, 0));
     expect(end.result?.costUsd).toBeGreaterThan(0);
+    // Each agent's prompt was its brief: the objective, its own sub-task and paths, the other two.
+    for (const id of ids) {
+      const first = server.requests.find((r) => r.conversation === `E2E-${id}` && r.step === 0)!;
+      const others = ids.filter((o) => o !== id).map((o) => `${o} (owns ${o}): Task E2E-${o}: write ${o}/greeting.txt`);
+      const told = brief(
+        { objective: 'a test run', subTaskId: id, prompt: `Task E2E-${id}: write ${id}/greeting.txt` },
+        { ownedPaths: [id], sharedPaths: [], others },
+      );
+      expect(userTexts(first.body).join('\n')).toContain(told);
+    }
   });
 
   it('a worker whose model asks a question suspends, and resumes with the answer in the same session', async () => {
@@ -203,6 +214,12 @@ describe('a real Codex worker', () => {
       expect(await remote.show('main', 'cx/greeting.txt')).toBe('hello from codex\n');
       expect(end.result?.workers[0].costUsd).toBeGreaterThan(0);
       expect(end.result?.workers[0].turns).toBe(1);
+      const first = server.requests.find((r) => r.conversation === 'E2E-codex' && r.step === 0)!;
+      const told = userTexts(first.body).join('\n');
+      expect(told).toContain('===== BEGIN FLOTILLA BRIEF: sub-task "cx" =====');
+      expect(told).toContain("The team's objective:\na greeting by codex\n");
+      expect(told).toContain('Your sub-task, "cx":\nTask E2E-codex: write cx/greeting.txt\n');
+      expect(told).toContain('Paths you own: cx\n');
     } finally {
       for (const [name, value] of [
         ['OPENAI_API_KEY', saved.key],
@@ -212,6 +229,49 @@ describe('a real Codex worker', () => {
         else process.env[name] = value;
       }
     }
+  });
+});
+
+describe('the brief', () => {
+  it('a shell agent finds its brief, and its paths one a line, in files and variables; a retry is told why', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n', 'CHANGELOG.md': '' });
+    const keep = [
+      'mkdir -p "$FLOTILLA_SUBTASK_ID"',
+      'cp "$FLOTILLA_BRIEF_FILE" "$FLOTILLA_SUBTASK_ID/brief.md"',
+      'printf "%s|%s|%s" "$FLOTILLA_OWNED_PATHS" "$(cat "$FLOTILLA_SHARED_PATHS_FILE")" "${FLOTILLA_BRIEF:+set}" > "$FLOTILLA_SUBTASK_ID/vars.txt"',
+      'git add -A && git commit -qm brief',
+    ].join(' && ');
+    const request = shellRequest(
+      remote.url,
+      [
+        subTask('left', keep, { prompt: 'Write the left half.' }),
+        subTask('right', `if grep -q 'This is attempt 2' "$FLOTILLA_BRIEF_FILE"; then ${keep}; else exit 3; fi`, {
+          ownedPaths: ['right', 'docs/right.md'],
+        }),
+      ],
+      { objective: 'two halves', sharedPaths: ['CHANGELOG.md'] },
+    );
+    const end = await env.run(request);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'left/brief.md')).toBe(
+      brief(
+        { objective: 'two halves', subTaskId: 'left', prompt: 'Write the left half.' },
+        {
+          ownedPaths: ['left'],
+          sharedPaths: ['CHANGELOG.md'],
+          others: ['right (owns right, docs/right.md): do right'],
+        },
+      ),
+    );
+    expect(await remote.show('main', 'left/vars.txt')).toBe('left|CHANGELOG.md|set');
+    expect(await remote.show('main', 'right/vars.txt')).toBe('right\ndocs/right.md|CHANGELOG.md|set');
+    const right = await remote.show('main', 'right/brief.md');
+    expect(right).toContain('Your sub-task, "right":\ndo right\n');
+    expect(right).toMatch(
+      /This is attempt 2[^]*the agent exited with code 3[^]*Paths you own: right, docs\/right\.md\n/,
+    );
+    expect(right).toContain('- left (owns left): Write the left half.\n');
   });
 });
 
@@ -237,7 +297,8 @@ describe('planner', () => {
     });
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.planning).toMatchObject({ source: 'planner', attempts: 1 });
-    expect(end.result?.workers.map((w) => w.workerId)).toEqual(['left', 'right']);
+    // In the order they ended, which the two race for.
+    expect(end.result?.workers.map((w) => w.workerId).sort()).toEqual(['left', 'right']);
     expect(await remote.show('main', 'right/greeting.txt')).toBe('hello\n');
   });
 

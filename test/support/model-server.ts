@@ -4,7 +4,8 @@
  * (POST /v1/responses, streaming), listens on 127.0.0.1 only, and records every request.
  *
  * A conversation is scripted as an ordered list of steps, and is recognised by a key that
- * appears in its users' messages (put it in the prompt). Which step answers a request is
+ * appears in its users' messages (put it in the prompt); where several do, by the first (a
+ * sub-task's brief lists the other sub-tasks' prompts after its own). Which step answers a request is
  * worked out from the request itself: the number of model replies already in its history.
  * That makes retries harmless and a resumed session carry on where it left off, whichever
  * process sends it.
@@ -170,14 +171,15 @@ export class ModelServer {
   /** The script step a request asks for, or undefined for a request that is not a scripted turn. */
   private stepFor(record: RecordedRequest, isTurn: boolean): Step | undefined {
     if (!isTurn) return undefined;
-    const texts = userTexts(record.body);
-    for (const [key, steps] of this.scripts) {
-      if (!texts.some((t) => t.includes(key))) continue;
-      record.conversation = key;
-      record.step = repliesSoFar(record.body);
-      return steps[record.step] ?? { text: 'The script has no more steps.' };
-    }
-    return undefined;
+    const text = userTexts(record.body).join('\n');
+    // The key that comes first: a sub-task's brief lists the other sub-tasks' prompts after its own.
+    const at = (key: string) => text.indexOf(key);
+    const found = [...this.scripts.keys()].filter((key) => at(key) >= 0);
+    const key = found.sort((a, b) => at(a) - at(b) || b.length - a.length)[0];
+    if (key === undefined) return undefined;
+    record.conversation = key;
+    record.step = repliesSoFar(record.body);
+    return this.scripts.get(key)![record.step] ?? { text: 'The script has no more steps.' };
   }
 
   private anthropic(record: RecordedRequest, res: http.ServerResponse): void {

@@ -39,6 +39,9 @@ describe('subTaskInputProblems', () => {
     const [, input] = recordedInputs()[0];
     const bad = { ...(input as object), task: { id: 'a', prompt: 'p', ownedPaths: 'src', sharedPaths: [] } };
     expect(subTaskInputProblems(bad)).toEqual(['task.ownedPaths: expected array, got a string']);
+    expect(subTaskInputProblems({ ...(input as object), others: 'web' })).toEqual([
+      'others: expected array, got a string',
+    ]);
   });
 
   it('passes the input of every sub-task workflow in the replay fixtures, and fields it does not know', () => {

@@ -11,6 +11,7 @@ import {
   uuid4,
 } from '@temporalio/workflow';
 import type { SubTaskSeed } from '../../activities/integration';
+import { otherSubTaskLines } from '../../contracts/brief';
 import { rootMessage } from '../../contracts/failures';
 import type { SubTaskStatus } from '../../contracts/messages';
 import type { SubTaskReport } from '../../contracts/reports';
@@ -61,6 +62,7 @@ export function attemptInput(run: Run, plan: PlannedRequest, baseSha: string, ta
     hostTimeoutMs: msOfSeconds(limits.hostTimeoutSeconds),
     checkpointIntervalMs: msOfSeconds(limits.checkpointIntervalSeconds),
     ...(a.number > 1 && { attemptOf: task.id }),
+    others: otherSubTaskLines(plan.subTasks, task.id),
   };
   return given;
 }

@@ -3,6 +3,7 @@
  * with its line in the status; and the same for a sub-task that integration redoes.
  */
 import { ChildWorkflowFailure, ParentClosePolicy, isCancellation, startChild, uuid4 } from '@temporalio/workflow';
+import { otherSubTaskLines } from '../../contracts/brief';
 import { rootMessage } from '../../contracts/failures';
 import type { SubTaskStatus } from '../../contracts/messages';
 import type { SubTaskReport } from '../../contracts/reports';
@@ -73,6 +74,7 @@ export class FanOut {
       // Absent from requests parsed before these limits existed: the sub-task then takes the defaults.
       hostTimeoutMs: msOfSeconds(limits.hostTimeoutSeconds),
       checkpointIntervalMs: msOfSeconds(limits.checkpointIntervalSeconds),
+      others: otherSubTaskLines(plan.subTasks, task.id),
     };
   }
 

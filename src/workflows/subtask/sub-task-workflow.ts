@@ -289,6 +289,7 @@ export class SubTaskWorkflow {
               workerId: input.attemptOf ?? task.id,
               objective: input.objective,
               prompt: task.prompt,
+              brief: { ownedPaths: task.ownedPaths, sharedPaths: task.sharedPaths, others: input.others ?? [] },
               timeoutMs: input.workerTimeoutMs,
               sessionId: this.sessionId,
               message: this.message,

@@ -46,6 +46,11 @@ export interface SubTaskInput {
    * (`api.attempt2`): its agent is told the sub-task's own id, as on the first attempt.
    */
   attemptOf?: string;
+  /**
+   * The plan's other sub-tasks, one line each and bounded (otherSubTaskLines), for the agent's
+   * brief; absent in runs started before the brief, whose agents are told none.
+   */
+  others?: string[];
 }
 
 /**
