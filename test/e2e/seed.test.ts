@@ -218,7 +218,8 @@ describe('seeding', () => {
     const killed =
       'mkdir -p locked && echo staged > locked/a.txt && git add -A && ' +
       "(GIT_EDITOR='sleep 60 #' git commit -qa & echo $! > /tmp/git.pid; wait) & " +
-      'for i in $(seq 200); do [ -f .git/index.lock ] && break; sleep 0.05; done; kill -9 $(cat /tmp/git.pid); sleep 0.2; ' +
+      // Both the lock and the pid file: git may take the lock before the subshell has written its pid.
+      'for i in $(seq 200); do [ -f .git/index.lock ] && [ -s /tmp/git.pid ] && break; sleep 0.05; done; kill -9 $(cat /tmp/git.pid); sleep 0.2; ' +
       'test -f .git/index.lock && echo "stale lock left"';
     const end = await env.run(request('locked', killed));
     expect(end.result?.workers[0].tail).toContain('stale lock left');
