@@ -260,6 +260,8 @@ describe('suspend and resume', () => {
     expect(end.failureMessage).toContain(
       'asker: suspended (the agent needs an answer) and not resumed within 0 minute(s)',
     );
+    // No one answered: another attempt would only ask again, so there is none.
+    expect(end.result?.workers.map((w) => w.workerId)).toEqual(['asker']);
     expect(env.sandboxesLeft()).toEqual([]);
   });
 });
