@@ -16,6 +16,7 @@ import { newRunId, startRun } from '../src/client/index';
 import { parseLeaderRequest } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { startWorkerProcess } from './worker-process';
+import { runBench } from './main';
 
 const arg = (name: string) => {
   const i = process.argv.indexOf(name);
@@ -129,8 +130,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
-  rmSync(root, { recursive: true, force: true });
-  process.exit(1);
-});
+runBench('bench', root, main);

@@ -19,6 +19,7 @@ import { awaitRun, newRunId } from '../src/client/index';
 import type { LeaderRequestInput } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { countProcesses, startWorkerProcess } from './worker-process';
+import { runBench } from './main';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -132,8 +133,4 @@ async function main(): Promise<void> {
   rmSync(root, { recursive: true, force: true });
 }
 
-main().catch((err) => {
-  console.error(`compare failed: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
-  rmSync(root, { recursive: true, force: true });
-  process.exit(1);
-});
+runBench('compare', root, main);

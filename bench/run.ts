@@ -21,6 +21,7 @@ import { awaitRun, newRunId, startRun } from '../src/client/index';
 import { parseLeaderRequest } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { type WorkerProcess, countProcesses, startWorkerProcess } from './worker-process';
+import { runBench } from './main';
 
 const quick = process.argv.includes('--quick');
 const cpuProfDir = process.argv.includes('--cpu-prof')
@@ -428,8 +429,4 @@ async function main(): Promise<void> {
   rmSync(root, { recursive: true, force: true });
 }
 
-main().catch((err) => {
-  console.error(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
-  rmSync(root, { recursive: true, force: true });
-  process.exit(1);
-});
+runBench('bench', root, main);
