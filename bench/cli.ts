@@ -66,10 +66,12 @@ async function main(): Promise<void> {
     connection: await Connection.connect({ address: temporal.address }),
     namespace: temporal.namespace,
   });
+  // The CLI as a user of the embedded server runs it: by its port (its HTTP API is port + 10).
+  const { TEMPORAL_ADDRESS: _configured, ...inherited } = process.env;
   const env = {
-    ...process.env,
+    ...inherited,
     FLOTILLA_HOME: dataDir,
-    TEMPORAL_ADDRESS: temporal.address,
+    FLOTILLA_TEMPORAL_PORT: temporal.address.split(':')[1],
     TEMPORAL_NAMESPACE: temporal.namespace,
   };
   const worker = await startWorkerProcess({

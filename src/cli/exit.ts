@@ -40,12 +40,14 @@ export function failed(err: unknown, asJson = false): number {
   }
   if (err instanceof UsageError)
     return tell(err.showUsage ? `${err.message}\n(add --help for usage)` : err.message, EXIT.badInput);
-  if (err instanceof load.request().RequestError) return tell(err.message, EXIT.badInput);
+  // Ours first: the checks below load the request's schemas and the SDK (a status command's error need not).
+  if (err instanceof UnreachableError) return tell(err.message, EXIT.unreachable);
+  if (err instanceof load.status().RunNotFoundError) return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
   // A setting: one line naming the variable, and no usage hint, since no argument was wrong.
   if (err instanceof ConfigError) return tell(err.message, EXIT.badInput);
+  if (err instanceof load.request().RequestError) return tell(err.message, EXIT.badInput);
   if (err instanceof load.temporalSdk().WorkflowNotFoundError)
     return tell(`no run with id ${err.workflowId}`, EXIT.badInput);
-  if (err instanceof UnreachableError) return tell(err.message, EXIT.unreachable);
   if (load.status().grpcCode(err) === GRPC_UNAVAILABLE)
     return tell(`lost the connection to Temporal: ${(err as Error).message}`, EXIT.unreachable);
   // The SDK's ServiceError says what failed ("Failed to query Workflow"); its cause says why.

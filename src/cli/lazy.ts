@@ -16,6 +16,7 @@ export const load = {
   subTaskFile: () => require('../client/sub-task-file') as typeof import('../client/sub-task-file'),
   continuation: () => require('../client/continue') as typeof import('../client/continue'),
   status: () => require('../client/status') as typeof import('../client/status'),
+  httpReader: () => require('../client/http-reader') as typeof import('../client/http-reader'),
   runs: () => require('../client/list') as typeof import('../client/list'),
   listFilters: () => require('./list-filters') as typeof import('./list-filters'),
   searchAttributes: () => require('../temporal/search-attributes') as typeof import('../temporal/search-attributes'),

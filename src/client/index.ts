@@ -20,5 +20,17 @@ export {
 } from './messages';
 export { ContinueRefused, continuationOf, continueRun } from './continue';
 export { loadSubTaskFile } from './sub-task-file';
-export { NoWorkerError, grpcCode, hasWorker, noWorkerMessage, queryStatus, workerStartCommand } from './status';
-export { type ListFilters, type RunRow, SearchAttributesMissing, continuedBy, listRuns } from './list';
+export {
+  NoWorkerError,
+  RunNotFoundError,
+  type RunReader,
+  grpcCode,
+  grpcReader,
+  hasWorker,
+  noWorkerMessage,
+  queryStatus,
+  readStatus,
+  workerStartCommand,
+} from './status';
+export { httpReader } from './http-reader';
+export { type ListFilters, type RunRow, SearchAttributesMissing, listRuns } from './list';

@@ -15,7 +15,6 @@ import {
   FlotillaTargetRef,
   type RunFilters,
   awaitingOf,
-  continuedByQuery,
   runsQuery,
 } from '../contracts/search-attributes';
 import { checkMessage, checkSearchAttributes } from '../temporal/search-attributes';
@@ -112,22 +111,4 @@ export async function listRuns(client: Client, limit: number, filters: ListFilte
       }),
   );
   return rows;
-}
-
-/**
- * The runs that continue run `runId` (`flotilla continue`), newest first, from the visibility
- * store. A namespace without FlotillaContinues (not yet upgraded) has none to show.
- */
-export async function continuedBy(client: Client, runId: string): Promise<string[]> {
-  const ids: string[] = [];
-  try {
-    for await (const wf of client.workflow.list({ query: continuedByQuery(runId) })) {
-      ids.push(wf.workflowId);
-      if (ids.length >= 10) break;
-    }
-  } catch (err) {
-    if (grpcCode(err) === GRPC_INVALID_ARGUMENT) return [];
-    throw err;
-  }
-  return ids;
 }

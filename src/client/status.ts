@@ -6,6 +6,7 @@ import type { Client } from '@temporalio/client';
 import { DEFAULT_TASK_QUEUE } from '../config/settings';
 import type { RunStatus } from '../contracts/messages';
 import { STATUS_QUERY } from '../contracts/query-names';
+import { continuedByQuery } from '../contracts/visibility-query';
 import { shellQuote } from './shell';
 
 /** No worker answers for a run: its task queue has no poller, or the query timed out. */
@@ -24,6 +25,9 @@ const QUERY_DEADLINE_MS = 15_000;
 const GRPC_CANCELLED = 1;
 const GRPC_DEADLINE_EXCEEDED = 4;
 const GRPC_FAILED_PRECONDITION = 9;
+const GRPC_INVALID_ARGUMENT = 3;
+/** How many continuing runs a status names: more would only be one run continued again and again. */
+const CONTINUED_BY_SHOWN = 10;
 
 /** The gRPC status code of a failed call; the SDK wraps it in a ServiceError as its cause. */
 export function grpcCode(err: unknown): unknown {
@@ -52,23 +56,81 @@ export async function hasWorker(client: Client, taskQueue: string): Promise<bool
   return (r.pollers?.length ?? 0) > 0;
 }
 
+/** No run has the id (an HTTP reader's answer; the gRPC reader throws the SDK's WorkflowNotFoundError). */
+export class RunNotFoundError extends Error {
+  name = 'RunNotFoundError';
+  constructor(
+    readonly workflowId: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /**
- * A run's status. Queries are answered by a worker, so the run's task queue is checked first:
- * without a poller, a query would wait for a long time and then fail with no word of why.
+ * What a status needs from Temporal, by either of its APIs: gRPC through the SDK's client, or the
+ * server's HTTP API, which `flotilla status` reaches without loading the SDK (most of the CLI's
+ * start-up time). Both answer alike: test/support/run-reader-contract.ts runs against each.
+ * Failures carry the gRPC status code (grpcCode) either way.
  */
-export async function queryStatus(
+export interface RunReader {
+  /** The run's task queue; rejects when no run has the id. */
+  taskQueueOf(runId: string): Promise<string>;
+  /** True when some worker polls the task queue, i.e. can run workflows and answer queries. */
+  hasWorker(taskQueue: string): Promise<boolean>;
+  /** The run's status query, answered within `deadlineMs` or failed with DEADLINE_EXCEEDED. */
+  status(runId: string, deadlineMs: number): Promise<RunStatus>;
+  /** Up to ten runs that continue this one, newest first; none when the namespace lacks the attribute. */
+  continuedBy(runId: string): Promise<string[]>;
+}
+
+/** A reader over the SDK's gRPC client. */
+export function grpcReader(client: Client): RunReader {
+  return {
+    taskQueueOf: async (runId) => (await client.workflow.getHandle(runId).describe()).taskQueue,
+    hasWorker: (taskQueue) => hasWorker(client, taskQueue),
+    status: (runId, deadlineMs) =>
+      client.connection.withDeadline(Date.now() + deadlineMs, () =>
+        client.workflow.getHandle(runId).query<RunStatus>(STATUS_QUERY),
+      ),
+    continuedBy: async (runId) => {
+      const ids: string[] = [];
+      try {
+        for await (const wf of client.workflow.list({ query: continuedByQuery(runId) })) {
+          ids.push(wf.workflowId);
+          if (ids.length >= CONTINUED_BY_SHOWN) break;
+        }
+      } catch (err) {
+        if (grpcCode(err) === GRPC_INVALID_ARGUMENT) return [];
+        throw err;
+      }
+      return ids;
+    },
+  };
+}
+
+/** A run's status through the SDK's client (see readStatus). */
+export function queryStatus(
   client: Client,
   runId: string,
   deadlineMs = QUERY_DEADLINE_MS,
 ): Promise<{ status: RunStatus; taskQueue: string }> {
-  const handle = client.workflow.getHandle(runId);
-  const { taskQueue } = await handle.describe();
-  if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
+  return readStatus(grpcReader(client), runId, deadlineMs);
+}
+
+/**
+ * A run's status. Queries are answered by a worker, so the run's task queue is checked first:
+ * without a poller, a query would wait for a long time and then fail with no word of why.
+ */
+export async function readStatus(
+  reader: RunReader,
+  runId: string,
+  deadlineMs = QUERY_DEADLINE_MS,
+): Promise<{ status: RunStatus; taskQueue: string }> {
+  const taskQueue = await reader.taskQueueOf(runId);
+  if (!(await reader.hasWorker(taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
   try {
-    const status = await client.connection.withDeadline(Date.now() + deadlineMs, () =>
-      handle.query<RunStatus>(STATUS_QUERY),
-    );
-    return { status, taskQueue };
+    return { status: await reader.status(runId, deadlineMs), taskQueue };
   } catch (err) {
     // A worker that died a moment ago is still listed as a poller: the query then times out
     // (DEADLINE_EXCEEDED, or CANCELLED when our deadline cuts the call), or the server refuses

@@ -65,6 +65,14 @@ export function embeddedPort(): number {
   return setting('FLOTILLA_TEMPORAL_PORT');
 }
 
+/**
+ * The embedded dev server's HTTP API port: its gRPC port + 10, as Temporal's own defaults are
+ * (7233 and 7243).
+ */
+export function embeddedHttpPort(port = embeddedPort()): number {
+  return port + 10;
+}
+
 /** Flotilla's own version, from its package.json (next to src/ and dist/ alike). */
 export function packageVersion(): string {
   return (JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string })

@@ -125,6 +125,17 @@ export const VARIABLES = {
     help: "its Web UI, for links (the embedded server's is known)",
     parse: httpUrl('(the Web UI), such as https://temporal.example.com'),
   }),
+  FLOTILLA_TEMPORAL_HTTP_URL: variable({
+    group: 'temporal',
+    readBy: 'CLI',
+    default: "the embedded server's (port + 10); none for a configured cluster",
+    doc:
+      "The configured cluster's HTTP API base URL (the frontend's `httpPort`, 7243 by default). " +
+      '`flotilla status` reads through it, which is faster than loading the gRPC client; unset, or with ' +
+      'client certificates or gRPC metadata configured, it uses gRPC.',
+    help: "its HTTP API, for a faster `flotilla status` (the embedded server's is known)",
+    parse: httpUrl('(the HTTP API), such as https://temporal.example.com:7243'),
+  }),
   TEMPORAL_PROFILE: variable({
     group: 'temporal',
     readBy: 'worker, CLI',
@@ -157,8 +168,8 @@ export const VARIABLES = {
     group: 'temporal',
     readBy: 'worker, CLI',
     default: '`7233`',
-    doc: 'The port of the embedded dev server; its Web UI is on port + 1000.',
-    help: 'port of the embedded dev server (default 7233; Web UI on port + 1000)',
+    doc: 'The port of the embedded dev server; its Web UI is on port + 1000, its HTTP API on port + 10.',
+    help: 'port of the embedded dev server (default 7233; Web UI on port + 1000, HTTP API on port + 10)',
     parse: port(7233),
   }),
   FLOTILLA_TASK_QUEUE: variable({

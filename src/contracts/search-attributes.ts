@@ -11,6 +11,9 @@
  */
 import { SearchAttributeType, defineSearchAttributeKey } from '@temporalio/common';
 import type { RunStatus } from './messages';
+import { CONTINUES_ATTRIBUTE, quote } from './visibility-query';
+
+export { continuedByQuery, quote } from './visibility-query';
 
 export const FlotillaRepo = defineSearchAttributeKey('FlotillaRepo', SearchAttributeType.KEYWORD);
 export const FlotillaTargetRef = defineSearchAttributeKey('FlotillaTargetRef', SearchAttributeType.KEYWORD);
@@ -23,7 +26,7 @@ export const FlotillaCostUsd = defineSearchAttributeKey('FlotillaCostUsd', Searc
 export const FlotillaAwaiting = defineSearchAttributeKey('FlotillaAwaiting', SearchAttributeType.KEYWORD);
 
 /** The workflow id of the failed run this run continues (`flotilla continue`): how a run finds the run that continued it. */
-export const FlotillaContinues = defineSearchAttributeKey('FlotillaContinues', SearchAttributeType.KEYWORD);
+export const FlotillaContinues = defineSearchAttributeKey(CONTINUES_ATTRIBUTE, SearchAttributeType.KEYWORD);
 
 export const SEARCH_ATTRIBUTES = [
   FlotillaRepo,
@@ -63,16 +66,6 @@ export type Awaiting = (typeof AWAITING)[number];
 
 // ---- Visibility queries --------------------------------------------------------------------
 
-/**
- * A string literal of the visibility query language. Its parser (a MySQL dialect) reads a
- * backslash as an escape, so both it and the quote are escaped: a value can neither end the
- * literal nor swallow the quote that does. (The dev server's SQLite store then matches no value
- * holding a backslash at all: such a filter finds nothing, never too much.)
- */
-export function quote(value: string): string {
-  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-}
-
 export interface RunFilters {
   /** `any`: waiting for a person for any reason. */
   awaiting?: Exclude<Awaiting, 'none'> | 'any';
@@ -95,11 +88,6 @@ export function runsQuery(filters: RunFilters): string {
   if (filters.phase !== undefined) clauses.push(`${FlotillaPhase.name} = ${quote(filters.phase)}`);
   if (filters.outcome !== undefined) clauses.push(`${FlotillaOutcome.name} = ${quote(filters.outcome)}`);
   return clauses.join(' AND ');
-}
-
-/** The runs that continue run `runId`, newest first. */
-export function continuedByQuery(runId: string): string {
-  return `WorkflowType = 'leaderWorkflow' AND ${FlotillaContinues.name} = ${quote(runId)}`;
 }
 
 /**

@@ -10,12 +10,10 @@ import { existsSync, mkdirSync, openSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
 import { loadClientConfigProfile, loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
-import { embeddedPort, namespace } from '../config/settings';
+import { embeddedHttpPort, embeddedPort, namespace } from '../config/settings';
 import { setting } from '../config/variables';
-import { devServerFlags } from './search-attributes';
 
 /** What a connection needs beyond the address: TLS, API key, gRPC metadata. Never logged. */
 export type ConnectionSettings = Pick<NativeConnectionOptions, 'tls' | 'apiKey' | 'metadata'>;
@@ -28,6 +26,8 @@ export interface TemporalTarget {
   source?: string;
   /** Web UI base URL, when known. */
   uiUrl?: string;
+  /** The server's HTTP API base URL, when known: `flotilla status` reads through it (src/client/http-reader.ts). */
+  httpUrl?: string;
   /** True when this process started the server (and stops it in stop()). */
   started: boolean;
   stop(): Promise<void>;
@@ -92,6 +92,8 @@ async function waitUntilServing(address: string, child: ChildProcess, logFile: s
   while (Date.now() < deadline) {
     if (exited) throw new Error(`the Temporal dev server ${exited}; see ${logFile}`);
     try {
+      // Loaded here: reading a status through the HTTP API must not load the SDK's client.
+      const { Connection } = await import('@temporalio/client');
       const conn = await Connection.connect({ address, connectTimeout: 1000 });
       try {
         await conn.workflowService.getSystemInfo({});
@@ -134,6 +136,7 @@ export function configuredTemporal(
     // Where the address came from, when not from the variable a user sees in their shell.
     source: setting('TEMPORAL_ADDRESS', env) ? undefined : profile,
     uiUrl: setting('TEMPORAL_UI_URL', env),
+    httpUrl: setting('FLOTILLA_TEMPORAL_HTTP_URL', env),
   };
 }
 
@@ -167,8 +170,10 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
   const port = opts.port ?? embeddedPort();
   const address = `127.0.0.1:${port}`;
   const uiUrl = `http://127.0.0.1:${port + 1000}`;
+  const httpPort = embeddedHttpPort(port);
+  const httpUrl = `http://127.0.0.1:${httpPort}`;
   if (await portOpen('127.0.0.1', port)) {
-    return { address, namespace: namespace(), connection: {}, uiUrl, started: false, stop: nothingToStop };
+    return { address, namespace: namespace(), connection: {}, uiUrl, httpUrl, started: false, stop: nothingToStop };
   }
   if (opts.connectOnly) {
     throw new Error(
@@ -180,6 +185,8 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
   mkdirSync(dir, { recursive: true });
   const logFile = path.join(dir, 'server.log');
   const log = openSync(logFile, 'a');
+  // Loaded here, not by the CLI: the search attributes' definitions load the SDK's protobuf code.
+  const devServerFlags = (await import('./search-attributes')).devServerFlags();
   const child = spawn(
     temporalBinary(),
     [
@@ -191,6 +198,8 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
       String(port),
       '--ui-port',
       String(port + 1000),
+      '--http-port',
+      String(httpPort),
       '--db-filename',
       path.join(dir, 'dev.db'),
       '--namespace',
@@ -198,7 +207,7 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
       '--log-level',
       'warn',
       // Flotilla's search attributes, which a worker requires of its namespace.
-      ...devServerFlags(),
+      ...devServerFlags,
     ],
     // Its own process group, so stop() takes down whatever the launcher started.
     { stdio: ['ignore', log, log], detached: true },
@@ -217,6 +226,7 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
     namespace: namespace(),
     connection: {},
     uiUrl,
+    httpUrl,
     started: true,
     stop: async () => {
       process.removeListener('exit', kill);

@@ -16,6 +16,8 @@ import { freePort } from './ports';
 declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
+    /** The suite server's HTTP API, when the suite started it ('' for a server given by TEMPORAL_ADDRESS). */
+    temporalHttpUrl: string;
     /** Files holding the bundled workflow code, without and with the tracing interceptors. */
     workflowBundle: string;
     tracedWorkflowBundle: string;
@@ -32,6 +34,7 @@ export async function setup(project: TestProject): Promise<void> {
     bundleWorkflows(dir),
   ]);
   project.provide('temporalAddress', address);
+  project.provide('temporalHttpUrl', (!process.env.TEMPORAL_ADDRESS && server?.httpUrl) || '');
   project.provide('workflowBundle', plain);
   project.provide('tracedWorkflowBundle', traced);
 }

@@ -34,6 +34,15 @@ export const CLI = [
   path.join(__dirname, '../../src/cli/index.ts'),
 ];
 
+/**
+ * Where our CLI finds the suite's server: its gRPC address, and its HTTP API when the suite
+ * started the server (as the embedded one's is known), so `flotilla status` reads through it.
+ */
+export function suiteTemporal(): Record<string, string> {
+  const http = inject('temporalHttpUrl');
+  return { TEMPORAL_ADDRESS: inject('temporalAddress'), ...(http ? { FLOTILLA_TEMPORAL_HTTP_URL: http } : {}) };
+}
+
 /** Our CLI, pointed at the suite's server and the given task queue. */
 export function flotilla(
   taskQueue: string,
@@ -45,7 +54,7 @@ export function flotilla(
     CLI[0],
     [...CLI.slice(1), ...args],
     {
-      TEMPORAL_ADDRESS: inject('temporalAddress'),
+      ...suiteTemporal(),
       FLOTILLA_TASK_QUEUE: taskQueue,
       ...extraEnv,
     },
@@ -62,7 +71,7 @@ export function flotillaOnTerminal(
   const command = [...CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
   return run('script', ['-qec', command, '/dev/null'], {
     TERM: 'xterm',
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    ...suiteTemporal(),
     FLOTILLA_TASK_QUEUE: taskQueue,
     ...extraEnv,
   });
@@ -159,7 +168,7 @@ export function spawnTracked(command: string, args: string[], env: NodeJS.Proces
 export function spawnFlotilla(taskQueue: string, args: string[]): Spawned {
   return spawnTracked(CLI[0], [...CLI.slice(1), ...args], {
     ...process.env,
-    TEMPORAL_ADDRESS: inject('temporalAddress'),
+    ...suiteTemporal(),
     FLOTILLA_TASK_QUEUE: taskQueue,
   });
 }

@@ -6,14 +6,14 @@ import { EXIT, UnreachableError, UsageError } from '../exit';
 import { load } from '../lazy';
 import { type AddCommand, example, positiveInteger } from '../options';
 import { json, paintPhase, say } from '../output';
-import { statusOf, withClient } from '../session';
+import { statusOf, withClient, withReader } from '../session';
 
 async function statusCommand(id: string, o: { json?: boolean }): Promise<number> {
-  return withClient(async ({ client, url }) => {
+  return withReader(async ({ reader, url }) => {
     // Asked together: each is a round trip to the server, and the command waits for both.
-    const continued = load.runs().continuedBy(client, id);
+    const continued = reader.continuedBy(id);
     continued.catch(() => undefined); // a status that fails first says why; this one is not awaited then
-    const { status, taskQueue: queue } = await statusOf(client, id);
+    const { status, taskQueue: queue } = await statusOf(reader, id);
     const continuedBy = await continued;
     if (o.json) json({ workflowId: id, taskQueue: queue, webUrl: url(id), ...status, continuedBy });
     else {
