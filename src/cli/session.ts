@@ -2,6 +2,7 @@
 import type { Client } from '@temporalio/client';
 import { ConfigError, dataDir } from '../config/settings';
 import type { RunReader } from '../client/status';
+import type { ConnectionSettings } from '../temporal/server';
 import type { RunStatus } from '../contracts/messages';
 import { UnreachableError, UsageError } from './exit';
 import { load } from './lazy';
@@ -38,6 +39,16 @@ export interface Reading {
 }
 
 /**
+ * True when an HTTPS request with the system's CAs carries the connection's settings: no client
+ * certificate, CA or server name of its own, and no gRPC metadata (an API key is a bearer token).
+ */
+function httpCarries({ tls, metadata }: ConnectionSettings): boolean {
+  if (metadata && Object.keys(metadata).length) return false;
+  if (typeof tls !== 'object' || tls === null) return true;
+  return !tls.clientCertPair && !tls.serverRootCACertificate && !tls.serverNameOverride;
+}
+
+/**
  * Reads runs through the server's HTTP API when it is known and needs no more than an API key
  * (no SDK to load: the command starts several times faster), else through the gRPC client.
  * `fn` must read before it prints: when the HTTP API does not answer as Temporal's, it runs again
@@ -46,9 +57,9 @@ export interface Reading {
 export async function withReader<T>(fn: (r: Reading) => Promise<T>): Promise<T> {
   const server = load.temporalServer();
   const target = await server.ensureTemporal({ dataDir: dataDir(), connectOnly: true }).catch(unreachable);
-  const { tls, apiKey, metadata } = target.connection;
+  const { apiKey } = target.connection;
   const url = (id: string) => server.workflowUrl(target.uiUrl, target.namespace, id);
-  if (target.httpUrl && !tls && !metadata && (apiKey === undefined || typeof apiKey === 'string')) {
+  if (target.httpUrl && httpCarries(target.connection) && (apiKey === undefined || typeof apiKey === 'string')) {
     const { httpReader, HttpApiUnavailable } = load.httpReader();
     const reader = httpReader({ baseUrl: target.httpUrl, namespace: target.namespace, apiKey });
     try {
