@@ -43,8 +43,8 @@ const REQUEST_TIMEOUT_MS = 15_000;
 
 export function httpReader(target: HttpTarget): RunReader {
   const ns = encodeURIComponent(target.namespace);
-  const call = (method: 'GET' | 'POST', route: string, timeoutMs = REQUEST_TIMEOUT_MS) =>
-    request(target, method, `/api/v1/namespaces/${ns}/${route}`, timeoutMs);
+  const call = (method: 'GET' | 'POST', route: string, timeoutMs = REQUEST_TIMEOUT_MS, signal?: AbortSignal) =>
+    request(target, method, `/api/v1/namespaces/${ns}/${route}`, timeoutMs, signal);
   const workflow = (runId: string) => `workflows/${encodeURIComponent(runId)}`;
   return {
     taskQueueOf: async (runId) => {
@@ -55,10 +55,10 @@ export function httpReader(target: HttpTarget): RunReader {
       const route = `task-queues/${encodeURIComponent(taskQueue)}?taskQueueType=TASK_QUEUE_TYPE_WORKFLOW`;
       return (((await call('GET', route)) as { pollers?: unknown[] }).pollers?.length ?? 0) > 0;
     },
-    status: async (runId, deadlineMs) => {
+    status: async (runId, deadlineMs, abandon) => {
       // The payload as the worker wrote it: the API's JSON shorthand turns empty lists into nulls.
       const route = `${workflow(runId)}/query/${STATUS_QUERY}?noPayloadShorthand=true`;
-      const r = (await notFoundAs(runId, call('POST', route, deadlineMs))) as {
+      const r = (await notFoundAs(runId, call('POST', route, deadlineMs, abandon))) as {
         queryResult?: { payloads?: Payload[] };
       };
       return jsonOf(r.queryResult?.payloads?.[0], runId) as RunStatus;
@@ -106,14 +106,20 @@ async function notFoundAs(runId: string, answer: Promise<unknown>): Promise<unkn
 }
 
 /** One JSON request; Temporal's refusals ({code, message}) become HttpApiErrors. */
-function request(target: HttpTarget, method: string, route: string, timeoutMs: number): Promise<unknown> {
+function request(
+  target: HttpTarget,
+  method: string,
+  route: string,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<unknown> {
   const url = new URL(route, target.baseUrl);
   const headers: Record<string, string> = { accept: 'application/json' };
   if (method === 'POST') headers['content-type'] = 'application/json';
   if (target.apiKey) headers.authorization = `Bearer ${target.apiKey}`;
   const transport = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const req = transport.request(url, { method, headers, timeout: timeoutMs }, (res) => {
+    const req = transport.request(url, { method, headers, timeout: timeoutMs, signal }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', reject);

@@ -78,8 +78,8 @@ export interface RunReader {
   taskQueueOf(runId: string): Promise<string>;
   /** True when some worker polls the task queue, i.e. can run workflows and answer queries. */
   hasWorker(taskQueue: string): Promise<boolean>;
-  /** The run's status query, answered within `deadlineMs` or failed with DEADLINE_EXCEEDED. */
-  status(runId: string, deadlineMs: number): Promise<RunStatus>;
+  /** The run's status query, answered within `deadlineMs` or failed with DEADLINE_EXCEEDED; `abandon` cancels it. */
+  status(runId: string, deadlineMs: number, abandon?: AbortSignal): Promise<RunStatus>;
   /** Up to ten runs that continue this one, newest first; none when the namespace lacks the attribute. */
   continuedBy(runId: string): Promise<string[]>;
 }
@@ -89,9 +89,11 @@ export function grpcReader(client: Client): RunReader {
   return {
     taskQueueOf: async (runId) => (await client.workflow.getHandle(runId).describe()).taskQueue,
     hasWorker: (taskQueue) => hasWorker(client, taskQueue),
-    status: (runId, deadlineMs) =>
-      client.connection.withDeadline(Date.now() + deadlineMs, () =>
-        client.workflow.getHandle(runId).query<RunStatus>(STATUS_QUERY),
+    status: (runId, deadlineMs, abandon = new AbortController().signal) =>
+      client.connection.withAbortSignal(abandon, () =>
+        client.connection.withDeadline(Date.now() + deadlineMs, () =>
+          client.workflow.getHandle(runId).query<RunStatus>(STATUS_QUERY),
+        ),
       ),
     continuedBy: async (runId) => {
       const ids: string[] = [];
@@ -127,10 +129,21 @@ export async function readStatus(
   runId: string,
   deadlineMs = QUERY_DEADLINE_MS,
 ): Promise<{ status: RunStatus; taskQueue: string }> {
-  const taskQueue = await reader.taskQueueOf(runId);
-  if (!(await reader.hasWorker(taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
+  // Asked at once, not after the checks: most of a status command's time is these round trips.
+  // When no worker serves the run, the query would wait for its deadline, so it is abandoned.
+  const abandon = new AbortController();
+  const answer = reader.status(runId, deadlineMs, abandon.signal);
+  answer.catch(() => undefined); // awaited below, unless a check fails first
+  let taskQueue: string;
   try {
-    return { status: await reader.status(runId, deadlineMs), taskQueue };
+    taskQueue = await reader.taskQueueOf(runId);
+    if (!(await reader.hasWorker(taskQueue))) throw new NoWorkerError(noWorkerMessage(taskQueue));
+  } catch (err) {
+    abandon.abort();
+    throw err;
+  }
+  try {
+    return { status: await answer, taskQueue };
   } catch (err) {
     // A worker that died a moment ago is still listed as a poller: the query then times out
     // (DEADLINE_EXCEEDED, or CANCELLED when our deadline cuts the call), or the server refuses
