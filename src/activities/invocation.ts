@@ -13,6 +13,7 @@ import type { Sandbox } from '../sandbox/types';
 import { homeWriteError } from '../store/artifacts';
 import type { ActivityDeps } from './deps';
 import { type CommandReport, execTracked } from './exec';
+import { forgetOutput, noteOutput } from './output-progress';
 
 export interface AgentRunReport extends CommandReport {
   budgetExceeded: boolean;
@@ -20,6 +21,8 @@ export interface AgentRunReport extends CommandReport {
   agent: AgentOutcome;
   /** What the agent's session has cost so far, for the next invocation that resumes it. */
   sessionCostUsd: number;
+  /** The agent was stopped because it printed nothing for the input's idleMs. */
+  idle?: true;
 }
 
 export interface AgentRunInput {
@@ -43,6 +46,10 @@ export interface AgentRunInput {
   extraEnv?: Record<string, string>;
   /** A sub-task's agent is briefed (src/contracts/brief.ts); the planner and the fixers have prompts of their own. */
   brief?: BriefContext;
+  /** Stop the agent once it prints nothing for this long (limits.idleMinutes). */
+  idleMs?: number;
+  /** What Flotilla did to the workspace since the agent last heard (paths it reverted), for it to be told. */
+  notice?: string;
 }
 
 /**
@@ -59,6 +66,8 @@ export async function runHarness(
   sb: Sandbox,
   input: AgentRunInput,
   runKey: string,
+  /** The sandbox's key, under which the agent's output progress is kept for its checkpoints (output-progress.ts). */
+  watchKey?: string,
 ): Promise<AgentRunReport> {
   const info = Context.current().info;
   const carried = readCarryOver(info.heartbeatDetails);
@@ -78,6 +87,7 @@ export async function runHarness(
     inputDir: sb.scratch,
     sessionId,
     message: input.message,
+    ...(input.notice && { notice: input.notice }),
     maxTurns: input.maxTurns,
     interrupted: input.interrupted || info.attempt > 1,
     sessionBudgetUsd: remainingUsd === undefined ? undefined : sessionCostUsd + remainingUsd,
@@ -93,6 +103,8 @@ export async function runHarness(
   }
   const parser = new CarryingParser(harness.parser(sessionCostUsd), carried);
   const report = await execTracked(deps, sb, run.command, {
+    idleMs: input.idleMs,
+    onProgress: watchKey === undefined ? undefined : (progress) => noteOutput(watchKey, progress),
     env,
     timeoutMs: input.timeoutMs,
     label: `agent ${input.workerId}`,
@@ -101,7 +113,7 @@ export async function runHarness(
     readOnly: input.readOnly,
     egress: modelApiRules(harness.modelApi),
     run: runKey,
-  });
+  }).finally(() => watchKey !== undefined && forgetOutput(watchKey));
   const outcome = parser.finish(report.exitCode);
   return {
     ...report,
