@@ -3,6 +3,7 @@
  * under each policy, when checkpoints in a row count as a stall, and the reasons people read.
  */
 import { describe, expect, it } from 'vitest';
+import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
 import { idleReason, outsidePathsReason, revertNotice, stalledReason } from '../../src/contracts/early-stops';
 import { StallWatch, checkpointDecision } from '../../src/workflows/subtask/early-stops';
 
@@ -68,5 +69,36 @@ describe('the reasons', () => {
     expect(stalledReason(2, 1000)).toMatch(/^stalled: 2 checkpoint\(s\) in a row \(0\.033 minutes\)/);
     const notice = revertNotice(stray, ['api', 'shared.md']);
     expect(notice).toContain('outside the paths this sub-task may change (api, shared.md): a.txt, b/c.txt.');
+  });
+});
+
+describe('the request fields', () => {
+  const request = (fields: object) => ({
+    objective: 'o',
+    repo: { url: 'https://example.com/a/b.git', baseRef: 'main' },
+    testCmd: 'true',
+    agent: { kind: 'shell', command: 'true' },
+    subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['src/a'] }],
+    ...fields,
+  });
+  const problems = (fields: object): string[] => {
+    try {
+      parseLeaderRequest(request(fields));
+      return [];
+    } catch (err) {
+      if (err instanceof RequestError) return err.problems;
+      throw err;
+    }
+  };
+
+  it('are off and stop by default, take fractional minutes, and refuse bad values naming the field', () => {
+    const parsed = parseLeaderRequest(request({}));
+    expect(parsed.limits.idleMinutes).toBeUndefined();
+    expect(parsed.limits.stallCheckpoints).toBeUndefined();
+    expect(parsed.policy.outOfScope).toBe('stop');
+    expect(parseLeaderRequest(request({ limits: { idleMinutes: 0.05 } })).limits.idleMinutes).toBe(0.05);
+    expect(problems({ limits: { idleMinutes: 0 } }).join('\n')).toMatch(/limits\.idleMinutes/);
+    expect(problems({ limits: { stallCheckpoints: 1.5 } }).join('\n')).toMatch(/limits\.stallCheckpoints/);
+    expect(problems({ policy: { outOfScope: 'ignore' } }).join('\n')).toMatch(/policy\.outOfScope/);
   });
 });
