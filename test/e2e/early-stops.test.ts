@@ -1,7 +1,7 @@
 /**
  * Early stops (issue 18), in real runs with shell agents in real sandboxes: an agent that writes
- * outside its paths is stopped at the next checkpoint, long before its task would have ended,
- * and its retry is told why; under policy.outOfScope: revert only the stray changes go, the agent
+ * outside its paths is stopped at the next checkpoint (or the next turn it reports), long before
+ * its task would have ended, and its retry is told why; under policy.outOfScope: revert only the stray changes go, the agent
  * is told while it runs, and the rest is pushed; a silent agent is stopped after
  * limits.idleMinutes and a looping one after limits.stallCheckpoints, each with its reason.
  */
@@ -44,6 +44,23 @@ describe('early stops', () => {
     expect(first?.salvaged?.commits).toBeGreaterThan(0);
     expect((await remote.files()).sort()).toEqual(['README.md', 'w/a.txt']);
     expect(env.sandboxesLeft()).toEqual([]);
+  });
+
+  it('a turn the agent reports is checked at once, without waiting for the checkpoint interval', async () => {
+    const remote = await makeRemote({ 'README.md': '# sample\n' });
+    const agent = `echo stray > stray.txt && echo '::flotilla {"turns": 1}' && sleep ${LONG_TASK_S}`;
+    const started = Date.now();
+    const end = await env.run(
+      shellRequest(remote.url, [subTask('w', agent)], { limits: { checkpointIntervalSeconds: 600, retries: 0 } }),
+    );
+
+    expect((Date.now() - started) / 1000).toBeLessThan(LONG_TASK_S);
+    expect(end.failureType).toBe('failed');
+    expect(end.result?.workers.find((r) => r.workerId === 'w')).toMatchObject({
+      status: 'failed',
+      reason: 'wrote outside its paths: stray.txt',
+    });
+    expect(await remote.files()).toEqual(['README.md']);
   });
 
   it('under outOfScope: revert, only the stray changes are undone, the running agent is told, and the rest is pushed', async () => {

@@ -23,6 +23,7 @@ import { rootMessage } from '../../contracts/failures';
 import {
   ResumeInput,
   type SubTaskProgress,
+  agentTurnSignal,
   parseMessage,
   pauseSignal,
   resumeSignal,
@@ -85,6 +86,8 @@ export class SubTaskWorkflow {
   private told: Promise<void> = Promise.resolve();
   /** Stops the agent early: out of its paths, idle or stalled (absent in runs from before them). */
   private readonly stops: EarlyStops;
+  /** The running agent reported a new turn since the last checkpoint began (agentTurnSignal). */
+  private turnReported = false;
 
   constructor(private readonly input: SubTaskInput) {
     const { task } = input;
@@ -101,6 +104,10 @@ export class SubTaskWorkflow {
     setHandler(pauseSignal, () => {
       this.pauseRequested = true;
       this.agentScope?.cancel();
+    });
+    // Carries nothing: at most it makes the next checkpoint come sooner.
+    setHandler(agentTurnSignal, () => {
+      this.turnReported = true;
     });
     setHandler(resumeSignal, (raw: unknown) => {
       const parsed = parseMessage(ResumeInput, raw);
@@ -308,6 +315,7 @@ export class SubTaskWorkflow {
               sessionCostUsd: this.sessionCostUsd,
               ...(afterMove && { interrupted: true }),
               ...early,
+              ...(this.stops.enabled && { reportTurns: true }),
             },
           ],
         ),
@@ -331,7 +339,7 @@ export class SubTaskWorkflow {
     const ticking = ticker
       .run(async () => {
         for (;;) {
-          await sleep(this.input.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS);
+          await this.checkpointDue();
           const seen = await this.saveWork();
           if (seen && (await this.stops.atCheckpoint(seen, () => this.revert(seen)))) {
             this.agentScope?.cancel();
@@ -344,6 +352,14 @@ export class SubTaskWorkflow {
       ticker.cancel();
       await ticking;
     };
+  }
+
+  /** Waits for the next checkpoint: the interval, or (early stops) the agent's next reported turn. */
+  private async checkpointDue(): Promise<void> {
+    const interval = this.input.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
+    if (!this.stops.enabled) return await sleep(interval);
+    await condition(() => this.turnReported, interval);
+    this.turnReported = false;
   }
 
   /** Adds an invocation's cost and turns, and keeps its session for the next one. */
