@@ -10,7 +10,8 @@ export function agentActivities(deps: ActivityDeps) {
   return {
     /** One invocation of a sub-task's agent in its sandbox. */
     async runAgent(input: AgentRunInput & { sandbox: SandboxRef }): Promise<AgentRunReport> {
-      return runHarness(deps, await openSandbox(deps, input.sandbox), input, runOfSandbox(input.sandbox));
+      const sb = await openSandbox(deps, input.sandbox);
+      return runHarness(deps, sb, input, runOfSandbox(input.sandbox), input.sandbox.key);
     },
 
     /**

@@ -2,7 +2,7 @@
 import { Context } from '@temporalio/activity';
 import { SharedStoreError } from '../git/shared-store';
 import { tail } from '../store/artifacts';
-import type { OutputParser } from '../agents/types';
+import type { AgentProgress, OutputParser } from '../agents/types';
 import type { EgressRules } from '../sandbox/egress/rules';
 import type { Sandbox } from '../sandbox/types';
 import { StreamRedactor } from '../store/secrets';
@@ -34,6 +34,10 @@ export interface TrackedOptions {
   run?: string;
   /** The output may carry what no one may be shown (hidden tests): heartbeats carry none of it. */
   withhold?: boolean;
+  /** The command is stopped once it has printed nothing for this long (limits.idleMinutes). */
+  idleMs?: number;
+  /** Told the parser's progress after every chunk of output. */
+  onProgress?: (progress: AgentProgress) => void;
 }
 
 /** The last complete line of `text`, for a heartbeat: an unterminated one may still be growing (or held back by the redactor). */
@@ -56,7 +60,7 @@ export async function execTracked(
   sb: Sandbox,
   command: string,
   opts: TrackedOptions,
-): Promise<CommandReport & { budgetExceeded: boolean }> {
+): Promise<CommandReport & { budgetExceeded: boolean; idle?: true }> {
   const ctx = Context.current();
   const started = Date.now();
   const log = await deps.artifacts.writer(opts.run);
@@ -74,6 +78,7 @@ export async function execTracked(
     if (log.failed) stop.abort();
     if (!opts.parser) return;
     opts.parser.push(text);
+    opts.onProgress?.(opts.parser.progress());
     if (opts.budgetUsd !== undefined && !budgetExceeded && opts.parser.progress().costUsd > opts.budgetUsd) {
       budgetExceeded = true;
       stop.abort();
@@ -89,6 +94,7 @@ export async function execTracked(
     });
   beat();
   const timer = setInterval(beat, HEARTBEAT_MS);
+  const idle = watchIdle(opts.idleMs, () => stop.abort());
   let result;
   let logRef: string;
   try {
@@ -100,6 +106,7 @@ export async function execTracked(
         egress: opts.egress,
         signal: ctx.cancellationSignal.aborted ? ctx.cancellationSignal : stop.signal,
         onOutput: (chunk) => {
+          idle.output();
           bytes += chunk.length;
           const clean = redactor.push(chunk);
           take(byLine ? byLine.push(clean) : clean);
@@ -120,8 +127,9 @@ export async function execTracked(
     });
   } finally {
     clearInterval(timer);
+    idle.end();
   }
-  if (result.aborted && !budgetExceeded) await ctx.cancelled;
+  if (result.aborted && !budgetExceeded && !idle.fired) await ctx.cancelled;
   return {
     exitCode: result.exitCode,
     timedOut: result.timedOut,
@@ -129,7 +137,29 @@ export async function execTracked(
     tail: tail(log.last()),
     logRef,
     budgetExceeded,
+    ...(idle.fired && { idle: true as const }),
   };
+}
+
+/**
+ * Calls `stop` once no output has come for `idleMs` (never, without it). Checked a few times
+ * per idle period, so the stop comes within about a quarter of it late.
+ */
+function watchIdle(idleMs: number | undefined, stop: () => void) {
+  let last = Date.now();
+  const state = { fired: false, output: () => void (last = Date.now()), end: () => clearInterval(timer) };
+  const timer =
+    idleMs === undefined
+      ? undefined
+      : setInterval(
+          () => {
+            if (state.fired || Date.now() - last < idleMs) return;
+            state.fired = true;
+            stop();
+          },
+          Math.min(HEARTBEAT_MS, Math.max(100, idleMs / 4)),
+        );
+  return state;
 }
 
 /** The longest wait between two attempts at publishing a finished command's log. */

@@ -5,7 +5,8 @@
 import { Context } from '@temporalio/activity';
 import { harnessFor } from '../agents';
 import { CarryingParser, readCarryOver } from '../agents/carry-over';
-import type { AgentOutcome } from '../agents/types';
+import type { AgentOutcome, AgentProgress } from '../agents/types';
+import { agentTurnSignal } from '../contracts/messages';
 import type { BriefContext } from '../contracts/brief';
 import type { AgentSpec } from '../contracts/request';
 import { modelApiRules } from '../sandbox/egress/rules';
@@ -13,6 +14,7 @@ import type { Sandbox } from '../sandbox/types';
 import { homeWriteError } from '../store/artifacts';
 import type { ActivityDeps } from './deps';
 import { type CommandReport, execTracked } from './exec';
+import { forgetOutput, noteOutput } from './output-progress';
 
 export interface AgentRunReport extends CommandReport {
   budgetExceeded: boolean;
@@ -20,6 +22,8 @@ export interface AgentRunReport extends CommandReport {
   agent: AgentOutcome;
   /** What the agent's session has cost so far, for the next invocation that resumes it. */
   sessionCostUsd: number;
+  /** The agent was stopped because it printed nothing for the input's idleMs. */
+  idle?: true;
 }
 
 export interface AgentRunInput {
@@ -43,6 +47,65 @@ export interface AgentRunInput {
   extraEnv?: Record<string, string>;
   /** A sub-task's agent is briefed (src/contracts/brief.ts); the planner and the fixers have prompts of their own. */
   brief?: BriefContext;
+  /** Stop the agent once it prints nothing for this long (limits.idleMinutes). */
+  idleMs?: number;
+  /** What Flotilla did to the workspace since the agent last heard (paths it reverted), for it to be told. */
+  notice?: string;
+  /** Signal the workflow (agentTurnSignal) whenever the agent reports a new turn: a sub-task's early stops. */
+  reportTurns?: boolean;
+}
+
+/**
+ * What the invocation does with its agent's progress as it comes: keeps it for the sandbox's
+ * checkpoints (output-progress.ts) and, with `reportTurns`, tells the workflow of every new turn.
+ */
+function watchProgress(watchKey: string | undefined, reportTurns: boolean | undefined) {
+  if (watchKey === undefined && !reportTurns) return undefined;
+  const onTurn = reportTurns ? turnSignaller() : undefined;
+  return (progress: AgentProgress) => {
+    if (watchKey !== undefined) noteOutput(watchKey, progress);
+    onTurn?.(progress.turns);
+  };
+}
+
+/**
+ * Gap between two agentTurn signals: turns that come faster are told once, at the end of it. Each
+ * signal costs the sub-task's history a checkpoint: an agent reporting turns as fast as it can
+ * adds at most one every 5 seconds.
+ */
+const TURN_SIGNAL_GAP_MS = 5_000;
+
+/**
+ * Signals the activity's workflow when the turn count grows, at most once per TURN_SIGNAL_GAP_MS
+ * (a turn inside the gap is signalled when it ends). Never fails the invocation: a signal that is
+ * lost costs only time, the next checkpoint comes anyway.
+ */
+function turnSignaller(): (turns: number) => void {
+  const ctx = Context.current();
+  let seen = 0;
+  let last = 0;
+  let pending: NodeJS.Timeout | undefined;
+  const send = () => {
+    pending = undefined;
+    last = Date.now();
+    const workflowId = ctx.info.workflowExecution?.workflowId;
+    if (!workflowId) return;
+    try {
+      ctx.client.workflow
+        .getHandle(workflowId)
+        .signal(agentTurnSignal)
+        .catch(() => undefined);
+    } catch {
+      // No client (a test's mock environment): nothing to tell.
+    }
+  };
+  return (turns) => {
+    if (turns <= seen) return;
+    seen = turns;
+    if (pending) return;
+    pending = setTimeout(send, Math.max(0, last + TURN_SIGNAL_GAP_MS - Date.now()));
+    pending.unref();
+  };
 }
 
 /**
@@ -59,6 +122,8 @@ export async function runHarness(
   sb: Sandbox,
   input: AgentRunInput,
   runKey: string,
+  /** The sandbox's key, under which the agent's output progress is kept for its checkpoints (output-progress.ts). */
+  watchKey?: string,
 ): Promise<AgentRunReport> {
   const info = Context.current().info;
   const carried = readCarryOver(info.heartbeatDetails);
@@ -78,6 +143,7 @@ export async function runHarness(
     inputDir: sb.scratch,
     sessionId,
     message: input.message,
+    ...(input.notice && { notice: input.notice }),
     maxTurns: input.maxTurns,
     interrupted: input.interrupted || info.attempt > 1,
     sessionBudgetUsd: remainingUsd === undefined ? undefined : sessionCostUsd + remainingUsd,
@@ -93,6 +159,8 @@ export async function runHarness(
   }
   const parser = new CarryingParser(harness.parser(sessionCostUsd), carried);
   const report = await execTracked(deps, sb, run.command, {
+    idleMs: input.idleMs,
+    onProgress: watchProgress(watchKey, input.reportTurns),
     env,
     timeoutMs: input.timeoutMs,
     label: `agent ${input.workerId}`,
@@ -101,7 +169,7 @@ export async function runHarness(
     readOnly: input.readOnly,
     egress: modelApiRules(harness.modelApi),
     run: runKey,
-  });
+  }).finally(() => watchKey !== undefined && forgetOutput(watchKey));
   const outcome = parser.finish(report.exitCode);
   return {
     ...report,

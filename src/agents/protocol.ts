@@ -23,12 +23,21 @@ export const INTERRUPTED_NOTE =
   '(git status, git log, git diff) to see what was already done, and continue from there rather than redoing it.';
 
 /**
- * What an invocation of the agent is told beyond the task prompt: the interruption note and the
- * operator's message. For a resumed session this is the whole prompt (the task is in its history).
+ * The file in the agent's input directory where Flotilla writes, as it happens, what it did to
+ * the workspace while the agent ran (paths outside the sub-task's it reverted), one notice after
+ * another. A shell agent finds it in $FLOTILLA_NOTICES_FILE; every agent is also told the latest
+ * notice in its next invocation's input.
+ */
+export const NOTICES_FILE = 'notices.md';
+
+/**
+ * What an invocation of the agent is told beyond the task prompt: the interruption note, what
+ * Flotilla did to its workspace, and the operator's message. For a resumed session this is the whole prompt (the task is in its history).
  */
 export function followUp(task: AgentTask): string | undefined {
   const parts: string[] = [];
   if (task.interrupted) parts.push(INTERRUPTED_NOTE);
+  if (task.notice) parts.push(`A notice from Flotilla:\n\n${task.notice}`);
   if (task.message)
     parts.push(`A message from the operator (the answer to your question, or a new instruction):\n\n${task.message}`);
   if (parts.length === 0 && task.sessionId) parts.push('Continue the task.');

@@ -12,13 +12,14 @@
  * where every field is optional and each line states totals so far (a lower total than an earlier
  * line's is ignored). A `question` means the agent stopped because it needs an answer. On resume,
  * $FLOTILLA_RESUME_MESSAGE_FILE holds the answer and $FLOTILLA_SESSION_ID the session it
- * reported; $FLOTILLA_INTERRUPTED=1 says the previous attempt died midway; $FLOTILLA_MAX_TURNS
+ * reported; $FLOTILLA_NOTICES_FILE is where Flotilla writes what it did to the workspace while
+ * the command runs (paths outside the sub-task's it reverted; the file exists once it has); $FLOTILLA_INTERRUPTED=1 says the previous attempt died midway; $FLOTILLA_MAX_TURNS
  * is its turn limit, if any. $FLOTILLA_SUBTASK_ID names the sub-task; $FLOTILLA_WORKER_ID is the same value under its old name, deprecated ("worker" now
  * means the worker process only) and kept so that existing commands keep working.
  */
 import { brief } from '../contracts/brief';
 import { LineSplitter, truncate } from './lines';
-import { inputPath } from './protocol';
+import { NOTICES_FILE, inputPath } from './protocol';
 import type {
   AgentInvocation,
   AgentOutcome,
@@ -112,6 +113,7 @@ export class ShellHarness implements Harness {
       text('FLOTILLA_SHARED_PATHS', task.brief.sharedPaths.join('\n'), 'shared-paths.txt');
     }
     if (task.message) text('FLOTILLA_RESUME_MESSAGE', task.message, 'resume-message.md');
+    env.FLOTILLA_NOTICES_FILE = inputPath(task, NOTICES_FILE);
     if (task.sessionId) env.FLOTILLA_SESSION_ID = task.sessionId;
     if (task.interrupted) env.FLOTILLA_INTERRUPTED = '1';
     if (task.maxTurns !== undefined) env.FLOTILLA_MAX_TURNS = String(task.maxTurns);

@@ -22,6 +22,8 @@ export interface AgentTask {
   sessionId?: string;
   /** A message for a resumed agent: an operator's answer or instruction. */
   message?: string;
+  /** What Flotilla did to the workspace meanwhile (paths outside the sub-task's it reverted). */
+  notice?: string;
   /** At most this many model turns in this invocation, where the harness supports a limit. */
   maxTurns?: number;
   /** The previous attempt was interrupted (the worker process died): inspect before redoing. */

@@ -252,5 +252,11 @@ export const retrySubTaskSignal = defineSignal<[RetrySubTaskInput]>('retrySubTas
 export const addSubTaskUpdate = defineUpdate<string, [AddSubTaskInput]>('addSubTask');
 export const cancelSubTaskUpdate = defineUpdate<string, [CancelSubTaskInput]>('cancelSubTask');
 export const retrySubTaskUpdate = defineUpdate<string, [RetrySubTaskInput]>('retrySubTask');
+/**
+ * Sent by a sub-task's agent activity to its sub-task workflow whenever the agent reports a new
+ * turn: the workflow checkpoints (and so checks the workspace's scope) at once instead of at the
+ * next interval. It carries nothing, and only makes a checkpoint come sooner.
+ */
+export const agentTurnSignal = defineSignal('agentTurn');
 /** Sent by sub-task workflows to their leader; its name, from before "sub-task", lives in histories. */
 export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');

@@ -187,6 +187,19 @@ const LimitFields = z
     testEachMerge: z.boolean().default(false),
     /** Rounds of onFailure: replan a run may take before a failure ends it. Default 2. */
     replans: z.number().int().min(0).max(10).default(2),
+    // Early stops (issue 18): an agent that goes quiet or loops is stopped, not waited for.
+    /**
+     * Minutes an agent may print nothing before it is stopped, its work checkpointed, and the
+     * attempt failed as "idle for N minutes". Fractions allowed. Off by default: a long, silent
+     * tool call (a test suite) is not a hang; agentTimeoutMinutes bounds every invocation anyway.
+     */
+    idleMinutes: limitMinutes.optional(),
+    /**
+     * Consecutive checkpoints (see checkpointIntervalSeconds) with an unchanged workspace and no
+     * new output progress (turns, tool calls, cost, or a different last line) after which the
+     * agent is stopped as stalled. Off by default.
+     */
+    stallCheckpoints: z.number().int().min(1).max(1000).optional(),
   })
   .strict();
 
@@ -256,6 +269,13 @@ export const CommitPolicy = z
     allowExternalSymlinks: z.boolean().default(false),
     /** Allow submodules and other gitlinks (commits of another repository). */
     allowSubmodules: z.boolean().default(false),
+    /**
+     * What a running agent's change outside its paths (found at a checkpoint) does. stop: the
+     * agent is stopped and the attempt fails naming the paths. revert: those changes are undone
+     * in the workspace (restored from the base, new files removed), the agent is told, and it
+     * goes on. Default stop. Either way the sub-task's final work is checked as always.
+     */
+    outOfScope: z.enum(['stop', 'revert']).default('stop'),
   })
   .strict();
 export type CommitPolicy = z.infer<typeof CommitPolicy>;

@@ -34,6 +34,8 @@ const SubTaskInputShape = z.looseObject({
   hostTimeoutMs: duration.optional(),
   checkpointIntervalMs: duration.optional(),
   others: z.array(z.string()).optional(),
+  idleMs: duration.optional(),
+  stallCheckpoints: z.number().int().positive().optional(),
 });
 
 /** Every problem of a sub-task workflow's input, one line each naming the field; none when it is whole. */

@@ -10,20 +10,16 @@ import { isAncestor } from './merge';
 import type { StagingRepo } from './staging';
 import { redact } from '../store/secrets';
 import { type CommitPolicy } from '../contracts/request';
-import { normalizeRepoPath, pathIsUnder } from '../contracts/names';
+import { MAX_LISTED_PATHS, ScopeCheck, type ScopeFindings } from './scope';
 
-/** A report names at most this many paths of a kind; the count says how many there were. */
-export const MAX_LISTED_PATHS = 20;
+export { MAX_LISTED_PATHS };
 
-export interface VerifiedWork {
+export interface VerifiedWork extends ScopeFindings {
   headSha: string;
   /** Commits from the base to the head. */
   commits: number;
   /** Paths the head changes relative to the base. */
   filesChanged: number;
-  /** Changed paths outside the allowed paths (at most MAX_LISTED_PATHS), and how many there were. */
-  outOfScope: string[];
-  outOfScopeCount: number;
 }
 
 interface Change {
@@ -47,9 +43,7 @@ export async function verifyWork(
   await checkLineage(staging, baseSha, headSha);
   const commits = Number((await staging.raw(['rev-list', '--count', `${baseSha}..${headSha}`])).trim());
 
-  const allowed = input.allowedPaths.map(normalizeRepoPath);
-  const outOfScope: string[] = [];
-  let outOfScopeCount = 0;
+  const scope = new ScopeCheck(input.allowedPaths);
   let filesChanged = 0;
   const linked: Change[] = [];
   const gitlinks: Change[] = [];
@@ -69,10 +63,7 @@ export async function verifyWork(
       const change = { mode, sha, path: record };
       filesChanged++;
       if (filesChanged > policy.maxChangedFiles) return false;
-      if (!allowed.some((a) => pathIsUnder(change.path, a))) {
-        outOfScopeCount++;
-        if (outOfScope.length < MAX_LISTED_PATHS) outOfScope.push(redact(change.path));
-      }
+      scope.note(change.path);
       if (mode === '120000') linked.push(change);
       else if (mode === '160000') gitlinks.push(change);
       else if (mode !== '000000') added.set(sha, change.path);
@@ -108,7 +99,7 @@ export async function verifyWork(
     }
   }
   await checkFileSizes(staging, baseSha, headSha, policy.maxFileBytes, added);
-  return { headSha, commits, filesChanged, outOfScope, outOfScopeCount };
+  return { headSha, commits, filesChanged, ...scope.findings };
 }
 
 /** The head descends from the base, and every commit it brings has the base's history as its root. */

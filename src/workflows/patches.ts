@@ -57,4 +57,10 @@ export const PATCHES = {
     before:
       'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
   },
+  earlyStops: {
+    id: 'early-stops',
+    since: 'issue 18 (wave 3)',
+    before:
+      "a running agent's checkpoints are not checked: its scope is checked only once it has finished, and neither silence (limits.idleMinutes) nor a stall (limits.stallCheckpoints) stops it",
+  },
 } as const satisfies Record<string, Patch>;

@@ -44,6 +44,7 @@ describe('shell agents', () => {
         FLOTILLA_OBJECTIVE_FILE: '/scratch/objective.md',
         FLOTILLA_RESUME_MESSAGE: 'the answer',
         FLOTILLA_RESUME_MESSAGE_FILE: '/scratch/resume-message.md',
+        FLOTILLA_NOTICES_FILE: '/scratch/notices.md',
         FLOTILLA_SESSION_ID: 's1',
         FLOTILLA_INTERRUPTED: '1',
         FLOTILLA_MAX_TURNS: '3',

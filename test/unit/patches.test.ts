@@ -72,7 +72,8 @@ describe('patches', () => {
     const used = new Set(patchCalls().map((c) => c.arg));
     for (const [key, patch] of Object.entries(PATCHES)) {
       expect(used, key).toContain(`PATCHES.${key}.id`);
-      expect(patch.since, key).toMatch(/landing/);
+      // A landing before wave 3; since it, the issue and the wave.
+      expect(patch.since, key).toMatch(/landing|^issue \d+ \(wave \d+\)/);
       expect(patch.before.length, key).toBeGreaterThan(20);
     }
   });
@@ -81,6 +82,7 @@ describe('patches', () => {
     const ids = Object.values(PATCHES).map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.sort()).toEqual([
+      'early-stops',
       'host-affinity',
       'living-plan',
       'plan-validated-by-activity',

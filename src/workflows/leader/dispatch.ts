@@ -63,6 +63,8 @@ export function attemptInput(run: Run, plan: PlannedRequest, baseSha: string, ta
     checkpointIntervalMs: msOfSeconds(limits.checkpointIntervalSeconds),
     ...(a.number > 1 && { attemptOf: task.id }),
     others: otherSubTaskLines(plan.subTasks, task.id),
+    ...(limits.idleMinutes !== undefined && { idleMs: msOfMinutes(limits.idleMinutes) }),
+    ...(limits.stallCheckpoints !== undefined && { stallCheckpoints: limits.stallCheckpoints }),
   };
   return given;
 }

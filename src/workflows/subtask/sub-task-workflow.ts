@@ -18,10 +18,12 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, AgentRunReport, CheckpointMark, SandboxRef } from '../../activities';
+import type { CheckpointSeen } from '../../activities/checkpoint';
 import { rootMessage } from '../../contracts/failures';
 import {
   ResumeInput,
   type SubTaskProgress,
+  agentTurnSignal,
   parseMessage,
   pauseSignal,
   resumeSignal,
@@ -34,6 +36,7 @@ import { timerMs, wholeMinutes } from '../durations';
 import { DEFAULT_CHECKPOINT_INTERVAL_MS, SandboxHome } from '../host-affinity';
 import { activityOptions, commandOptions } from '../options';
 import { PATCHES } from '../patches';
+import { type EarlyStop, EarlyStops } from './early-stops';
 import { commandFailure, outOfScopeReason, summaryOf, suspension } from './outcomes';
 import type { SubTaskInput } from './subtask';
 
@@ -81,12 +84,18 @@ export class SubTaskWorkflow {
   private readonly tellInBackground: boolean;
   /** The last progress signal sent: the next one is sent once it is delivered, so the leader hears them in order. */
   private told: Promise<void> = Promise.resolve();
+  /** Stops the agent early: out of its paths, idle or stalled (absent in runs from before them). */
+  private readonly stops: EarlyStops;
+  /** The running agent reported a new turn since the last checkpoint began (agentTurnSignal). */
+  private turnReported = false;
 
   constructor(private readonly input: SubTaskInput) {
     const { task } = input;
     this.task = task;
     this.home = SandboxHome.open(`sub-task ${task.id}`, input);
     this.tellInBackground = patched(PATCHES.progressInBackground.id);
+    const interval = input.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
+    this.stops = new EarlyStops(input, patched(PATCHES.earlyStops.id), interval);
     this.sandbox = { key: `${input.runKey}/worker/${task.id}`, ...input.sandbox };
     this.budget = input.budgetUsd;
     this.seededAt = input.seed?.sha ?? input.baseSha;
@@ -95,6 +104,10 @@ export class SubTaskWorkflow {
     setHandler(pauseSignal, () => {
       this.pauseRequested = true;
       this.agentScope?.cancel();
+    });
+    // Carries nothing: at most it makes the next checkpoint come sooner.
+    setHandler(agentTurnSignal, () => {
+      this.turnReported = true;
     });
     setHandler(resumeSignal, (raw: unknown) => {
       const parsed = parseMessage(ResumeInput, raw);
@@ -182,6 +195,7 @@ export class SubTaskWorkflow {
       if (!('agent' in ended)) return ended;
       if (ended.exitCode !== 0 || ended.timedOut)
         return await this.salvage(this.report(commandFailure('the agent', ended)));
+      await this.revertLeftovers();
       try {
         return { invocation: ended, work: await this.collect(this.sandboxOps) };
       } catch (err) {
@@ -256,6 +270,8 @@ export class SubTaskWorkflow {
         return await this.salvage(this.report({ status: 'failed', reason: rootMessage(err) }));
       }
       if (invocation) this.count(invocation);
+      const early = this.stops.ended(invocation);
+      if (early) return await this.stoppedEarly(early, invocation);
       const why = invocation
         ? suspension(invocation, this.costUsd, this.budget, this.input.maxTurns)
         : 'paused by an operator';
@@ -274,6 +290,7 @@ export class SubTaskWorkflow {
     const afterMove = this.interrupted;
     if (afterMove) this.sessionId = undefined;
     this.interrupted = false;
+    const early = this.stops.invocationStarts();
     const stopCheckpoints = this.checkpointWhileInvoked();
     try {
       return await scope.run(() =>
@@ -297,14 +314,17 @@ export class SubTaskWorkflow {
               budgetUsd: this.budget === undefined ? undefined : Math.max(0, this.budget - this.costUsd),
               sessionCostUsd: this.sessionCostUsd,
               ...(afterMove && { interrupted: true }),
+              ...early,
+              ...(this.stops.enabled && { reportTurns: true }),
             },
           ],
         ),
       );
     } catch (err) {
       // A pause cancels only the agent's scope; a cancellation of the sub-task itself goes on up.
-      if (isCancellation(err) && this.pauseRequested && !CancellationScope.current().consideredCancelled)
-        return undefined;
+      // So does an early stop.
+      const ours = this.pauseRequested || this.stops.stopped;
+      if (isCancellation(err) && ours && !CancellationScope.current().consideredCancelled) return undefined;
       throw err;
     } finally {
       this.agentScope = undefined;
@@ -319,8 +339,12 @@ export class SubTaskWorkflow {
     const ticking = ticker
       .run(async () => {
         for (;;) {
-          await sleep(this.input.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS);
-          await this.saveWork();
+          await this.checkpointDue();
+          const seen = await this.saveWork();
+          if (seen && (await this.stops.atCheckpoint(seen, () => this.revert(seen)))) {
+            this.agentScope?.cancel();
+            return;
+          }
         }
       })
       .catch(() => undefined);
@@ -328,6 +352,14 @@ export class SubTaskWorkflow {
       ticker.cancel();
       await ticking;
     };
+  }
+
+  /** Waits for the next checkpoint: the interval, or (early stops) the agent's next reported turn. */
+  private async checkpointDue(): Promise<void> {
+    const interval = this.input.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
+    if (!this.stops.enabled) return await sleep(interval);
+    await condition(() => this.turnReported, interval);
+    this.turnReported = false;
   }
 
   /** Adds an invocation's cost and turns, and keeps its session for the next one. */
@@ -407,26 +439,69 @@ export class SubTaskWorkflow {
     }
   }
 
-  /** Saves the workspace to the staging store (host affinity only); a failed checkpoint costs only itself. */
-  private async saveWork(): Promise<void> {
-    if (!this.home.affinity) return;
+  /**
+   * Saves the workspace to the staging store (host affinity only); a failed checkpoint costs only
+   * itself. Returns what the checkpoint shows of the agent (early stops).
+   */
+  private async saveWork(): Promise<CheckpointSeen | undefined> {
+    if (!this.home.affinity) return undefined;
     const { input, task } = this;
     try {
-      const mark = await this.sandboxOps.checkpointWork.executeWithOptions({ summary: `checkpoint ${task.id}` }, [
+      const seen = await this.sandboxOps.checkpointWork.executeWithOptions({ summary: `checkpoint ${task.id}` }, [
         {
           sandbox: this.sandbox,
           runKey: input.runKey,
           workerId: task.id,
           baseSha: this.seededAt,
           previous: this.checkpoint,
+          allowedPaths: this.stops.allowedPaths,
         },
       ]);
-      if (mark.sha === this.checkpoint?.sha) return;
+      const { scope: _scope, output: _output, ...mark } = seen;
+      if (mark.sha === this.checkpoint?.sha) return seen;
       this.checkpoint = mark;
       await this.tellLeader(...this.lastTold);
+      return seen;
     } catch (err) {
       if (isCancellation(err)) throw err;
+      return undefined;
     }
+  }
+
+  /** Undoes the checkpoint's changes outside the sub-task's paths in the workspace; undefined when that failed. */
+  private async revert(seen: CheckpointSeen) {
+    const { input, task } = this;
+    try {
+      return await this.sandboxOps.revertOutOfScope.executeWithOptions(
+        { summary: `revert ${task.id}'s changes outside its paths` },
+        [
+          {
+            sandbox: this.sandbox,
+            runKey: input.runKey,
+            baseSha: this.seededAt,
+            sha: seen.sha,
+            allowedPaths: this.stops.allowedPaths!,
+          },
+        ],
+      );
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      return undefined;
+    }
+  }
+
+  /** Under policy.outOfScope: revert, the last changes outside the sub-task's paths go too, once the agent has ended. */
+  private async revertLeftovers(): Promise<void> {
+    if (!this.stops.reverts) return;
+    const seen = await this.saveWork();
+    if (seen?.scope?.outOfScopeCount) await this.stops.revertWith(() => this.revert(seen), seen.scope);
+  }
+
+  /** The failed report of an agent stopped early, its work checkpointed and salvaged. */
+  private async stoppedEarly(early: EarlyStop, invocation: AgentRunReport | undefined): Promise<SubTaskReport> {
+    await this.saveWork();
+    const { exitCode, tail, logRef } = invocation ?? {};
+    return await this.salvage(this.report({ status: 'failed', ...early, exitCode, tail, logRef }));
   }
 
   /** Rebuilds the sandbox on the host a move just claimed, from the last checkpoint. */

@@ -51,6 +51,10 @@ export interface SubTaskInput {
    * brief; absent in runs started before the brief, whose agents are told none.
    */
   others?: string[];
+  /** The agent is stopped when it prints nothing for this long (limits.idleMinutes; absent: never). */
+  idleMs?: number;
+  /** The agent is stopped as stalled after this many checkpoints without change (limits.stallCheckpoints; absent: never). */
+  stallCheckpoints?: number;
 }
 
 /**
