@@ -57,4 +57,10 @@ export const PATCHES = {
     before:
       'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
   },
+  runLimits: {
+    id: 'run-limits',
+    since: 'issue 18 (wave 3), in the landing of limits per sub-task and per run',
+    before:
+      'no run deadline (limits.runTimeoutMinutes) and no auto-resume (limits.autoResume): every suspension waits for a person',
+  },
 } as const satisfies Record<string, Patch>;

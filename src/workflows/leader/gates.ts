@@ -4,7 +4,7 @@
 import { condition, setCurrentDetails } from '@temporalio/workflow';
 import type { GateReview } from '../../contracts/messages';
 import type { GateDecision } from '../../contracts/reports';
-import { type Gate, type GateName, type PlannedRequest, agentOf } from '../../contracts/request';
+import { type Gate, type GateName, type PlannedRequest, agentOf, subTaskLimitsLine } from '../../contracts/request';
 import { overlapOf, planOrder } from '../../contracts/plan';
 import { firstLine, isoTime } from '../../contracts/text';
 import { msOfMinutes, timerMs } from '../durations';
@@ -73,6 +73,7 @@ export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> 
       prompt: firstLine(t.prompt),
       ...(t.dependsOn?.length && { dependsOn: t.dependsOn }),
       ...(after.length && { after }),
+      ...(t.limits && subTaskLimitsLine(t.limits) && { limits: subTaskLimitsLine(t.limits) }),
     };
   });
 }
