@@ -4,7 +4,7 @@
  * destroy their sandboxes, the integration's sandboxes go), nothing is pushed, and the run fails
  * as `run-timeout`. What was integrated stays on the integration head, as after any failure.
  */
-import { CancellationScope, isCancellation, patched, sleep } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, patched, setCurrentDetails, sleep } from '@temporalio/workflow';
 import type { LeaderRequest } from '../../contracts/request';
 import { msOfMinutes, timerMs } from '../durations';
 import { PATCHES } from '../patches';
@@ -39,8 +39,11 @@ export async function withinDeadline<T>(run: Run, req: LeaderRequest, steps: () 
   try {
     return await work.run(steps);
   } catch (err) {
-    if (expired && isCancellation(err)) run.fail('run-timeout', deadlineReason(minutes));
-    throw err;
+    if (!expired || !isCancellation(err)) throw err;
+    // A gate the deadline closed is no longer open to a decision.
+    run.status.gate = undefined;
+    setCurrentDetails('');
+    return run.fail('run-timeout', deadlineReason(minutes));
   } finally {
     timer.cancel();
     await ticking;
