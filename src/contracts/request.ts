@@ -102,14 +102,17 @@ export const SubTaskLimits = z
   .strict();
 export type SubTaskLimits = z.infer<typeof SubTaskLimits>;
 
-/** A sub-task's own limits in a few words, for the plan gate and the Web UI: "budget $0.50, 3 turns, 5 min per invocation". */
-export function subTaskLimitsLine(limits: SubTaskLimits): string {
+/**
+ * A sub-task's own limits in a few words, for the plan gate and the Web UI: "budget $0.50, 3
+ * turns, 5 min per invocation"; undefined when it gives none.
+ */
+export function subTaskLimitsLine(limits: SubTaskLimits = {}): string | undefined {
   const parts = [
     ...(limits.subTaskBudgetUsd === undefined ? [] : [`budget $${limits.subTaskBudgetUsd.toFixed(2)}`]),
     ...(limits.maxTurns === undefined ? [] : [`${limits.maxTurns} turns`]),
     ...(limits.agentTimeoutMinutes === undefined ? [] : [`${limits.agentTimeoutMinutes} min per invocation`]),
   ];
-  return parts.join(', ');
+  return parts.length ? parts.join(', ') : undefined;
 }
 
 export const SubTask = z

@@ -63,6 +63,7 @@ describe('subTasks[].limits', () => {
     expect([subTaskBudget(req.limits, 2, a), subTaskBudget(req.limits, 2, b)]).toEqual([2, 0.25]);
     expect(subTaskLimitsLine(a.limits!)).toBe('3 turns, 0.5 min per invocation');
     expect(subTaskLimitsLine(b.limits!)).toBe('budget $0.25');
+    expect(subTaskLimitsLine({})).toBeUndefined();
   });
 
   it("a sub-task's own budget beats the share of the run's budget", () => {

@@ -83,6 +83,7 @@ export async function runAttempt(run: Run, task: SubTask, given: SubTaskInput, l
   Object.assign(line, { state: 'running', startedAt: Date.now(), waits: undefined });
   run.crew.tokens.set(given.progressToken, line);
   let report: SubTaskReport;
+  const own = subTaskLimitsLine(task.limits);
   try {
     // REQUEST_CANCEL: a leader that is terminated still lets its sub-tasks destroy their sandboxes.
     const child = await startChild(workerWorkflow, {
@@ -96,7 +97,7 @@ export async function runAttempt(run: Run, task: SubTask, given: SubTaskInput, l
         `**Agent**: ${given.agent.kind}`,
         `**Owns**: ${task.ownedPaths.join(', ')}`,
         ...(task.dependsOn?.length ? [`**Depends on**: ${task.dependsOn.join(', ')}`] : []),
-        ...(task.limits && subTaskLimitsLine(task.limits) ? [`**Limits**: ${subTaskLimitsLine(task.limits)}`] : []),
+        ...(own ? [`**Limits**: ${own}`] : []),
         `**Starts from**: ${given.seed ? `the integration head ${given.seed.sha}` : `the base ${given.baseSha}`}`,
         '',
         task.prompt,

@@ -66,6 +66,7 @@ export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> 
   return plan.subTasks.map((t) => {
     const earlier = new Set(order.slice(0, order.indexOf(t.id)));
     const after = plan.subTasks.filter((o) => earlier.has(o.id) && overlapOf(o, t) !== undefined).map((o) => o.id);
+    const own = subTaskLimitsLine(t.limits);
     return {
       id: t.id,
       ownedPaths: t.ownedPaths,
@@ -73,7 +74,7 @@ export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> 
       prompt: firstLine(t.prompt),
       ...(t.dependsOn?.length && { dependsOn: t.dependsOn }),
       ...(after.length && { after }),
-      ...(t.limits && subTaskLimitsLine(t.limits) && { limits: subTaskLimitsLine(t.limits) }),
+      ...(own && { limits: own }),
     };
   });
 }
