@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
-import { type RunStatus, approveSignal } from '../../src/contracts/messages';
+import { type RunStatus, approveSignal, statusQuery } from '../../src/contracts/messages';
 import { deadlineReason } from '../../src/workflows/leader/deadline';
 import { TestEnv } from '../support/env';
 import { flotilla, processesMatching, waitFor } from '../support/processes';
@@ -90,6 +90,24 @@ describe('limits.runTimeoutMinutes', () => {
     const shown = await flotilla(env.taskQueue, ['result', handle.workflowId]);
     expect(shown.code).toBe(1);
     expect(shown.out + shown.err).toContain('ran past limits.runTimeoutMinutes (0.3 min)');
+  });
+});
+
+describe('limits.runTimeoutMinutes at a gate', () => {
+  it('a deadline that passes at the push gate closes it: nothing is pushed, the gate no longer open', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const base = await remote.head();
+    const handle = await env.start(
+      shellRequest(remote.url, [greet('one')], { limits: { runTimeoutMinutes: 0.15 }, ...withGates('push') }),
+    );
+    await waitForStatus(handle, 'the push gate', (x) => x.phase === 'awaiting-push-approval', 60_000);
+    const end = await awaitRun(handle);
+    expect(end.failureType).toBe('run-timeout');
+    expect(end.failureMessage).toContain(deadlineReason(0.15));
+    expect(await remote.head()).toBe(base);
+    const s = await handle.query(statusQuery);
+    expect(s).toMatchObject({ phase: 'failed', outcome: 'run-timeout' });
+    expect(s.gate).toBeUndefined();
   });
 });
 
