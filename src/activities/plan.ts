@@ -32,6 +32,8 @@ function plannerPrompt(objective: string, maxSubTasks: number, problems: string[
     'Rules: ids use letters, digits, "-" and "_"; ownedPaths are relative to the repository root; a',
     'sub-task may change only what it owns. Two sub-tasks whose owned paths overlap never run at once:',
     'the later one waits for the earlier, so prefer disjoint paths. dependsOn names ids of the plan.',
+    'A sub-task may give its own "limits": {"subTaskBudgetUsd": dollars, "maxTurns": n, "agentTimeoutMinutes": n}',
+    "(each optional) where it needs more or less than the run's; leave them out otherwise.",
   ];
   if (replan) lines.push('', replanBrief(replan, randomUUID()));
   if (problems.length) {

@@ -68,6 +68,8 @@ export interface SubTaskStatus {
   integrated?: boolean;
   /** The run whose work it reused instead of running again (`flotilla continue`). */
   reusedFrom?: string;
+  /** limits.autoResume's latest word on it: "resumed by itself: slice 2, $0.40 of $1.00", or why a person is asked. */
+  autoResume?: string;
 }
 
 /** What a person reviews at an open gate. */
@@ -81,7 +83,16 @@ export interface GateReview {
    * The plan gate: one row per sub-task, with what it depends on and the sub-tasks it runs
    * after because their owned paths overlap (`after`).
    */
-  plan?: { id: string; ownedPaths: string[]; agent: string; prompt: string; dependsOn?: string[]; after?: string[] }[];
+  plan?: {
+    id: string;
+    ownedPaths: string[];
+    agent: string;
+    prompt: string;
+    dependsOn?: string[];
+    after?: string[];
+    /** The sub-task's own limits, overriding the request's, in a few words. */
+    limits?: string;
+  }[];
   /** The push gate: the exact commit that would be pushed, and what it changes. */
   sha?: string;
   diffstat?: string;
@@ -128,6 +139,8 @@ export interface RunStatus {
   /** When the run started and, once over, ended: clients compute durations (a query cannot read the clock). */
   startedAt: number;
   endedAt?: number;
+  /** When the run's deadline (limits.runTimeoutMinutes) ends it, if it has one. */
+  deadlineAt?: number;
   totals: { costUsd: number; turns: number; workersDone: number; workersFailed: number };
 }
 
@@ -217,6 +230,8 @@ export const SubTaskProgress = z
       .strict()
       .optional(),
     reprovisions: z.number().int().min(0).max(100).optional(),
+    /** Sent when it suspended on its budget: its slice, which limits.autoResume adds again while the run's budget has room. */
+    budgetSliceUsd: z.number().positive().optional(),
   })
   .strict();
 export type SubTaskProgress = z.infer<typeof SubTaskProgress>;

@@ -96,8 +96,12 @@ export interface Reprovision {
   fromCheckpoint?: string;
 }
 
-/** 'unchanged': every sub-task succeeded without changing anything, so there was nothing to push. */
-export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected';
+/**
+ * 'unchanged': every sub-task succeeded without changing anything, so there was nothing to push.
+ * 'run-timeout': the run ran past limits.runTimeoutMinutes.
+ */
+export type RunOutcome =
+  'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected' | 'run-timeout';
 
 export interface ConflictReport {
   workerId: string;

@@ -80,6 +80,41 @@ export const CodexAgent = z
 export const AgentSpec = z.discriminatedUnion('kind', [ShellAgent, ClaudeCodeAgent, CodexAgent]);
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
+/** Minutes a limit may be: positive, at most a day. */
+const limitMinutes = z
+  .number()
+  .positive()
+  .max(24 * 60, 'must be at most 1440 minutes (a day)');
+
+/**
+ * Limits of one sub-task that override the request's for it: a subset of `limits`, under the
+ * same names and with the same ranges.
+ */
+export const SubTaskLimits = z
+  .object({
+    /** Dollars this sub-task's agent may spend before it suspends (its budget slice). */
+    subTaskBudgetUsd: z.number().positive('must be a positive number of dollars').optional(),
+    /** Model turns one invocation of its agent may take before the sub-task suspends. */
+    maxTurns: z.number().int().positive('must be at least 1').optional(),
+    /** Wall-clock limit of one invocation of its agent. */
+    agentTimeoutMinutes: limitMinutes.optional(),
+  })
+  .strict();
+export type SubTaskLimits = z.infer<typeof SubTaskLimits>;
+
+/**
+ * A sub-task's own limits in a few words, for the plan gate and the Web UI: "budget $0.50, 3
+ * turns, 5 min per invocation"; undefined when it gives none.
+ */
+export function subTaskLimitsLine(limits: SubTaskLimits = {}): string | undefined {
+  const parts = [
+    ...(limits.subTaskBudgetUsd === undefined ? [] : [`budget $${limits.subTaskBudgetUsd.toFixed(2)}`]),
+    ...(limits.maxTurns === undefined ? [] : [`${limits.maxTurns} turns`]),
+    ...(limits.agentTimeoutMinutes === undefined ? [] : [`${limits.agentTimeoutMinutes} min per invocation`]),
+  ];
+  return parts.length ? parts.join(', ') : undefined;
+}
+
 export const SubTask = z
   .object({
     id: subTaskId,
@@ -93,15 +128,11 @@ export const SubTask = z
      * integration head that holds them, and its agent is told what they changed. None by default.
      */
     dependsOn: z.array(subTaskId).max(100, 'at most 100 dependencies').optional(),
+    /** Overrides the request's limits for this sub-task: its budget slice, turn limit and agent timeout. */
+    limits: SubTaskLimits.optional(),
   })
   .strict();
 export type SubTask = z.infer<typeof SubTask>;
-
-/** Minutes a limit may be: positive, at most a day. */
-const limitMinutes = z
-  .number()
-  .positive()
-  .max(24 * 60, 'must be at most 1440 minutes (a day)');
 
 /** The longest a run waits for a person (a gate, a suspended sub-task): a year, in minutes. */
 export const MAX_WAIT_MINUTES = 365 * 24 * 60;
@@ -200,6 +231,18 @@ const LimitFields = z
      * agent is stopped as stalled. Off by default.
      */
     stallCheckpoints: z.number().int().min(1).max(1000).optional(),
+    /**
+     * The whole run's deadline, in minutes from its start (gates and suspensions included). Past
+     * it, what runs is cancelled, nothing is pushed and the run fails as `run-timeout`; what was
+     * integrated stays on the integration head for `flotilla continue`. None by default.
+     */
+    runTimeoutMinutes: waitMinutes.optional(),
+    /**
+     * A sub-task suspended on its budget slice resumes by itself with another slice while the
+     * run's budget (runBudgetUsd, which it needs) has room; a person is asked only once it has
+     * none. Default false: every suspension waits for a person.
+     */
+    autoResume: z.boolean().optional().meta({ default: false }),
   })
   .strict();
 
@@ -232,7 +275,26 @@ export const Limits = LimitFields.superRefine((limits, ctx) => {
       message: `is the old name of limits.${now}, which is given too; give only limits.${now}`,
     });
   }
+  checkAutoResume(limits, ctx);
 }).transform(currentLimits);
+
+/** Auto-resume stops at the run's budget: without one, a sub-task would resume without end. */
+function checkAutoResume(limits: LimitsInHistory, ctx: z.RefinementCtx): void {
+  if (limits.autoResume && limits.runBudgetUsd === undefined)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['autoResume'],
+      message: 'needs limits.runBudgetUsd: a sub-task resumes by itself only while the run budget has room',
+    });
+}
+
+/** The limits one sub-task runs under: its own (`task.limits`) where it gives them, the request's otherwise. */
+export function limitsOfSubTask(limits: Limits, task: Pick<SubTask, 'limits'>) {
+  return {
+    agentTimeoutMinutes: task.limits?.agentTimeoutMinutes ?? limits.agentTimeoutMinutes,
+    maxTurns: task.limits?.maxTurns ?? limits.maxTurns,
+  };
+}
 export type Limits = z.output<typeof Limits>;
 
 /**

@@ -60,6 +60,7 @@ export const OUTCOMES = [
   'raced',
   'rejected',
   'cancelled',
+  'run-timeout',
 ] as const;
 export const AWAITING = ['plan', 'push', 'answer', 'none'] as const;
 export type Awaiting = (typeof AWAITING)[number];

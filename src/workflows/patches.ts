@@ -63,4 +63,10 @@ export const PATCHES = {
     before:
       "a running agent's checkpoints are not checked: its scope is checked only once it has finished, and neither silence (limits.idleMinutes) nor a stall (limits.stallCheckpoints) stops it",
   },
+  runLimits: {
+    id: 'run-limits',
+    since: 'issue 18 (wave 3), in the landing of limits per sub-task and per run',
+    before:
+      'no run deadline (limits.runTimeoutMinutes) and no auto-resume (limits.autoResume): every suspension waits for a person',
+  },
 } as const satisfies Record<string, Patch>;

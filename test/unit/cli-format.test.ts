@@ -275,3 +275,33 @@ describe('text an agent or a sender wrote', () => {
     expect(shown.filter((l) => l.startsWith('    | '))).toHaveLength(4);
   });
 });
+
+describe('limits in the status (issue 18)', () => {
+  it("shows the run's deadline while it runs, and a sub-task's auto-resume under its line", () => {
+    const s = status({
+      deadlineAt: Date.parse('2026-12-01T09:00:00Z'),
+      workers: [
+        {
+          id: 'spender',
+          state: 'suspended',
+          reason: 'the agent used its budget ($1.20 of $0.90)',
+          autoResume:
+            'not resumed by itself: the run has spent $1.20 of its $1.00 (limits.runBudgetUsd); waiting for a person',
+          costUsd: 1.2,
+          turns: 2,
+        },
+      ],
+    });
+    const shown = lines(formatStatus(s, 'run-1', NOW));
+    expect(shown).toContain('deadline:  2026-12-01T09:00:00.000Z (limits.runTimeoutMinutes)');
+    const at = shown.findIndex((l) => l.startsWith('  spender'));
+    expect(shown[at + 1]).toBe(
+      '           not resumed by itself: the run has spent $1.20 of its $1.00 (limits.runBudgetUsd); waiting for a person',
+    );
+    expect(statusFacts(s, 'run-1')).toContainEqual([
+      'auto-resume spender',
+      'sub-task spender: not resumed by itself: the run has spent $1.20 of its $1.00 (limits.runBudgetUsd); waiting for a person',
+    ]);
+    expect(formatStatus({ ...s, endedAt: NOW }, 'run-1', NOW)).not.toContain('deadline:');
+  });
+});

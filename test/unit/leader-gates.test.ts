@@ -75,6 +75,8 @@ describe('planRows', () => {
       { id: 'b', ownedPaths: ['b', 'c'], agent: 'shell', prompt: 'b' },
     ]);
     expect(planRows({ ...plan, agent: { kind: 'claude-code' } })[1].agent).toBe('claude-code');
+    const limited = { ...plan, subTasks: [{ ...plan.subTasks[1], limits: { maxTurns: 3, subTaskBudgetUsd: 0.5 } }] };
+    expect(planRows(limited)[0].limits).toBe('budget $0.50, 3 turns');
   });
 });
 

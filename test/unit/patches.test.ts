@@ -88,6 +88,7 @@ describe('patches', () => {
       'plan-validated-by-activity',
       'progress-in-background',
       'request-parsed-by-activity',
+      'run-limits',
       'salvage-failed-agent-runs',
       'search-attributes',
     ]);

@@ -20,6 +20,9 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now(), cont
     `objective: ${s.objective}`,
     `repo:      ${s.repo} → ${s.targetRef} (base ${shortSha(s.baseSha)})`,
     ...isolationLines(s),
+    ...(s.deadlineAt !== undefined && s.endedAt === undefined
+      ? [`deadline:  ${isoTime(s.deadlineAt)} (limits.runTimeoutMinutes)`]
+      : []),
     ...planningLines(s),
     ...continuationLines(s, context),
   ];
@@ -77,6 +80,7 @@ function formatGate(s: RunStatus, runId: string): string[] {
       const order = [
         ...(p.dependsOn?.length ? [`needs ${p.dependsOn.join(', ')}`] : []),
         ...(p.after?.length ? [`after ${p.after.join(', ')} (overlapping paths)`] : []),
+        ...(p.limits ? [`limits: ${p.limits}`] : []),
       ];
       const graph = order.length ? `  [${order.join('; ')}]` : '';
       lines.push(
@@ -110,6 +114,7 @@ function subTaskLines(s: RunStatus, runId: string, now: number): string[] {
     const where = placement(w);
     if (where) lines.push(under(where));
     if (w.question) lines.push(under(`question: ${w.question}`));
+    if (w.autoResume) lines.push(under(w.autoResume));
     if (w.state === 'suspended')
       lines.push(under(`resume:   flotilla resume ${q(runId)} --subtask ${w.id} --message '...'`));
   }
@@ -154,6 +159,7 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
       `sub-task ${w.id}`,
       `sub-task ${w.id}: ${w.state}${integrated}, ${usd(w.costUsd)}, ${w.turns} turns${why ? ` — ${why}` : ''}`,
     ]);
+    if (w.autoResume) facts.push([`auto-resume ${w.id}`, `sub-task ${w.id}: ${w.autoResume}`]);
   }
   for (const d of s.dropped ?? []) facts.push([`dropped ${d.id}`, `left out: ${d.id}: ${d.reason}`]);
   for (const a of s.amendments ?? [])

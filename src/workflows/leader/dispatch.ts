@@ -15,7 +15,13 @@ import { otherSubTaskLines } from '../../contracts/brief';
 import { rootMessage } from '../../contracts/failures';
 import type { SubTaskStatus } from '../../contracts/messages';
 import type { SubTaskReport } from '../../contracts/reports';
-import { type PlannedRequest, type SubTask, agentOf } from '../../contracts/request';
+import {
+  type PlannedRequest,
+  type SubTask,
+  agentOf,
+  limitsOfSubTask,
+  subTaskLimitsLine,
+} from '../../contracts/request';
 import { firstLine } from '../../contracts/text';
 import { msOfMinutes, msOfSeconds } from '../durations';
 import { type SubTaskInput, subTaskWorkflowId, workerWorkflow } from '../subtask/subtask';
@@ -42,6 +48,7 @@ export function attemptId(taskId: string, n: number): string {
 /** The sub-task workflow's input for an attempt of `task`. */
 export function attemptInput(run: Run, plan: PlannedRequest, baseSha: string, task: SubTask, a: AttemptSpec) {
   const { limits } = plan;
+  const own = limitsOfSubTask(limits, task);
   const given: SubTaskInput = {
     runKey: run.key,
     objective: plan.objective,
@@ -51,11 +58,11 @@ export function attemptInput(run: Run, plan: PlannedRequest, baseSha: string, ta
     ...(a.seed && { seed: a.seed }),
     sandbox: plan.sandbox,
     setupCmd: plan.setupCmd,
-    workerTimeoutMs: msOfMinutes(limits.agentTimeoutMinutes),
+    workerTimeoutMs: msOfMinutes(own.agentTimeoutMinutes),
     commandTimeoutMs: msOfMinutes(limits.commandTimeoutMinutes),
     heartbeatTimeoutMs: msOfSeconds(limits.heartbeatTimeoutSeconds),
     budgetUsd: a.budgetUsd,
-    maxTurns: limits.maxTurns,
+    maxTurns: own.maxTurns,
     suspendTimeoutMs: msOfMinutes(limits.suspendTimeoutMinutes),
     policy: plan.policy,
     progressToken: uuid4(),
@@ -78,6 +85,7 @@ export async function runAttempt(run: Run, task: SubTask, given: SubTaskInput, l
   Object.assign(line, { state: 'running', startedAt: Date.now(), waits: undefined });
   run.crew.tokens.set(given.progressToken, line);
   let report: SubTaskReport;
+  const own = subTaskLimitsLine(task.limits);
   try {
     // REQUEST_CANCEL: a leader that is terminated still lets its sub-tasks destroy their sandboxes.
     const child = await startChild(workerWorkflow, {
@@ -91,6 +99,7 @@ export async function runAttempt(run: Run, task: SubTask, given: SubTaskInput, l
         `**Agent**: ${given.agent.kind}`,
         `**Owns**: ${task.ownedPaths.join(', ')}`,
         ...(task.dependsOn?.length ? [`**Depends on**: ${task.dependsOn.join(', ')}`] : []),
+        ...(own ? [`**Limits**: ${own}`] : []),
         `**Starts from**: ${given.seed ? `the integration head ${given.seed.sha}` : `the base ${given.baseSha}`}`,
         '',
         task.prompt,

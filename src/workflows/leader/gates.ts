@@ -4,7 +4,7 @@
 import { condition, setCurrentDetails } from '@temporalio/workflow';
 import type { GateReview } from '../../contracts/messages';
 import type { GateDecision } from '../../contracts/reports';
-import { type Gate, type GateName, type PlannedRequest, agentOf } from '../../contracts/request';
+import { type Gate, type GateName, type PlannedRequest, agentOf, subTaskLimitsLine } from '../../contracts/request';
 import { overlapOf, planOrder } from '../../contracts/plan';
 import { firstLine, isoTime } from '../../contracts/text';
 import { msOfMinutes, timerMs } from '../durations';
@@ -66,6 +66,7 @@ export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> 
   return plan.subTasks.map((t) => {
     const earlier = new Set(order.slice(0, order.indexOf(t.id)));
     const after = plan.subTasks.filter((o) => earlier.has(o.id) && overlapOf(o, t) !== undefined).map((o) => o.id);
+    const own = subTaskLimitsLine(t.limits);
     return {
       id: t.id,
       ownedPaths: t.ownedPaths,
@@ -73,6 +74,7 @@ export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> 
       prompt: firstLine(t.prompt),
       ...(t.dependsOn?.length && { dependsOn: t.dependsOn }),
       ...(after.length && { after }),
+      ...(own && { limits: own }),
     };
   });
 }

@@ -68,6 +68,8 @@ export interface Crew {
   living: boolean;
   /** The plan while it runs, which takes amendments. */
   plan?: Amendable;
+  /** limits.autoResume: resumes a sub-task suspended on its budget slice while the run's budget has room. */
+  autoResume?: (line: SubTaskStatus, sliceUsd: number) => Promise<void>;
 }
 
 interface Message<I> {
@@ -340,7 +342,7 @@ class Inbox {
 
   // ---- Progress from the run's own sub-task workflows, and nobody else ----
 
-  progress(raw: unknown): void {
+  progress(raw: unknown): void | Promise<void> {
     const parsed = parseMessage(SubTaskProgress, raw);
     if (!parsed.ok) return this.refuse('workerProgress', raw, parsed.reason);
     const p = parsed.value;
@@ -362,6 +364,8 @@ class Inbox {
       // Where its sandbox is: sent by sub-tasks of runs with host affinity only.
       if (p.host !== undefined)
         Object.assign(line, { host: p.host, checkpoint: p.checkpoint, reprovisions: p.reprovisions });
+      if (p.state === 'suspended' && p.budgetSliceUsd !== undefined)
+        return this.crew.autoResume?.(line, p.budgetSliceUsd);
     }
   }
 }

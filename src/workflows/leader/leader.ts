@@ -12,9 +12,11 @@
 import { patched, setHandler } from '@temporalio/workflow';
 import { planQuery } from '../../contracts/messages';
 import type { RunResult } from '../../contracts/reports';
-import type { LeaderRequestInput } from '../../contracts/request';
+import type { LeaderRequest, LeaderRequestInput } from '../../contracts/request';
 import { PATCHES } from '../patches';
+import { enableAutoResume } from './auto-resume';
 import { adopt } from './continuation';
+import { withinDeadline } from './deadline';
 import { fixedPlanLeader } from './fixed-plan';
 import { passGate, planRows } from './gates';
 import { PlanRun } from './plan-run';
@@ -29,26 +31,32 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   // A refused request fails the workflow with the refusal, before the run has begun.
   const req = await parseRequest(input).catch((err: unknown) => run.refuse(input, err));
   run.begin(req);
+  enableAutoResume(run, req);
   try {
-    await checkIsolation(run, req);
-    const { baseSha, targetSha } = await resolveBase(run, req);
-    const oracleSha = await fetchOracle(run, req);
-    const plan = await settle(run, req, baseSha);
-    await passGate(run, 'plan', req.gates.plan, { plan: planRows(plan) });
-    const adopted = await adopt(run, plan, baseSha);
-    const living = new PlanRun(run, plan, { baseSha, oracleSha, adopted });
-    setHandler(planQuery, () => ({ subTasks: living.standingPlan() }));
-    const integrated = await living.settle();
-    if (!integrated.ok) run.fail(integrated.outcome, integrated.message);
-    run.result.integratedSha = run.status.integratedSha = integrated.sha;
-    if (integrated.sha === baseSha) return run.succeed('unchanged', 'no sub-task changed anything; nothing to push');
-    const { sha, diffstat, testSummary } = integrated;
-    const dropped = run.status.dropped?.length ? { dropped: run.status.dropped } : {};
-    await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped });
-    return await push(run, req, sha, targetSha, living.landed());
+    return await withinDeadline(run, req, () => runToThePush(run, req));
   } catch (err) {
     return run.failed(err);
   } finally {
     await run.close();
   }
+}
+
+/** The run's steps from the isolation check to the push; a step that fails ends the run. */
+async function runToThePush(run: Run, req: LeaderRequest): Promise<RunResult> {
+  await checkIsolation(run, req);
+  const { baseSha, targetSha } = await resolveBase(run, req);
+  const oracleSha = await fetchOracle(run, req);
+  const plan = await settle(run, req, baseSha);
+  await passGate(run, 'plan', req.gates.plan, { plan: planRows(plan) });
+  const adopted = await adopt(run, plan, baseSha);
+  const living = new PlanRun(run, plan, { baseSha, oracleSha, adopted });
+  setHandler(planQuery, () => ({ subTasks: living.standingPlan() }));
+  const integrated = await living.settle();
+  if (!integrated.ok) run.fail(integrated.outcome, integrated.message);
+  run.result.integratedSha = run.status.integratedSha = integrated.sha;
+  if (integrated.sha === baseSha) return run.succeed('unchanged', 'no sub-task changed anything; nothing to push');
+  const { sha, diffstat, testSummary } = integrated;
+  const dropped = run.status.dropped?.length ? { dropped: run.status.dropped } : {};
+  await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped });
+  return await push(run, req, sha, targetSha, living.landed());
 }

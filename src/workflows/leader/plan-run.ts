@@ -301,7 +301,7 @@ export class PlanRun {
       id: attemptId(entry.task.id, entry.attempts),
       number: entry.attempts,
       prompt: entry.task.prompt,
-      budgetUsd: subTaskBudget(plan.limits, plan.subTasks.length),
+      budgetUsd: subTaskBudget(plan.limits, plan.subTasks.length, entry.task),
     };
     const line = this.lineFor(entry, spec);
     const attempt: Attempt = { spec, entry, line, scope: new CancellationScope(), ended: Promise.resolve() };

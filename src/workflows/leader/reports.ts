@@ -5,7 +5,7 @@
  */
 import type { SubTaskStatus } from '../../contracts/messages';
 import type { SubTaskReport } from '../../contracts/reports';
-import type { LeaderRequest } from '../../contracts/request';
+import type { LeaderRequest, SubTask } from '../../contracts/request';
 import { excerpt } from '../../contracts/text';
 
 /**
@@ -66,10 +66,18 @@ export function settledLine(report: SubTaskReport): Partial<SubTaskStatus> {
   };
 }
 
-/** Dollars each sub-task's agent may spend: the request's slice, or else an equal share of the run's budget. */
-export function subTaskBudget(limits: LeaderRequest['limits'], subTasks: number): number | undefined {
+/**
+ * Dollars a sub-task's agent may spend: its own slice (`task.limits`), the request's, or else an
+ * equal share of the run's budget.
+ */
+export function subTaskBudget(
+  limits: LeaderRequest['limits'],
+  subTasks: number,
+  task?: Pick<SubTask, 'limits'>,
+): number | undefined {
   const runBudget = limits.runBudgetUsd;
-  return limits.subTaskBudgetUsd ?? (runBudget === undefined ? undefined : runBudget / subTasks);
+  const own = task?.limits?.subTaskBudgetUsd ?? limits.subTaskBudgetUsd;
+  return own ?? (runBudget === undefined ? undefined : runBudget / subTasks);
 }
 
 /** Why the run ends after the fan-out, naming the first few failed sub-tasks; undefined when none failed. */

@@ -40,7 +40,7 @@ import { type EarlyStop, EarlyStops } from './early-stops';
 import { commandFailure, outOfScopeReason, summaryOf, suspension } from './outcomes';
 import type { SubTaskInput } from './subtask';
 
-type Told = [SubTaskProgress['state'], { reason?: string; question?: string }];
+type Told = [SubTaskProgress['state'], { reason?: string; question?: string; budgetSliceUsd?: number }];
 type CollectedWork = Awaited<ReturnType<Activities['collectWork']>>;
 
 /** The agent's last invocation, which finished, and the work it left, collected into staging. */
@@ -276,7 +276,7 @@ export class SubTaskWorkflow {
         ? suspension(invocation, this.costUsd, this.budget, this.input.maxTurns)
         : 'paused by an operator';
       if (why === undefined) return invocation!;
-      const ended = await this.suspend(why, invocation?.agent.question);
+      const ended = await this.suspend(why, invocation?.agent.question, invocation && this.sliceIfOnBudget(invocation));
       if (ended) return ended;
     }
   }
@@ -362,6 +362,11 @@ export class SubTaskWorkflow {
     this.turnReported = false;
   }
 
+  /** The budget slice this sub-task started with, when `invocation` suspended on its budget (not on a question). */
+  private sliceIfOnBudget(invocation: AgentRunReport): number | undefined {
+    return invocation.budgetExceeded && !invocation.agent.question ? this.input.budgetUsd : undefined;
+  }
+
   /** Adds an invocation's cost and turns, and keeps its session for the next one. */
   private count(invocation: AgentRunReport): void {
     this.costUsd += invocation.agent.costUsd;
@@ -370,12 +375,20 @@ export class SubTaskWorkflow {
     this.sessionCostUsd = invocation.sessionCostUsd;
   }
 
-  /** Suspended: the sandbox stays and the sub-task waits for `resume`; a failed report when none comes in time. */
-  private async suspend(why: string, question: string | undefined): Promise<SubTaskReport | undefined> {
+  /**
+   * Suspended: the sandbox stays and the sub-task waits for `resume`; a failed report when none
+   * comes in time. `budgetSliceUsd`: it suspended on its budget, and the leader may resume it
+   * with another slice (limits.autoResume).
+   */
+  private async suspend(
+    why: string,
+    question: string | undefined,
+    budgetSliceUsd?: number,
+  ): Promise<SubTaskReport | undefined> {
     // Cleared before the leader hears of it: a resume sent while the sandbox is pausing is kept.
     this.resume = undefined;
     await this.saveWork();
-    await this.tellLeader('suspended', { reason: why, question });
+    await this.tellLeader('suspended', { reason: why, question, budgetSliceUsd });
     await this.onHost(() => this.sandboxOps.pauseSandbox(this.sandbox));
     return this.waitForResume(why);
   }
@@ -528,6 +541,7 @@ export class SubTaskWorkflow {
       turns: this.turns,
       reason: extra.reason && clip(extra.reason, MAX_CHARS.comment - 100),
       question: extra.question && clip(extra.question, MAX_CHARS.message - 100),
+      ...(extra.budgetSliceUsd !== undefined && { budgetSliceUsd: extra.budgetSliceUsd }),
       ...(this.home.affinity && {
         host: this.home.placement?.host,
         checkpoint: this.checkpointMark(),
