@@ -57,4 +57,9 @@ export const PATCHES = {
     before:
       'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
   },
+  bestOf: {
+    id: 'best-of-n',
+    since: 'issue 18 (wave 3), the landing with best of N',
+    before: 'a sub-task with attempts above 1 runs one sub-task workflow per attempt, as if attempts were 1',
+  },
 } as const satisfies Record<string, Patch>;

@@ -81,6 +81,7 @@ describe('patches', () => {
     const ids = Object.values(PATCHES).map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.sort()).toEqual([
+      'best-of-n',
       'host-affinity',
       'living-plan',
       'plan-validated-by-activity',

@@ -44,7 +44,8 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     if (integrated.sha === baseSha) return run.succeed('unchanged', 'no sub-task changed anything; nothing to push');
     const { sha, diffstat, testSummary } = integrated;
     const dropped = run.status.dropped?.length ? { dropped: run.status.dropped } : {};
-    await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped });
+    const candidates = run.status.candidates?.length ? { candidates: run.status.candidates } : {};
+    await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped, ...candidates });
     return await push(run, req, sha, targetSha, living.landed());
   } catch (err) {
     return run.failed(err);
