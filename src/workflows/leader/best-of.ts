@@ -71,7 +71,15 @@ export class BestOf {
       ),
     );
     const thrown = ended.find((e) => e !== undefined);
-    if (thrown) throw thrown.err;
+    if (thrown) {
+      // Cancelled with the attempt (or the run): no candidate is left looking as if it still ran.
+      for (const c of candidates.filter((c) => c.result.outcome === undefined)) {
+        if (['queued', 'running'].includes(c.line.state))
+          Object.assign(c.line, { state: 'cancelled', reason: 'cancelled' });
+        this.failed(c, undefined, 'cancelled');
+      }
+      throw thrown.err;
+    }
     return this.choose(task, given.task.id, candidates, group);
   }
 
