@@ -10,12 +10,13 @@ import { simpleGit } from 'simple-git';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { formatRunEnd } from '../../src/cli/format/run-end';
 import { formatStatus } from '../../src/cli/format/status';
-import { approve, awaitRun } from '../../src/client/index';
+import { approve, awaitRun, cancelSubTask } from '../../src/client/index';
 import { statusQuery } from '../../src/contracts/messages';
 import type { CandidateResult } from '../../src/contracts/reports';
 import { TestEnv } from '../support/env';
 import { makeRemote } from '../support/remotes';
-import { shell, shellRequest, subTask, withGates, writeAgent } from '../support/requests';
+import { holdCommand, processesMatching, processesRunning, waitFor } from '../support/processes';
+import { greet, shell, shellRequest, subTask, withGates, writeAgent } from '../support/requests';
 import { waitForStatus } from '../support/runs';
 
 let env: TestEnv;
@@ -129,5 +130,39 @@ describe('best of N', () => {
       ['lib.candidate1', 'failed'],
       ['lib.candidate2', 'failed'],
     ]);
+  });
+
+  it('candidates take a maxParallel slot each, and cancelling the sub-task stops every candidate', async () => {
+    const remote = await makeRemote({ 'README.md': '# slots\n' });
+    const hold = holdCommand();
+    const lib = { ...subTask('lib', `${hold}; ${writeAgent('lib/answer.txt', '42')}`), attempts: 2 };
+    const handle = await env.start(shellRequest(remote.url, [lib, greet('other')], { limits: { maxParallel: 2 } }));
+    const both = await waitForStatus(
+      handle,
+      'both candidates to run',
+      (s) => s.workers.filter((w) => w.candidate !== undefined && w.state === 'running').length === 2,
+    );
+    expect(both.workers.find((w) => w.id === 'other')).toMatchObject({
+      state: 'queued',
+      waits: 'waits for a free slot',
+    });
+    await waitFor('both agents to hold', async () => (await processesRunning(hold)).length === 2 || undefined);
+    await cancelSubTask(env.client, handle.workflowId, { subTaskId: 'lib', by: 'ana', reason: 'not needed' });
+    expect(await processesMatching(hold)).toEqual([]);
+
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(await remote.show('main', 'other/greeting.txt')).toBe('hello from other\n');
+    expect(await remote.show('main', 'lib/answer.txt')).toBeNull();
+    const s = await handle.query(statusQuery);
+    expect(s.workers.filter((w) => w.candidate !== undefined).map((w) => [w.id, w.state])).toEqual([
+      ['lib.candidate1', 'cancelled'],
+      ['lib.candidate2', 'cancelled'],
+    ]);
+    expect(s.candidates?.map((c) => [c.id, c.outcome, c.reason])).toEqual([
+      ['lib.candidate1', 'failed', 'cancelled'],
+      ['lib.candidate2', 'failed', 'cancelled'],
+    ]);
+    expect(env.sandboxesLeft()).toEqual([]);
   });
 });
