@@ -39,9 +39,12 @@ interface Adoption {
   refused: { id: string; reason: string }[];
 }
 
-/** The sub-task an attempt's report belongs to: `api.attempt2` and `api.redo` are attempts of `api`. */
+/**
+ * The sub-task an attempt's report belongs to: `api.attempt2`, `api.redo` and the best-of-N
+ * candidates `api.candidate2`, `api.attempt2.candidate1` are attempts of `api`.
+ */
 export function subTaskOf(workerId: string): string {
-  return workerId.replace(/\.(attempt\d+|redo)$/, '');
+  return workerId.replace(/(\.attempt\d+)?(\.candidate\d+)?$|\.redo$/, '');
 }
 
 export function continueActivities(deps: ActivityDeps) {

@@ -4,7 +4,7 @@
  * moved onto the integration head. The test gate is in tests.ts, the fixers in fixers.ts.
  */
 import { permanent } from '../contracts/failures';
-import { type MergeRun, type SubTaskHead, changedPaths, diffstat, mergeWorkers } from '../git/merge';
+import { type MergeRun, type SubTaskHead, changedPaths, diffstat, linesChanged, mergeWorkers } from '../git/merge';
 import { filesAtOraclePaths, oraclePaths, readOracles } from '../git/oracle';
 import { scrubSecrets } from '../git/remote';
 import { type SubTaskSeed, isOnSeed, moveOntoSeed } from '../git/seeding';
@@ -25,7 +25,8 @@ export function integrateActivities(deps: ActivityDeps) {
      * Merges the sub-tasks in order onto `into`, in the staging repository (see mergeWorkers in
      * src/git/merge.ts); stops at the first conflict. A retry recomputes the same commits. With
      * `name`, a clean merge is also named `refs/flotilla/<run>/<name>` (a living plan's
-     * integration head), saving the activity that would name it.
+     * integration head), saving the activity that would name it. With `measure`, a clean merge
+     * also says how many lines it changes on `into` (a best-of-N candidate's size).
      */
     async mergeWorkers(input: {
       runKey: string;
@@ -34,14 +35,17 @@ export function integrateActivities(deps: ActivityDeps) {
       workers: SubTaskHead[];
       at: number;
       name?: string;
-    }): Promise<MergeRun & { ref?: string }> {
+      measure?: boolean;
+    }): Promise<MergeRun & { ref?: string; linesChanged?: number }> {
       const staging = await deps.staging(input.runKey);
       const merged = await mergeWorkers(staging.dir, input);
       if (merged.sha !== input.into) await staging.share(input.runKey, merged.sha);
-      if (merged.status !== 'merged' || !input.name) return merged;
+      if (merged.status !== 'merged') return merged;
+      const size = input.measure ? { linesChanged: await linesChanged(staging.dir, input.into, merged.sha) } : {};
+      if (!input.name) return { ...merged, ...size };
       const ref = runRef(input.runKey, input.name);
       await staging.setRef(ref, merged.sha);
-      return { ...merged, ref };
+      return { ...merged, ref, ...size };
     },
 
     /**

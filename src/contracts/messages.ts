@@ -12,6 +12,7 @@ import { z } from 'zod';
 import {
   type Amendment,
   type Checkpoint,
+  type CandidateResult,
   type Dropped,
   type GateDecision,
   type IntegrationHead,
@@ -64,6 +65,8 @@ export interface SubTaskStatus {
   dependsOn?: string[];
   /** Which attempt of its sub-task this line is, from the second on (its id is then `<sub-task>.attempt<n>`). */
   attempt?: number;
+  /** Which candidate of a best-of-N attempt this line is (its id is then `<attempt>.candidate<k>`). */
+  candidate?: number;
   /** Its commits are on the integration head (false: done, waiting for its merge; absent on runs of the fixed plan). */
   integrated?: boolean;
   /** The run whose work it reused instead of running again (`flotilla continue`). */
@@ -99,6 +102,8 @@ export interface GateReview {
   testSummary?: string;
   /** The push gate: sub-tasks left out of the commit (onFailure: continue), and why. */
   dropped?: Dropped[];
+  /** The push gate: every candidate of the best-of-N sub-tasks, and which was integrated. */
+  candidates?: CandidateResult[];
   /** Approvals and rejections of this gate that were refused, and why (a wrong SHA); capped like RunStatus.refusals. */
   refused: { by: string; reason: string }[];
 }
@@ -119,6 +124,8 @@ export interface RunStatus {
   head?: IntegrationHead;
   /** Sub-tasks that will not run, and why (onFailure: continue, a cancelled dependency, a replan). */
   dropped?: Dropped[];
+  /** Every candidate of the best-of-N sub-tasks, with its result as it comes (subTasks[].attempts). */
+  candidates?: CandidateResult[];
   /** Amendments of the running plan (added, cancelled, retried sub-tasks): the latest AMENDMENTS_KEPT, with who sent them. */
   amendments?: Amendment[];
   /** All amendments, including those no longer kept. */

@@ -111,10 +111,11 @@ export function repoUrlProblem(url: string, extraSchemes: string[] = []): string
 
 /**
  * The id of a sub-task workflow as it appears in sandbox keys and file names: a sub-task's id, or
- * one of its later attempts (`<id>.attempt<n>`, see workflows/leader/dispatch.ts). No slash, no
- * leading dot: safe as a file name.
+ * one of its later attempts (`<id>.attempt<n>`, see workflows/leader/dispatch.ts), or one
+ * candidate of a best-of-N attempt (`<id>.candidate<k>`, `<id>.attempt<n>.candidate<k>`, see
+ * workflows/leader/best-of.ts). No slash, no leading dot: safe as a file name.
  */
-export const SUB_TASK_WORKFLOW_ID = /[A-Za-z0-9_-]{1,100}(?:\.attempt[0-9]{1,4})?/;
+export const SUB_TASK_WORKFLOW_ID = /[A-Za-z0-9_-]{1,100}(?:\.attempt[0-9]{1,4})?(?:\.candidate[0-9]{1,2})?/;
 
 /** Whether `id` is a sub-task workflow's id, exactly. */
 export function isSubTaskWorkflowId(id: string): boolean {

@@ -70,6 +70,31 @@ export interface Dropped {
   reason: string;
 }
 
+/**
+ * One candidate of a best-of-N sub-task (`subTasks[].attempts`): how its trial on the integration
+ * head ended, how large and costly it was, and the staging ref that keeps it.
+ */
+export interface CandidateResult {
+  /** The sub-task it is a candidate for. */
+  subTask: string;
+  /** Its own id: `<sub-task>.candidate<k>`, or `<sub-task>.attempt<n>.candidate<k>` for a later attempt. */
+  id: string;
+  /** Its agent's kind, and model when one is named. */
+  agent: string;
+  /** Absent while it runs or is tried; passed: merged cleanly onto the head and the tests passed there. */
+  outcome?: 'passed' | 'failed';
+  /** The candidate integrated (the passing one `select` preferred). */
+  selected?: boolean;
+  /** Why it failed. */
+  reason?: string;
+  /** Lines its merge adds and removes on the integration head (git diff --numstat). */
+  linesChanged?: number;
+  costUsd: number;
+  /** Its merge onto the head, kept whatever its outcome: `refs/flotilla/<run key>/candidates/<id>`. */
+  ref?: string;
+  sha?: string;
+}
+
 /** A change to a running plan, with who sent it. */
 export interface Amendment {
   kind: 'add' | 'cancel' | 'retry';
@@ -125,6 +150,8 @@ export interface RunResult {
   head?: IntegrationHead & { integrated: string[] };
   /** Sub-tasks left out, and why (never silently). */
   dropped?: Dropped[];
+  /** Every candidate of the best-of-N sub-tasks, with its result (subTasks[].attempts). */
+  candidates?: CandidateResult[];
   /** Every amendment of the running plan, with who sent it (the latest AMENDMENTS_KEPT). */
   amendments?: Amendment[];
   /** The failed run this one continued, reusing its work. */

@@ -114,6 +114,8 @@ export function subTaskLimitsLine(limits: SubTaskLimits = {}): string | undefine
   ];
   return parts.length ? parts.join(', ') : undefined;
 }
+/** Candidates a best-of-N sub-task may run for each attempt. */
+export const MAX_CANDIDATES = 8;
 
 export const SubTask = z
   .object({
@@ -130,8 +132,33 @@ export const SubTask = z
     dependsOn: z.array(subTaskId).max(100, 'at most 100 dependencies').optional(),
     /** Overrides the request's limits for this sub-task: its budget slice, turn limit and agent timeout. */
     limits: SubTaskLimits.optional(),
+    // Best of N (issue 18): these three together.
+    /**
+     * Independent candidates run at once for each attempt, each in its own sub-task workflow and
+     * sandbox (each counted by maxParallel and the budget); each is merged onto the integration
+     * head and tested, and the passing one `select` prefers is integrated. 1 by default.
+     */
+    attempts: z
+      .number()
+      .int()
+      .min(1, 'must be at least 1')
+      .max(MAX_CANDIDATES, `must be at most ${MAX_CANDIDATES}`)
+      .optional(),
+    /** One agent per candidate, in order (at most `attempts`); the rest take the sub-task's agent. */
+    agents: z.array(AgentSpec).min(1, 'must list at least one agent').optional(),
+    /** Which passing candidate is integrated: the one with the fewest lines changed (default), or the cheapest. */
+    select: z.enum(['smallest', 'cheapest']).optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((task, ctx) => {
+    const n = task.attempts ?? 1;
+    if (task.agents && task.agents.length > n)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['agents'],
+        message: `lists ${task.agents.length} agents but attempts is ${n}: at most one agent per attempt`,
+      });
+  });
 export type SubTask = z.infer<typeof SubTask>;
 
 /** The longest a run waits for a person (a gate, a suspended sub-task): a year, in minutes. */

@@ -130,6 +130,17 @@ export async function diffstat(dir: string, from: string, to: string, paths: str
   return (stat.length > 40 ? [...stat.slice(0, 38), '...', stat[stat.length - 1]] : stat).join('\n');
 }
 
+/** Lines added and removed from `from` to `to` (`git diff --numstat`); a binary file counts as one. */
+export async function linesChanged(dir: string, from: string, to: string): Promise<number> {
+  const r = await git(dir, ['diff', '--numstat', '--no-renames', from, to]);
+  let lines = 0;
+  for (const row of r.stdout.split('\n').filter(Boolean)) {
+    const [added, removed] = row.split('\t');
+    lines += added === '-' ? 1 : Number(added) + Number(removed);
+  }
+  return lines;
+}
+
 export function mergeMessage(title: string, workerId: string, runKey: string, extra = ''): string {
   return `${title}\n\n${WORKER_TRAILER}: ${workerId}\nFlotilla-Run: ${runKey}${extra}`;
 }

@@ -69,4 +69,9 @@ export const PATCHES = {
     before:
       'no run deadline (limits.runTimeoutMinutes) and no auto-resume (limits.autoResume): every suspension waits for a person',
   },
+  bestOf: {
+    id: 'best-of-n',
+    since: 'issue 18 (wave 3), the landing with best of N',
+    before: 'a sub-task with attempts above 1 runs one sub-task workflow per attempt, as if attempts were 1',
+  },
 } as const satisfies Record<string, Patch>;

@@ -83,6 +83,7 @@ describe('patches', () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.sort()).toEqual([
       'early-stops',
+      'best-of-n',
       'host-affinity',
       'living-plan',
       'plan-validated-by-activity',

@@ -7,7 +7,7 @@ import YAML from 'yaml';
 import { loadRequestFile } from '../../src/client/index';
 import { MAX_REQUEST_FILE_BYTES } from '../../src/client/request-file';
 import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
-import { repoUrlProblem } from '../../src/contracts/names';
+import { isSubTaskWorkflowId, repoUrlProblem } from '../../src/contracts/names';
 import { tempDir } from '../support/temp';
 
 const ROOT = path.join(__dirname, '../..');
@@ -66,6 +66,24 @@ describe('parseLeaderRequest', () => {
       'sandbox.limits: unknown field(s) "diskMiB"',
     ],
     ['empty sub-task list', (r) => (r.subTasks = []), 'subTasks: must list at least one sub-task'],
+    ['no attempts', (r) => (r.subTasks[0].attempts = 0), 'subTasks[0].attempts: must be at least 1'],
+    ['too many attempts', (r) => (r.subTasks[0].attempts = 9), 'subTasks[0].attempts: must be at most 8'],
+    ['fractional attempts', (r) => (r.subTasks[0].attempts = 1.5), 'subTasks[0].attempts: expected int'],
+    [
+      'more agents than attempts',
+      (r) => Object.assign(r.subTasks[1], { attempts: 2, agents: [r.agent, r.agent, r.agent] }),
+      'subTasks[1].agents: lists 3 agents but attempts is 2: at most one agent per attempt',
+    ],
+    [
+      'agents without attempts',
+      (r) => (r.subTasks[1].agents = [r.agent, r.agent]),
+      'subTasks[1].agents: lists 2 agents but attempts is 1: at most one agent per attempt',
+    ],
+    [
+      'an unknown select',
+      (r) => Object.assign(r.subTasks[0], { attempts: 2, select: 'fastest' }),
+      'subTasks[0].select: ',
+    ],
     ['duplicate ids', (r) => (r.subTasks[1].id = 'a'), 'subTasks[1].id: duplicate id "a" (also subTasks[0])'],
     ['a bad id', (r) => (r.subTasks[0].id = 'a/b'), 'subTasks[0].id: must be 1-63 letters'],
     [
@@ -406,4 +424,14 @@ describe('the JSON Schema', () => {
       expect.objectContaining({ instancePath: '/repo', params: { additionalProperty: 'baseref' } }),
     );
   });
+});
+
+describe('sub-task workflow ids', () => {
+  it.each(['a', 'a.attempt2', 'a.candidate3', 'a.attempt2.candidate8'])('accepts %s', (id) =>
+    expect(isSubTaskWorkflowId(id)).toBe(true),
+  );
+  it.each(['a.candidate', 'a.candidate3.attempt2', '.candidate1', 'a/b.candidate1', 'a.candidate1.candidate2'])(
+    'refuses %s',
+    (id) => expect(isSubTaskWorkflowId(id)).toBe(false),
+  );
 });

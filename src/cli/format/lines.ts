@@ -2,7 +2,14 @@
  * Lines that both a run's status and its end show: integration attempts, the integration head,
  * what was left out, amendments, refusals, where a sandbox lives.
  */
-import type { Amendment, Dropped, IntegrationHead, IntegrationReport, Refusal } from '../../contracts/reports';
+import type {
+  Amendment,
+  CandidateResult,
+  Dropped,
+  IntegrationHead,
+  IntegrationReport,
+  Refusal,
+} from '../../contracts/reports';
 import { isoTime } from '../../contracts/text';
 import { usd } from './units';
 
@@ -55,6 +62,22 @@ export function formatHead(head: IntegrationHead | undefined, integrated: number
 export function formatDropped(dropped: Dropped[] | undefined): string[] {
   if (!dropped?.length) return [];
   return ['left out:', ...dropped.map((d) => `  ${d.id}: ${d.reason}`)];
+}
+
+/** Every candidate of the best-of-N sub-tasks: how its trial ended, its size and cost, where it is kept. */
+export function formatCandidates(candidates: CandidateResult[] | undefined): string[] {
+  if (!candidates?.length) return [];
+  const width = Math.max(...candidates.map((c) => c.id.length));
+  return ['candidates:', ...candidates.map((c) => `  ${candidateLine(c, width)}`)];
+}
+
+/** One candidate: "x.candidate2  selected  shell, $0.02, 3 line(s) at refs/…". */
+export function candidateLine(c: CandidateResult, width = 0): string {
+  const outcome = c.selected ? 'selected' : (c.outcome ?? 'running');
+  const size = c.linesChanged === undefined ? '' : `, ${c.linesChanged} line(s)`;
+  const why = c.reason ? ` — ${c.reason}` : '';
+  const ref = c.ref ? ` at ${c.ref}` : '';
+  return `${c.id.padEnd(width)}  ${outcome.padEnd(8)}  ${c.agent}, ${usd(c.costUsd)}${size}${ref}${why}`;
 }
 
 export function formatAmendments(amendments: Amendment[] | undefined, count: number | undefined): string[] {

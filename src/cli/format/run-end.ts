@@ -2,7 +2,15 @@
 import type { RunEnd } from '../../client/result';
 import type { SubTaskReport } from '../../contracts/reports';
 import { printableLines } from '../terminal';
-import { formatAmendments, formatAttempts, formatDropped, formatHead, formatRefusals, placement } from './lines';
+import {
+  formatAmendments,
+  formatAttempts,
+  formatCandidates,
+  formatDropped,
+  formatHead,
+  formatRefusals,
+  placement,
+} from './lines';
 import { usd } from './units';
 
 export function formatRunEnd(end: RunEnd): string {
@@ -13,6 +21,7 @@ export function formatRunEnd(end: RunEnd): string {
   if (!r) return printableLines(lines);
   if (r.continues) lines.push(`  continues ${r.continues}, reusing its integrated and finished work`);
   for (const w of r.workers) lines.push(...subTaskLines(w));
+  lines.push(...formatCandidates(r.candidates).map((l) => `  ${l}`));
   lines.push(...formatDropped(r.dropped).map((l) => `  ${l}`));
   if (r.outcome !== 'pushed') lines.push(...formatHead(r.head, r.head?.integrated.length ?? 0).map((l) => `  ${l}`));
   lines.push(...formatAmendments(r.amendments, r.amendments?.length).map((l) => `  ${l}`));

@@ -3,7 +3,16 @@ import type { RunStatus, SubTaskStatus } from '../../contracts/messages';
 import { shellQuote as q } from '../../client/shell';
 import { isoTime } from '../../contracts/text';
 import { printableLines } from '../terminal';
-import { formatAmendments, formatDropped, formatHead, formatRefusals, formatAttempts, placement } from './lines';
+import {
+  candidateLine,
+  formatAmendments,
+  formatCandidates,
+  formatDropped,
+  formatHead,
+  formatRefusals,
+  formatAttempts,
+  placement,
+} from './lines';
 import { seconds, shortSha, usd } from './units';
 
 /** What the status alone does not say: where to fetch the integration head from, which runs continue this one. */
@@ -32,6 +41,7 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now(), cont
   lines.push(...formatGate(s, runId));
   lines.push(...formatAttempts(s.integration));
   lines.push(...subTaskLines(s, runId, now));
+  lines.push(...formatCandidates(s.candidates));
   lines.push(...formatDropped(s.dropped));
   lines.push(...formatAmendments(s.amendments, s.amendedCount));
   lines.push(...formatRefusals(s.refusals, s.refusedCount));
@@ -93,6 +103,7 @@ function formatGate(s: RunStatus, runId: string): string[] {
     if (g.testSummary) lines.push('  tests:', ...g.testSummary.split('\n').map((l) => `    ${l}`));
     if (g.diffstat) lines.push('  changes:', ...g.diffstat.split('\n').map((l) => `    ${l}`));
     for (const d of g.dropped ?? []) lines.push(`  left out: ${d.id}: ${d.reason}`);
+    lines.push(...formatCandidates(g.candidates).map((l) => `  ${l}`));
   }
   for (const r of g.refused) lines.push(`  refused: ${r.by}: ${r.reason}`);
   const sha = g.sha ? ` --sha ${g.sha}` : '';
@@ -162,6 +173,7 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
     if (w.autoResume) facts.push([`auto-resume ${w.id}`, `sub-task ${w.id}: ${w.autoResume}`]);
   }
   for (const d of s.dropped ?? []) facts.push([`dropped ${d.id}`, `left out: ${d.id}: ${d.reason}`]);
+  for (const c of s.candidates ?? []) facts.push([`candidate ${c.id}`, `candidate ${candidateLine(c)}`]);
   for (const a of s.amendments ?? [])
     facts.push([`amendment ${a.at} ${a.subTaskId}`, `amendment: ${a.kind} ${a.subTaskId} by ${a.by}`]);
   (s.integration?.attempts ?? []).forEach((a, i) =>

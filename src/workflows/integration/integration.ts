@@ -103,6 +103,8 @@ export class Integration {
   private readonly spent: Record<Fixer, number> = { resolver: 0, repair: 0 };
   /** The integration head, as the last merge, resolution or repair left it: a host commit. */
   private head: string;
+  /** The last test run started, while one is in flight (settles, never rejects): the next waits for it. */
+  private testing?: Promise<void>;
 
   constructor(private readonly input: IntegrationInput) {
     const { req, runKey, heartbeatTimeoutMs } = input;
@@ -450,8 +452,34 @@ export class Integration {
     return gate;
   }
 
-  /** `round` names the test activity in the Web UI: 0 is the first, n the one after repair round n; or `label` does. */
-  private async runGate(round: number, label?: string): Promise<TestRun | Failure> {
+  /**
+   * The test gate on `sha`, a commit other than the head (a best-of-N candidate merged onto it):
+   * the same tests, hidden ones included; the head does not move.
+   */
+  testAt(sha: string, label: string): Promise<TestRun | Failure> {
+    return this.runGate(0, label, sha);
+  }
+
+  /**
+   * `round` names the test activity in the Web UI: 0 is the first, n the one after repair round n;
+   * or `label` does. One run at a time: the test sandbox has a single checkout.
+   */
+  private runGate(round: number, label?: string, sha = this.head): Promise<TestRun | Failure> {
+    const once = () => this.gateOnce(round, label, sha);
+    // Started at once when nothing else tests, as before candidates existed: replays see the same commands.
+    const gate = this.testing ? this.testing.then(once) : once();
+    const settled = gate.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.testing = settled;
+    void settled.then(() => {
+      if (this.testing === settled) this.testing = undefined;
+    });
+    return gate;
+  }
+
+  private async gateOnce(round: number, label: string | undefined, sha: string): Promise<TestRun | Failure> {
     const { req } = this;
     const { runKey, baseSha, oracleSha, commandTimeoutMs, result } = this.input;
     const summary = label ?? (round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`);
@@ -461,7 +489,7 @@ export class Integration {
           sandbox: this.testSandbox,
           runKey,
           baseSha,
-          sha: this.head,
+          sha,
           setupCmd: req.setupCmd,
           testCmd: req.testCmd,
           timeoutMs: commandTimeoutMs,

@@ -12,7 +12,7 @@ import { firstLine } from '../../contracts/text';
 import { msOfMinutes, msOfSeconds } from '../durations';
 import { type SubTaskInput, subTaskWorkflowId, workerWorkflow } from '../subtask/subtask';
 import { pool } from './pool';
-import { briefReport, failedReport, failedSubTasksLine, settledLine, subTaskBudget } from './reports';
+import { briefReport, budgetSpent, failedReport, failedSubTasksLine, settledLine, subTaskBudget } from './reports';
 import type { Run } from './run';
 
 export class FanOut {
@@ -84,9 +84,8 @@ export class FanOut {
    */
   private async runSubTask(given: SubTaskInput, line: SubTaskStatus): Promise<SubTaskReport> {
     const { run } = this;
-    const runBudget = this.plan.limits.runBudgetUsd;
-    if (runBudget !== undefined && run.spent() >= runBudget) {
-      const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${run.spent().toFixed(2)})`;
+    const reason = budgetSpent(this.plan.limits, run.spent());
+    if (reason) {
       Object.assign(line, { state: 'failed', reason });
       return failedReport(given.task.id, reason);
     }

@@ -57,6 +57,7 @@ async function runToThePush(run: Run, req: LeaderRequest): Promise<RunResult> {
   if (integrated.sha === baseSha) return run.succeed('unchanged', 'no sub-task changed anything; nothing to push');
   const { sha, diffstat, testSummary } = integrated;
   const dropped = run.status.dropped?.length ? { dropped: run.status.dropped } : {};
-  await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped });
+  const candidates = run.status.candidates?.length ? { candidates: run.status.candidates } : {};
+  await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped, ...candidates });
   return await push(run, req, sha, targetSha, living.landed());
 }

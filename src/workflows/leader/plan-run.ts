@@ -10,7 +10,7 @@
  * Every decision is taken by the loop, one event at a time (an attempt ended, a merge ended), so
  * that the state the handlers and the status read only ever changes between awaits.
  */
-import { CancellationScope, condition, isCancellation, setCurrentDetails, uuid4 } from '@temporalio/workflow';
+import { CancellationScope, condition, isCancellation, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
 import type { SubTaskStatus } from '../../contracts/messages';
 import { predecessorsNote, retryNote } from '../../contracts/prompts';
 import type { ConflictReport, SubTaskReport } from '../../contracts/reports';
@@ -19,15 +19,17 @@ import { clip } from '../../contracts/text';
 import { msOfMinutes, msOfSeconds } from '../durations';
 import { type EndAttempt, track } from '../integration/attempts';
 import { Integration, type IntegrationOutcome } from '../integration/integration';
+import { PATCHES } from '../patches';
 import { subTaskWorkflowId } from '../subtask/subtask';
 import { PlanAmendments } from './amendments';
+import { BestOf, candidatesOf, widthOf } from './best-of';
 import { type Adopted, reuse } from './continuation';
 import { type AttemptSpec, attemptId, attemptInput, runAttempt } from './dispatch';
 import { Integrator, type MergeFailure, type MergeItem } from './integrator';
 import { planDetails } from './plan-details';
 import { Predecessors } from './predecessors';
 import { Replanner } from './replan';
-import { briefReport, failedReport, failedSubTasksLine, subTaskBudget } from './reports';
+import { briefReport, budgetSpent, failedReport, failedSubTasksLine, subTaskBudget } from './reports';
 import { type Run, queuedLine } from './run';
 import { type Entry, Schedule } from './schedule';
 import { hostless } from './steps';
@@ -35,6 +37,10 @@ import { hostless } from './steps';
 interface Attempt {
   spec: AttemptSpec;
   entry: Entry;
+  /** It runs as several candidates (subTasks[].attempts), of which the best is kept. */
+  bestOf: boolean;
+  /** Slots of maxParallel it takes: its candidates running at once, else one. */
+  width: number;
   line: SubTaskStatus;
   scope: CancellationScope;
   ended: Promise<void>;
@@ -92,6 +98,7 @@ export class PlanRun {
   readonly predecessors: Predecessors;
   private readonly replanner: Replanner;
   private readonly integratorScope = new CancellationScope();
+  private readonly bestOf: BestOf;
 
   constructor(
     readonly run: Run,
@@ -118,6 +125,7 @@ export class PlanRun {
       (item, failure) => void this.events.push({ kind: 'merged', item, failure }),
     );
     for (const line of run.status.workers) this.lines.set(line.id, line);
+    this.bestOf = new BestOf(run, plan, this.integration, ctx.baseSha);
     this.predecessors = new Predecessors(this);
     this.replanner = new Replanner(this);
     if (ctx.adopted) reuse(this, ctx.adopted);
@@ -171,8 +179,16 @@ export class PlanRun {
     );
   }
 
+  /** Whether the next ready sub-task fits under maxParallel (startReady starts them in plan order). */
   private canStart(): boolean {
-    return this.running.size < this.plan.limits.maxParallel && this.schedule.ready().length > 0;
+    const next = this.schedule.ready()[0];
+    return next !== undefined && this.fits(next);
+  }
+
+  private fits(entry: Entry): boolean {
+    const { maxParallel } = this.plan.limits;
+    const used = [...this.running.values()].reduce((sum, a) => sum + a.width, 0);
+    return used + widthOf(entry.task, maxParallel) <= maxParallel;
   }
 
   private async handle(event: Event): Promise<void> {
@@ -288,7 +304,7 @@ export class PlanRun {
   private startReady(): void {
     if (this.phase !== 'running') return;
     for (const entry of this.schedule.ready()) {
-      if (this.running.size >= this.plan.limits.maxParallel) return;
+      if (!this.fits(entry)) return;
       this.start(entry);
     }
   }
@@ -304,11 +320,13 @@ export class PlanRun {
       budgetUsd: subTaskBudget(plan.limits, plan.subTasks.length, entry.task),
     };
     const line = this.lineFor(entry, spec);
-    const attempt: Attempt = { spec, entry, line, scope: new CancellationScope(), ended: Promise.resolve() };
+    const bestOf = candidatesOf(entry.task) > 1 && patched(PATCHES.bestOf.id);
+    const width = bestOf ? widthOf(entry.task, plan.limits.maxParallel) : 1;
+    const scope = new CancellationScope();
+    const attempt: Attempt = { spec, entry, bestOf, width, line, scope, ended: Promise.resolve() };
     attempt.redispatch = this.trackRedo(entry, spec);
-    const runBudget = plan.limits.runBudgetUsd;
-    if (runBudget !== undefined && run.spent() >= runBudget) {
-      const reason = `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${run.spent().toFixed(2)})`;
+    const reason = budgetSpent(plan.limits, run.spent());
+    if (reason) {
       Object.assign(line, { state: 'failed', reason, waits: undefined });
       attempt.redispatch?.('failed', { reason });
       this.events.push({ kind: 'ended', attempt, report: failedReport(spec.id, reason), final: true });
@@ -359,7 +377,9 @@ export class PlanRun {
     if (note) spec.prompt += retryNote(note, uuid4());
     if (fromHead) spec.seed = await this.seedAt(spec.id);
     const given = attemptInput(this.run, this.plan, baseSha, entry.task, spec);
-    const report = await runAttempt(this.run, entry.task, given, a.line);
+    const report = a.bestOf
+      ? await this.bestOf.attempt(entry.task, given, a.line, a.width)
+      : await runAttempt(this.run, entry.task, given, a.line);
     return { ...report, ...(spec.seed && { seedSha: spec.seed.sha }) };
   }
 

@@ -80,6 +80,13 @@ export function subTaskBudget(
   return own ?? (runBudget === undefined ? undefined : runBudget / subTasks);
 }
 
+/** Why no more sub-task may start: the run's budget is spent; undefined while it has room. */
+export function budgetSpent(limits: LeaderRequest['limits'], spent: number): string | undefined {
+  const runBudget = limits.runBudgetUsd;
+  if (runBudget === undefined || spent < runBudget) return undefined;
+  return `not started: the run's budget of $${runBudget.toFixed(2)} is spent ($${spent.toFixed(2)})`;
+}
+
 /** Why the run ends after the fan-out, naming the first few failed sub-tasks; undefined when none failed. */
 export function failedSubTasksLine(reports: SubTaskReport[], planned: number): string | undefined {
   const failed = reports.filter((w) => w.status !== 'done');
