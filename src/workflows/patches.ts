@@ -57,4 +57,10 @@ export const PATCHES = {
     before:
       'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
   },
+  testSandboxWarmed: {
+    id: 'test-sandbox-warmed',
+    since: 'issue 19 (wave 3), the landing after the fifth',
+    before:
+      'the test sandbox is provisioned and its files checked out only when the first test run needs it, after the merge',
+  },
 } as const satisfies Record<string, Patch>;

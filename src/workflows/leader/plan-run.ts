@@ -10,7 +10,7 @@
  * Every decision is taken by the loop, one event at a time (an attempt ended, a merge ended), so
  * that the state the handlers and the status read only ever changes between awaits.
  */
-import { CancellationScope, condition, isCancellation, setCurrentDetails, uuid4 } from '@temporalio/workflow';
+import { CancellationScope, condition, isCancellation, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
 import type { SubTaskStatus } from '../../contracts/messages';
 import { predecessorsNote, retryNote } from '../../contracts/prompts';
 import type { ConflictReport, SubTaskReport } from '../../contracts/reports';
@@ -20,6 +20,7 @@ import { msOfMinutes, msOfSeconds } from '../durations';
 import { type EndAttempt, track } from '../integration/attempts';
 import { Integration, type IntegrationOutcome } from '../integration/integration';
 import { subTaskWorkflowId } from '../subtask/subtask';
+import { PATCHES } from '../patches';
 import { PlanAmendments } from './amendments';
 import { type Adopted, reuse } from './continuation';
 import { type AttemptSpec, attemptId, attemptInput, runAttempt } from './dispatch';
@@ -128,6 +129,7 @@ export class PlanRun {
   async settle(): Promise<IntegrationOutcome> {
     const { status } = this.run;
     status.phase = 'running';
+    if (patched(PATCHES.testSandboxWarmed.id)) this.integration.warmTests();
     const integrator = this.integratorScope
       .run(() => this.integrator.lane())
       .catch((err: unknown) => {
