@@ -1,7 +1,10 @@
 /**
  * What a change buys: two builds' workers on the same runs, interleaved, one at a time. For each
  * round and build: a worker process of its own, a warm-up run, then one measured run; its wall
- * time, the worker's CPU, its children's, peak RSS and (with --strace) the processes it made.
+ * time, its integration (the last sub-task's end to the push being scheduled: merge, test
+ * sandbox, test), the worker's CPU, its children's, peak RSS and (with --strace) the processes it
+ * made. Each round also times bench/baseline.sh's merge + test + push of as many sub-tasks on
+ * the same repository.
  *
  *   npx tsx bench/compare.ts OTHER/dist/worker.js [--files 20000] [--sub-tasks 4] [--rounds 2] [--strace]
  *
@@ -20,6 +23,7 @@ import type { LeaderRequestInput } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { countProcesses, startWorkerProcess } from './worker-process';
 import { runBench } from './main';
+import { phases } from './phases';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -75,6 +79,17 @@ const request = (url: string, n: number): LeaderRequestInput => ({
   })),
 });
 
+/** bench/baseline.sh's merge of `subTasks` branches, its test and its push, on `url`, in seconds. */
+function scriptIntegration(url: string): number {
+  const work = mkdtempSync(path.join(root, 'script-'));
+  const out = execFileSync(path.join(__dirname, 'baseline.sh'), [url, work, String(subTasks), '0'], {
+    encoding: 'utf8',
+  });
+  rmSync(work, { recursive: true, force: true });
+  const phase = (name: string) => Number(new RegExp(`^phase ${name} ([\\d.]+)$`, 'm').exec(out)?.[1] ?? NaN);
+  return phase('integrate') + phase('test') + phase('push');
+}
+
 async function main(): Promise<void> {
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: path.join(__dirname, '..'), stdio: 'pipe' });
   const measured = remote('measured', files);
@@ -105,7 +120,7 @@ async function main(): Promise<void> {
         workerJs: builds[build],
         straceFile,
       });
-      const run = async (url: string, n: number) => {
+      const run = async (url: string, n: number): Promise<number | undefined> => {
         const handle = await client.workflow.start('leaderWorkflow', {
           taskQueue,
           workflowId: newRunId(),
@@ -114,19 +129,21 @@ async function main(): Promise<void> {
         const end = await awaitRun(handle);
         if (end.result?.outcome !== 'pushed')
           throw new Error(`a run on the ${build} build did not push: ${end.failureMessage}`);
+        return (await phases(client, handle)).integrate;
       };
       await run(warm, 2);
       const from = straceFile ? statSync(straceFile).size : 0;
       const [cpu0, t0] = [w.cpu(), performance.now()];
-      await run(measured, subTasks);
+      const integrate = await run(measured, subTasks);
       const [cpu1, secs, rss] = [w.cpu(), (performance.now() - t0) / 1000, w.peakRss()];
       await w.stop();
       const p = straceFile ? countProcesses(straceFile, from) : undefined;
       console.log(
-        `${build.padEnd(5)} wall ${secs.toFixed(2)} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
-          `peak RSS ${(rss / 1e6).toFixed(0)} MB${p ? `, ${p.execs} execs / ${p.forks} forks` : ''}`,
+        `${build.padEnd(5)} wall ${secs.toFixed(2)} s, integration ${integrate?.toFixed(2) ?? '-'} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
+          `peak RSS ${(rss / 1e6).toFixed(0)} MB${p ? `, ${p.execs} execs / ${p.forks} forks (${(p.execs / subTasks).toFixed(1)} programs per sub-task)` : ''}`,
       );
     }
+    console.log(`script integration (merge + test + push) ${scriptIntegration(measured).toFixed(2)} s`);
   }
   await client.connection.close();
   await temporal.stop();

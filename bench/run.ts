@@ -16,12 +16,13 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { awaitRun, newRunId, startRun } from '../src/client/index';
 import { parseLeaderRequest } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { type WorkerProcess, countProcesses, startWorkerProcess } from './worker-process';
 import { runBench } from './main';
+import { phases } from './phases';
 
 const quick = process.argv.includes('--quick');
 const cpuProfDir = process.argv.includes('--cpu-prof')
@@ -101,35 +102,6 @@ function baseline(url: string, n: number, secs: number): Record<string, number> 
   rmSync(work, { recursive: true, force: true });
   if (r.status !== 0) throw new Error(`baseline.sh failed: ${r.stderr}`);
   return Object.fromEntries([...r.stdout.matchAll(/^phase (\w+) ([\d.]+)$/gm)].map((m) => [m[1], Number(m[2])]));
-}
-
-/** Seconds between two events of a history, by predicate; undefined when either is missing. */
-type HistoryEvent = { eventTime?: { seconds?: unknown; nanos?: number | null } | null; [k: string]: unknown };
-const at = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) + (e.eventTime?.nanos ?? 0) / 1e9;
-
-/** Phase times of a finished run from its histories: seeding (first worker) and integration. */
-async function phases(client: Client, handle: WorkflowHandle): Promise<{ seed?: number; integrate?: number }> {
-  const events = ((await handle.fetchHistory()).events ?? []) as unknown as HistoryEvent[];
-  const childDone = events.filter((e) => e.childWorkflowExecutionCompletedEventAttributes);
-  const push = events.find(
-    (e) =>
-      (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } })?.activityType?.name ===
-      'pushResult',
-  );
-  const integrate = childDone.length && push ? at(push) - at(childDone[childDone.length - 1]) : undefined;
-  const first = childDone[0]?.childWorkflowExecutionCompletedEventAttributes as
-    { workflowExecution?: { workflowId?: string } } | undefined;
-  let seed: number | undefined;
-  if (first?.workflowExecution?.workflowId) {
-    const child = ((await client.workflow.getHandle(first.workflowExecution.workflowId).fetchHistory()).events ??
-      []) as unknown as HistoryEvent[];
-    const idOf = (e: HistoryEvent) =>
-      (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } } | undefined)?.activityType?.name;
-    const i = child.findIndex((e) => idOf(e) === 'seedWorkspace');
-    const done = child.slice(i).find((e) => e.activityTaskCompletedEventAttributes);
-    if (i >= 0 && done) seed = at(done) - at(child[i]);
-  }
-  return { seed, integrate };
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   readOracles,
   withheldOutput,
 } from '../git/oracle';
+import { setHostTree } from '../git/host-tree';
 import { checkoutCommit } from '../git/seeding';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openWorkspace, runOfSandbox } from './deps';
@@ -94,6 +95,19 @@ async function runCommands(
 export function testActivities(deps: ActivityDeps) {
   return {
     /**
+     * Sets a local test sandbox's files to `sha` (the base) while the agents run, so that the
+     * test run after the merge writes only what they changed (host-tree.ts). Nothing happens in a
+     * cloud sandbox, whose test run checks out the whole tree. Says whether it was done.
+     */
+    async warmTestSandbox(input: { sandbox: SandboxRef; runKey: string; sha: string }): Promise<{ warmed: boolean }> {
+      const ws = await openWorkspace(deps, input.sandbox);
+      if (!ws.sb.host) return { warmed: false };
+      const staging = await deps.staging(input.runKey);
+      await setHostTree(ws.sb.host, staging.dir, input.sha);
+      return { warmed: true };
+    },
+
+    /**
      * Runs the setup and test commands on `sha` in the test sandbox, with the hidden tests placed
      * read-only. Afterwards: a hidden test changed or gone fails the run; whatever the commands
      * committed or changed is reported and discarded (the host never takes anything from this
@@ -115,7 +129,7 @@ export function testActivities(deps: ActivityDeps) {
       const last = await runCommands(deps, ws.sb, input, redact, oracles.length > 0);
       const altered = await alteredOracles(ws.sb, oracles);
       const discarded = await testRunChanges(ws, input.sha, oraclePaths, redact);
-      await discardTestRun(ws, input.sha);
+      await discardTestRun(ws, input.sha, staging.dir);
       const problem = altered
         ? `the test run changed or removed ${altered} hidden test file(s); its result does not count`
         : undefined;

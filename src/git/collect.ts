@@ -98,13 +98,14 @@ export async function importWork(
   bundle: string,
 ): Promise<CollectedWork> {
   const ref = runRef(c.runKey, `workers/${c.workerId}`);
-  await staging.withBundleFile(async (file) => {
+  const { head } = await staging.withBundleFile(async (file) => {
     await ws.sb.copyOut(bundle, file);
     checkImportSize((await stat(file)).size);
-    await staging.importBundle(file, ref, { what: "the worker's commits", seed: c.baseSha });
+    return staging.importBundle(file, ref, { what: "the worker's commits", seed: c.baseSha });
   });
   try {
-    const work = await verifyWork(staging, { ref, baseSha: c.baseSha, allowedPaths: c.allowedPaths, policy: c.policy });
+    const { baseSha, allowedPaths, policy } = c;
+    const work = await verifyWork(staging, { ref, headSha: head, baseSha, allowedPaths, policy });
     return { ...work, ref };
   } catch (err) {
     // Nothing may build on refused commits.

@@ -9,6 +9,7 @@ import { clashesWithOracle, oraclePaths } from './oracle';
 import { SharedStoreError } from './shared-store';
 import { type StagingRepo, runRef } from './staging';
 import { BUNDLE_REF, bundleScript } from './bundles';
+import { setHostTree } from './host-tree';
 import { type Workspace, sh } from './workspace';
 
 /** A report names at most this many offending paths. */
@@ -155,8 +156,15 @@ export async function resetCheckout(ws: Workspace, sha: string, what: string): P
   await ws.script(`git reset -q --hard ${sh(sha)}`, what);
 }
 
-/** Puts the checkout back at `sha` and removes every untracked and ignored file, hidden tests included. */
-export async function discardTestRun(ws: Workspace, sha: string): Promise<void> {
+/**
+ * Puts the checkout back at `sha` and removes every untracked and ignored file, hidden tests
+ * included: by the host, in a local sandbox (host-tree.ts), else by git in the sandbox.
+ */
+export async function discardTestRun(ws: Workspace, sha: string, stagingDir: string): Promise<void> {
+  if (ws.sb.host) {
+    await setHostTree(ws.sb.host, stagingDir, sha);
+    return;
+  }
   await ws.script(
     `git reset -q --hard ${sh(sha)} 2>/dev/null || true\ngit clean -ffdxq 2>/dev/null || true`,
     'cleaning up after the tests',

@@ -4,7 +4,10 @@
  * Only what the run added to the base travels as a bundle; the base's own objects come from the
  * run mirror (local sandboxes) or a shallow bundle (cloud sandboxes).
  */
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
 import { permanent } from '../contracts/failures';
+import { hostIndex, setHostTree } from './host-tree';
 import { SANDBOX_OBJECTS, acquireRunObjects } from './run-mirror';
 import { type StagingRepo, runRef } from './staging';
 import { type Workspace, scriptFailed, sh } from './workspace';
@@ -139,6 +142,10 @@ git reset -q --hard ${sh(c.seed.sha)}`,
  * included, is replaced, so nothing an earlier command left (ignored files, a planted hook,
  * replace refs that would make git check out another tree) survives. With `indexAt`, HEAD and
  * the index are at that commit, so the working tree shows `sha`'s changes as edits.
+ *
+ * A local sandbox's files are set by the host (host-tree.ts), writing only what differs from
+ * what the workspace holds; then only its `.git` is made anew in the sandbox, its index the
+ * host's. Elsewhere, and with `indexAt`, the sandbox checks out the whole tree itself.
  */
 export async function checkoutCommit(
   ws: Workspace,
@@ -156,17 +163,23 @@ export async function checkoutCommit(
       await ws.sb.copyIn(file, bundle);
     });
   }
+  const host = c.indexAt ? undefined : ws.sb.host;
+  if (host) {
+    await setHostTree(host, staging.dir, c.sha);
+    // Removed by the host, so no `.git` the last command planted (a link, a file) is ever read.
+    await rm(path.join(host.dir, '.git'), { recursive: true, force: true });
+  }
   // The sandbox policy keeps configuration a command may have planted in $HOME out too.
   await ws.script(
-    `chmod -R u+w . 2>/dev/null || true
-find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+    `${host ? '' : 'chmod -R u+w . 2>/dev/null || true\nfind . -mindepth 1 -maxdepth 1 -exec rm -rf {} +'}
 git init -q .
 git config user.name 'Flotilla integration'
 git config user.email flotilla@localhost
 git config commit.gpgsign false
 ${base}
 ${c.sha !== c.baseSha ? `git fetch -q ${sh(bundle)} ${sh(`+${ref}:${ref}`)}\nrm -f ${sh(bundle)}` : ''}
-git checkout -q --detach ${sh(c.sha)}${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,
+${host ? `git update-ref --no-deref HEAD ${sh(c.sha)}` : `git checkout -q --detach ${sh(c.sha)}`}${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,
     'checking out the tree to work on',
   );
+  if (host) await ws.sb.copyIn(hostIndex(host), `${ws.sb.workspace}/.git/index`);
 }

@@ -6,7 +6,6 @@
  */
 import path from 'node:path';
 import { permanent } from '../contracts/failures';
-import { isAncestor } from './merge';
 import type { StagingRepo } from './staging';
 import { redact } from '../store/secrets';
 import { type CommitPolicy } from '../contracts/request';
@@ -29,19 +28,19 @@ interface Change {
 }
 
 /**
- * Checks `ref` against `baseSha` and the policy; throws a permanent failure naming the first
+ * Checks `ref` (the commit `headSha`, when the caller knows it) against `baseSha` and the policy; throws a permanent failure naming the first
  * rule it breaks. Changed paths outside `allowedPaths` are reported, not thrown, so the sub-task's
  * report can say which they were.
  */
 export async function verifyWork(
   staging: StagingRepo,
-  input: { ref: string; baseSha: string; allowedPaths: string[]; policy: CommitPolicy },
+  input: { ref: string; headSha?: string; baseSha: string; allowedPaths: string[]; policy: CommitPolicy },
 ): Promise<VerifiedWork> {
   const { baseSha, policy } = input;
-  const headSha = await staging.revParse(input.ref);
+  // The import names the commit it brought: no git to ask which one the ref names.
+  const headSha = input.headSha ?? (await staging.revParse(input.ref));
   if (!headSha) throw permanent('CorruptObjects', `${input.ref} is not a commit in the staging repository`);
-  await checkLineage(staging, baseSha, headSha);
-  const commits = Number((await staging.raw(['rev-list', '--count', `${baseSha}..${headSha}`])).trim());
+  const commits = await checkLineage(staging, baseSha, headSha);
 
   const scope = new ScopeCheck(input.allowedPaths);
   let filesChanged = 0;
@@ -102,20 +101,30 @@ export async function verifyWork(
   return { headSha, commits, filesChanged, ...scope.findings };
 }
 
-/** The head descends from the base, and every commit it brings has the base's history as its root. */
-async function checkLineage(staging: StagingRepo, baseSha: string, headSha: string): Promise<void> {
-  if (!(await isAncestor(staging.dir, baseSha, headSha)))
+/**
+ * The head descends from the base, and every commit it brings has the base's history as its root;
+ * returns how many commits it brings. One `rev-list --parents` answers all three: the base is an
+ * ancestor of the head exactly when it is the parent of one of the commits only the head reaches
+ * (or is the head), and a commit there with no parent is a root from elsewhere (a merge of an
+ * unrelated branch, even one with `-s ours` that leaves the tree alone).
+ */
+async function checkLineage(staging: StagingRepo, baseSha: string, headSha: string): Promise<number> {
+  let commits = 0;
+  let onBase = headSha === baseSha;
+  const roots: string[] = [];
+  await staging.stream(['rev-list', '--parents', headSha, `^${baseSha}`], '\n', (line) => {
+    if (!line) return true;
+    const [commit, ...parents] = line.split(' ');
+    commits++;
+    if (parents.includes(baseSha)) onBase = true;
+    if (parents.length === 0 && roots.length < MAX_LISTED_PATHS) roots.push(commit);
+    return true;
+  });
+  if (!onBase)
     throw permanent(
       'LineageBroken',
       `the worker's commits do not descend from the base commit ${baseSha.slice(0, 12)}`,
     );
-  // A root commit not reachable from the base is history from elsewhere (a merge of an
-  // unrelated branch, even one with `-s ours` that leaves the tree alone).
-  const roots: string[] = [];
-  await staging.stream(['rev-list', '--max-parents=0', headSha, `^${baseSha}`], '\n', (line) => {
-    if (line) roots.push(line);
-    return roots.length < MAX_LISTED_PATHS;
-  });
   if (roots.length > 0) {
     const subject = redact((await staging.raw(['log', '-1', '--format=%s', roots[0]])).trim().slice(0, 120));
     throw permanent(
@@ -123,6 +132,7 @@ async function checkLineage(staging: StagingRepo, baseSha: string, headSha: stri
       `the worker's commits bring in unrelated history: root commit ${roots[0].slice(0, 12)} ("${subject}") does not descend from the base commit ${baseSha.slice(0, 12)}`,
     );
   }
+  return commits;
 }
 
 /** Every blob the new commits add, in any of them, is within the size limit. */

@@ -42,6 +42,11 @@ export interface Sandbox {
   readonly workspace: string;
   /** A private scratch directory outside the workspace (prompts, bundles), inside the sandbox. */
   readonly scratch: string;
+  /**
+   * Local sandboxes only: the workspace as a directory on the host, which the host may write
+   * between commands (no process of a sandbox outlives its command). See git/host-tree.ts.
+   */
+  readonly host?: HostWorkspace;
   /** Runs `bash -c command`. Throws a permanent ResourceLimit failure when it hit a sandbox limit. */
   exec(command: string, options: ExecOptions): Promise<ExecResult>;
   /**
@@ -62,6 +67,16 @@ export interface Sandbox {
    * A path that is not a regular file (a FIFO, a link the sandbox planted) is refused.
    */
   copyOut(path: string, hostPath: string): Promise<void>;
+}
+
+/** A sandbox's workspace as the host sees it. */
+export interface HostWorkspace {
+  /** The workspace directory on the host. */
+  dir: string;
+  /** A directory of the host's own, outside everything the sandbox can see. */
+  state: string;
+  /** The uid (and gid) the workspace's files must belong to; undefined when they stay the worker's. */
+  uid?: number;
 }
 
 export interface SandboxOptions {

@@ -74,4 +74,10 @@ export const PATCHES = {
     since: 'issue 18 (wave 3), the landing with best of N',
     before: 'a sub-task with attempts above 1 runs one sub-task workflow per attempt, as if attempts were 1',
   },
+  testSandboxWarmed: {
+    id: 'test-sandbox-warmed',
+    since: 'issue 19 (wave 3), the landing after the fifth',
+    before:
+      'the test sandbox is provisioned and its files checked out only when the first test run needs it, after the merge',
+  },
 } as const satisfies Record<string, Patch>;

@@ -92,6 +92,7 @@ describe('patches', () => {
       'run-limits',
       'salvage-failed-agent-runs',
       'search-attributes',
+      'test-sandbox-warmed',
     ]);
     const recorded = recordedIds();
     expect(recorded.size).toBeGreaterThan(0);

@@ -10,7 +10,7 @@ import { permanent } from '../../contracts/failures';
 import type { Isolation } from '../../contracts/reports';
 import { type SandboxNet, withSandboxNet } from '../egress/sandbox-net';
 import { sandboxRules } from '../egress/rules';
-import type { ExecOptions, ExecResult, Sandbox } from '../types';
+import type { ExecOptions, ExecResult, HostWorkspace, Sandbox } from '../types';
 import { INSIDE_SCRATCH, INSIDE_WORKSPACE, bwrapArgv } from './bwrap';
 import { CommandCgroups } from './cgroups';
 import { SandboxDisk, tmpFull } from './disk';
@@ -41,6 +41,7 @@ export class LocalSandbox implements Sandbox {
   readonly isolation: Isolation;
   readonly workspace: string;
   readonly scratch: string;
+  readonly host: HostWorkspace;
   private readonly files: SandboxFiles;
   private readonly disk: SandboxDisk;
 
@@ -51,6 +52,8 @@ export class LocalSandbox implements Sandbox {
     const host = (name: string) => path.join(spec.root, name);
     this.workspace = isolated ? INSIDE_WORKSPACE : host('workspace');
     this.scratch = isolated ? INSIDE_SCRATCH : host('scratch');
+    // The root is root's alone (provider.ts), so `host-tree` is out of every sandbox uid's reach.
+    this.host = { dir: host('workspace'), state: host('host-tree'), uid: spec.uid };
     this.files = new SandboxFiles(
       spec.root,
       [

@@ -136,6 +136,7 @@ export class PlanRun {
   async settle(): Promise<IntegrationOutcome> {
     const { status } = this.run;
     status.phase = 'running';
+    if (patched(PATCHES.testSandboxWarmed.id)) this.integration.warmTests();
     const integrator = this.integratorScope
       .run(() => this.integrator.lane())
       .catch((err: unknown) => {
