@@ -82,8 +82,8 @@ describe('patches', () => {
     const ids = Object.values(PATCHES).map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.sort()).toEqual([
-      'early-stops',
       'best-of-n',
+      'early-stops',
       'host-affinity',
       'living-plan',
       'plan-validated-by-activity',
