@@ -21,6 +21,7 @@ import {
   type Refusal,
   type RunOutcome,
 } from './reports';
+import type { Evidence } from './evidence';
 import { STATUS_QUERY } from './query-names';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
 
@@ -88,6 +89,10 @@ export interface GateReview {
   testSummary?: string;
   /** The push gate: sub-tasks left out of the commit (onFailure: continue), and why. */
   dropped?: Dropped[];
+  /** The push gate: the tests' evidence tier, counts against the base, flaky runs, the measurement. */
+  evidence?: Evidence;
+  /** The push gate opened for a person although its mode is auto: why (a measured regression). */
+  held?: string;
   /** Approvals and rejections of this gate that were refused, and why (a wrong SHA); capped like RunStatus.refusals. */
   refused: { by: string; reason: string }[];
 }
@@ -116,6 +121,8 @@ export interface RunStatus {
   continues?: string;
   /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
   integration?: IntegrationReport;
+  /** The passing tests' evidence, once the final tree's tests have passed. */
+  evidence?: Evidence;
   outcome?: RunOutcome;
   message?: string;
   decisions: GateDecision[];

@@ -2,6 +2,7 @@
  * The reports that come back from a run: small summaries and references only, since they live
  * in workflow history. Pure: workflow code imports it.
  */
+import type { Evidence } from './evidence';
 import type { GateName } from './request';
 
 // ---- Reports: small summaries and references only; they live in workflow history. ----
@@ -97,7 +98,16 @@ export interface Reprovision {
 }
 
 /** 'unchanged': every sub-task succeeded without changing anything, so there was nothing to push. */
-export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected';
+export type RunOutcome =
+  | 'pushed'
+  | 'unchanged'
+  | 'failed'
+  | 'conflict'
+  | 'tests-failed'
+  /** The integrated tree lost tests against the base, and policy.testCount is refuse. */
+  | 'tests-removed'
+  | 'raced'
+  | 'rejected';
 
 export interface ConflictReport {
   workerId: string;
@@ -128,6 +138,8 @@ export interface RunResult {
   conflict?: ConflictReport;
   /** The last test run; with hidden tests, their names and contents are redacted from its output. */
   test?: { exitCode: number; tail: string; logRef: string };
+  /** How strong the passing tests are, their counts against the base's, flaky runs, the measurement. */
+  evidence?: Evidence;
   /** Dollars spent by every agent of the run. */
   costUsd: number;
   /** Who passed each manual gate, or how it expired. */

@@ -54,6 +54,7 @@ export const OUTCOMES = [
   'failed',
   'conflict',
   'tests-failed',
+  'tests-removed',
   'raced',
   'rejected',
   'cancelled',

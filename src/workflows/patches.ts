@@ -57,4 +57,10 @@ export const PATCHES = {
     before:
       'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
   },
+  testEvidence: {
+    id: 'test-evidence',
+    since: 'issue 18 (wave 3) landing: evidence a reviewer can weigh',
+    before:
+      'the base is not tested, a failing test run counts at once (no flaky retries), no measure command runs, and the result carries no evidence tier',
+  },
 } as const satisfies Record<string, Patch>;

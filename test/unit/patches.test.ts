@@ -88,6 +88,7 @@ describe('patches', () => {
       'request-parsed-by-activity',
       'salvage-failed-agent-runs',
       'search-attributes',
+      'test-evidence',
     ]);
     const recorded = recordedIds();
     expect(recorded.size).toBeGreaterThan(0);

@@ -44,7 +44,18 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     if (integrated.sha === baseSha) return run.succeed('unchanged', 'no sub-task changed anything; nothing to push');
     const { sha, diffstat, testSummary } = integrated;
     const dropped = run.status.dropped?.length ? { dropped: run.status.dropped } : {};
-    await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped });
+    const { evidence } = run.status;
+    const held = evidence?.measure?.hold;
+    // A measured regression holds the push for a person, whatever the gate's mode.
+    const gate = held ? { ...req.gates.push, mode: 'manual' as const } : req.gates.push;
+    await passGate(run, 'push', gate, {
+      sha,
+      diffstat,
+      testSummary,
+      ...dropped,
+      ...(evidence && { evidence }),
+      ...(held && { held }),
+    });
     return await push(run, req, sha, targetSha, living.landed());
   } catch (err) {
     return run.failed(err);
