@@ -151,6 +151,9 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
   }
   if (s.refusedCount)
     facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
+  if (g?.held) facts.push([`held ${g.gate}`, `held: ${g.held}`]);
+  const evidence = s.evidence ?? g?.evidence;
+  if (evidence) evidenceLines(evidence).forEach((line, i) => facts.push([`evidence ${i}`, line]));
   if (s.head) facts.push(['head', `integration head: ${s.head.ref} at ${s.head.sha}`]);
   for (const w of s.workers) {
     const why = w.question ? `question: ${w.question}` : (w.reason ?? (w.state === 'queued' ? w.waits : undefined));
