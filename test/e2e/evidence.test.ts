@@ -108,6 +108,33 @@ describe('evidence', () => {
     expect(end.failureType).toBe('tests-failed');
   });
 
+  it('with hidden tests the tier is hidden, and their counts (never their names) are compared with the base', async () => {
+    const remote = await library();
+    const hidden = await makeRemote({ 'tests/oracle.t': 'x\n' });
+    const task = subTask('docs', "mkdir docs && echo hi > docs/a.md && git add -A && git commit -qm 'docs'", {
+      ownedPaths: ['docs'],
+    });
+    const handle = await env.start(
+      shellRequest(remote.url, [task], {
+        testCmd: 'sh test.sh',
+        oracle: { repo: hidden.url, ref: 'main' },
+        ...withGates('push'),
+      }),
+    );
+    const s = await waitForStatus(handle, 'the push gate', (x) => x.phase === 'awaiting-push-approval');
+    expect(s.gate?.evidence).toMatchObject({
+      tier: 'hidden',
+      counts: { passed: 4, total: 4 },
+      base: { counts: { passed: 4, total: 4 }, cached: false },
+    });
+    expect(s.gate?.evidence?.lost).toBeUndefined();
+    expect(JSON.stringify(s.gate?.evidence)).not.toContain('oracle');
+    const shown = await flotilla(env.taskQueue, ['status', handle.workflowId]);
+    expect(shown.out).toContain('  evidence: hidden tests passed: 4 passed, 0 failed (TAP)');
+    await flotilla(env.taskQueue, ['reject', handle.workflowId, '--gate', 'push', '--reason', 'seen']);
+    expect((await awaitRun(handle)).failureType).toBe('rejected');
+  });
+
   it('a measured regression holds the push although the gate is auto; the tier and the comparison are shown', async () => {
     const remote = await library();
     const task = subTask('slow', "echo 250 > perf.txt && git commit -qam 'slower'", { ownedPaths: ['perf.txt'] });
