@@ -3,6 +3,10 @@
  * only place the hidden tests are ever written. Nothing is taken back from it: what the commands
  * commit or change is reported and discarded (src/git/edits.ts).
  */
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { type TestCounts, parseTestOutput } from '../contracts/test-summary';
 import { discardTestRun, testRunChanges } from '../git/edits';
 import {
   alteredOracles,
@@ -33,6 +37,10 @@ export interface TestRun {
   discarded?: string;
   /** Why the run does not count: the hidden tests could not be placed or were altered. */
   problem?: string;
+  /** The test command's counts (and names, without hidden tests), read from its whole output. */
+  counts?: TestCounts;
+  /** The measure command's run, after the test command, when asked for one. */
+  measure?: { exitCode: number; timedOut: boolean; tail: string; logRef: string };
 }
 
 interface TestInput {
@@ -44,6 +52,10 @@ interface TestInput {
   testCmd: string;
   timeoutMs: number;
   oracleSha?: string;
+  /** Which run of the tests on this commit this is (1 first; a flaky retry counts up): FLOTILLA_TEST_ATTEMPT. */
+  attempt?: number;
+  /** The observe-only measure command, run after the test command whether it passed or not. */
+  measureCmd?: string;
 }
 
 /** The report of a run that never started: the hidden tests could not be placed. */
@@ -76,24 +88,68 @@ async function runCommands(
       redact,
       run: runOfSandbox(input.sandbox),
       withhold: hidden,
+      env: { FLOTILLA_TEST_ATTEMPT: String(input.attempt ?? 1) },
     });
     const passed = run.exitCode === 0 && !run.timedOut;
-    last = {
-      passed,
-      what,
-      command,
-      exitCode: run.exitCode,
-      timedOut: run.timedOut,
-      tail: hidden ? withheldOutput(run.tail) : run.tail,
-      logRef: run.logRef,
-    };
+    const tail = hidden ? withheldOutput(run.tail) : run.tail;
+    last = { passed, what, command, exitCode: run.exitCode, timedOut: run.timedOut, tail, logRef: run.logRef };
     if (!passed) break;
   }
-  return last!;
+  if (last!.what !== 'the test command') return last!;
+  const counts = await countsOf(deps, last!, hidden);
+  return counts ? { ...last!, counts } : last!;
+}
+
+/**
+ * The test command's counts, from its whole log; with hidden tests the counts only (as much as
+ * their withheld output says), never the names.
+ */
+async function countsOf(deps: ActivityDeps, run: TestRun, hidden: boolean): Promise<TestCounts | undefined> {
+  const counts = parseTestOutput((await deps.artifacts.get(run.logRef)).toString('utf8'));
+  if (!counts || !hidden) return counts;
+  const { names: _names, ...tally } = counts;
+  return tally;
+}
+
+/** The measure command, observe-only: its output (redacted like the tests') is compared, never its exit code alone. */
+async function runMeasure(
+  deps: ActivityDeps,
+  sb: Sandbox,
+  input: TestInput,
+  redact: (text: string) => string,
+  hidden: boolean,
+): Promise<TestRun['measure']> {
+  if (!input.measureCmd) return undefined;
+  const run = await execTracked(deps, sb, input.measureCmd, {
+    timeoutMs: input.timeoutMs,
+    label: 'measure',
+    redact,
+    run: runOfSandbox(input.sandbox),
+    withhold: hidden,
+  });
+  return { exitCode: run.exitCode, timedOut: run.timedOut, tail: run.tail, logRef: run.logRef };
+}
+
+/** Where the base's test run is kept, by everything that decides it: the commit, the commands, the hidden tests. */
+function baseCacheFile(deps: ActivityDeps, input: TestInput): string {
+  const { baseSha, setupCmd, testCmd, oracleSha, measureCmd } = input;
+  const key = createHash('sha256')
+    .update(JSON.stringify([baseSha, setupCmd ?? null, testCmd, oracleSha ?? null, measureCmd ?? null]))
+    .digest('hex');
+  return path.join(deps.dataDir, 'base-tests', `${key}.json`);
+}
+
+async function readCached(file: string): Promise<TestRun | undefined> {
+  try {
+    const run = JSON.parse(await readFile(file, 'utf8')) as TestRun;
+    return typeof run.exitCode === 'number' && typeof run.logRef === 'string' ? run : undefined;
+  } catch {
+    return undefined; // none yet, or a torn write: test the base again
+  }
 }
 
 export function testActivities(deps: ActivityDeps) {
-  return {
+  const activities = {
     /**
      * Sets a local test sandbox's files to `sha` (the base) while the agents run, so that the
      * test run after the merge writes only what they changed (host-tree.ts). Nothing happens in a
@@ -127,13 +183,36 @@ export function testActivities(deps: ActivityDeps) {
         await placeOracles(ws.sb, oracles);
       }
       const last = await runCommands(deps, ws.sb, input, redact, oracles.length > 0);
+      const measure = await runMeasure(deps, ws.sb, input, redact, oracles.length > 0);
       const altered = await alteredOracles(ws.sb, oracles);
       const discarded = await testRunChanges(ws, input.sha, oraclePaths, redact);
       await discardTestRun(ws, input.sha, staging.dir);
       const problem = altered
         ? `the test run changed or removed ${altered} hidden test file(s); its result does not count`
         : undefined;
-      return { ...last, passed: last.passed && !problem, discarded, problem };
+      const run = { ...last, passed: last.passed && !problem, discarded, problem };
+      return measure ? { ...run, measure } : run;
+    },
+
+    /**
+     * The tests (and the measure command) on the base, for comparing the integrated tree's with:
+     * run once per base commit, commands and hidden tests on this host, and kept in the data
+     * directory, so a later run on the same base reuses it (`cached`). Its `sha` must be the base.
+     */
+    async testBase(input: TestInput): Promise<TestRun & { cached: boolean }> {
+      const file = baseCacheFile(deps, input);
+      const cached = await readCached(file);
+      if (cached) return { ...cached, cached: true };
+      const run = await activities.runTests({ ...input, sha: input.baseSha, attempt: 1 });
+      // A run that could not count says nothing about the base: the next run tries again.
+      if (!run.problem) {
+        await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+        const tmp = `${file}.${process.pid}.tmp`;
+        await writeFile(tmp, JSON.stringify(run), { mode: 0o600 });
+        await rename(tmp, file);
+      }
+      return { ...run, cached: false };
     },
   };
+  return activities;
 }

@@ -22,6 +22,7 @@ import {
   type Refusal,
   type RunOutcome,
 } from './reports';
+import type { Evidence } from './evidence';
 import { STATUS_QUERY } from './query-names';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
 
@@ -104,6 +105,10 @@ export interface GateReview {
   dropped?: Dropped[];
   /** The push gate: every candidate of the best-of-N sub-tasks, and which was integrated. */
   candidates?: CandidateResult[];
+  /** The push gate: the tests' evidence tier, counts against the base, flaky runs, the measurement. */
+  evidence?: Evidence;
+  /** The push gate opened for a person although its mode is auto: why (a measured regression). */
+  held?: string;
   /** Approvals and rejections of this gate that were refused, and why (a wrong SHA); capped like RunStatus.refusals. */
   refused: { by: string; reason: string }[];
 }
@@ -134,6 +139,8 @@ export interface RunStatus {
   continues?: string;
   /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
   integration?: IntegrationReport;
+  /** The passing tests' evidence, once the final tree's tests have passed. */
+  evidence?: Evidence;
   outcome?: RunOutcome;
   message?: string;
   decisions: GateDecision[];

@@ -2,6 +2,7 @@
  * The reports that come back from a run: small summaries and references only, since they live
  * in workflow history. Pure: workflow code imports it.
  */
+import type { Evidence } from './evidence';
 import type { GateName } from './request';
 
 // ---- Reports: small summaries and references only; they live in workflow history. ----
@@ -126,7 +127,16 @@ export interface Reprovision {
  * 'run-timeout': the run ran past limits.runTimeoutMinutes.
  */
 export type RunOutcome =
-  'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected' | 'run-timeout';
+  | 'pushed'
+  | 'unchanged'
+  | 'failed'
+  | 'conflict'
+  | 'tests-failed'
+  /** The integrated tree lost tests against the base, and policy.testCount is refuse. */
+  | 'tests-removed'
+  | 'raced'
+  | 'rejected'
+  | 'run-timeout';
 
 export interface ConflictReport {
   workerId: string;
@@ -159,6 +169,8 @@ export interface RunResult {
   conflict?: ConflictReport;
   /** The last test run; with hidden tests, their names and contents are redacted from its output. */
   test?: { exitCode: number; tail: string; logRef: string };
+  /** How strong the passing tests are, their counts against the base's, flaky runs, the measurement. */
+  evidence?: Evidence;
   /** Dollars spent by every agent of the run. */
   costUsd: number;
   /** Who passed each manual gate, or how it expired. */

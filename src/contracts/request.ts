@@ -270,6 +270,12 @@ const LimitFields = z
      * none. Default false: every suspension waits for a person.
      */
     autoResume: z.boolean().optional().meta({ default: false }),
+    /**
+     * Times a failing test run is run again, each in a fresh test sandbox, before its failure
+     * counts; a pass after a failure is marked flaky, the failing output kept. Default 0: a
+     * failure counts at once (a retry costs a whole test run, and can hide a real failure).
+     */
+    flakyRetries: z.number().int().min(0).max(5).optional().meta({ default: 0 }),
   })
   .strict();
 
@@ -365,6 +371,12 @@ export const CommitPolicy = z
      * goes on. Default stop. Either way the sub-task's final work is checked as always.
      */
     outOfScope: z.enum(['stop', 'revert']).default('stop'),
+    /**
+     * When the integrated tree has fewer tests than the base, or tests that passed on the base
+     * are skipped or missing: warn (shown at the push gate and in the result) or refuse (the run
+     * fails as tests-removed, naming them). Default warn.
+     */
+    testCount: z.enum(['warn', 'refuse']).optional().meta({ default: 'warn' }),
   })
   .strict();
 export type CommitPolicy = z.infer<typeof CommitPolicy>;
@@ -512,6 +524,26 @@ export const OracleSpec = z
   })
   .transform(({ repo, ref }) => ({ repo: repo!, ref }));
 
+/** The measure command, and when a regression of one of its metrics holds the push for a person. */
+const MeasureSpec = z
+  .object({
+    cmd: z.string().min(1, 'must not be empty'),
+    /**
+     * Holds the push (the push gate opens even when its mode is auto, saying why) when `metric`
+     * is worse than the base's by more than `maxPercent` percent; `direction` says which way is
+     * worse (default lower-is-better: a time, a size).
+     */
+    holdOnRegression: z
+      .object({
+        metric: z.string().regex(/^[A-Za-z][\w.:/-]{0,63}$/, 'must be a metric name as the command prints it'),
+        maxPercent: z.number().min(0, 'must be 0 or more'),
+        direction: z.enum(['lower-is-better', 'higher-is-better']).optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
 const RequestFields = z
   .object({
     objective: boundedText(MAX_CHARS.objective).min(1, 'must not be empty'),
@@ -548,6 +580,11 @@ const RequestFields = z
     agent: AgentSpec.optional(),
     testCmd: z.string().min(1, 'must not be empty'),
     setupCmd: z.string().min(1).optional(),
+    /**
+     * An observe-only command (a benchmark, a coverage script) run after the tests on the base and
+     * on the result, printing `name value` lines; the two are compared at the push gate.
+     */
+    measure: MeasureSpec.optional(),
     // A prefault, parsed like a given value: zod leaves the default of a transformed schema out of the JSON Schema.
     limits: Limits.prefault({
       maxParallel: 4,

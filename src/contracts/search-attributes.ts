@@ -57,6 +57,7 @@ export const OUTCOMES = [
   'failed',
   'conflict',
   'tests-failed',
+  'tests-removed',
   'raced',
   'rejected',
   'cancelled',

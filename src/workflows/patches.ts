@@ -80,4 +80,10 @@ export const PATCHES = {
     before:
       'the test sandbox is provisioned and its files checked out only when the first test run needs it, after the merge',
   },
+  testEvidence: {
+    id: 'test-evidence',
+    since: 'issue 18 (wave 3) landing: evidence a reviewer can weigh',
+    before:
+      'the base is not tested, a failing test run counts at once (no flaky retries), no measure command runs, and the result carries no evidence tier',
+  },
 } as const satisfies Record<string, Patch>;

@@ -154,6 +154,34 @@ describe('the status at a gate', () => {
       'refused: mallory: the SHA is not the integrated commit',
     ]);
   });
+
+  it('a held push gate says why, with the evidence beside the commit; a log says the same as facts', () => {
+    const evidence = {
+      tier: 'repository' as const,
+      counts: { runner: 'TAP', unit: 'test' as const, passed: 2, failed: 0, skipped: 1, total: 3 },
+      lost: { fewer: 0, missing: ['subtracts'], skipped: [], more: false },
+      measure: {
+        metrics: [{ name: 'time_ms', base: 100, result: 250, changePercent: 150 }],
+        hold: 'time_ms regressed',
+      },
+    };
+    const held = 'time_ms regressed 150%';
+    const gate = { gate: 'push' as const, openedAt: NOW, expiresAt, onTimeout: 'fail' as const, sha: SHA, refused: [] };
+    const s = status({ phase: 'awaiting-push-approval', evidence, gate: { ...gate, evidence, held } });
+    const shown = lines(formatStatus(s, 'run-1', NOW));
+    expect(shown.filter((l) => /evidence|LOST|measure|held/i.test(l))).toEqual([
+      '  held:    time_ms regressed 150% (the gate opened although its mode is auto)',
+      '  evidence: repository tests passed: 2 passed, 0 failed, 1 skipped (TAP)',
+      '  LOST TESTS: passed on the base, now missing: subtracts',
+      '  measure:  time_ms 100 → 250 (+150%)',
+      '  HELD:     time_ms regressed',
+    ]);
+    expect(statusFacts(s, 'run-1')).toContainEqual(['held push', 'held: time_ms regressed 150%']);
+    expect(statusFacts(s, 'run-1')).toContainEqual([
+      'evidence 1',
+      'LOST TESTS: passed on the base, now missing: subtracts',
+    ]);
+  });
 });
 
 describe('refusals', () => {

@@ -92,6 +92,7 @@ describe('patches', () => {
       'run-limits',
       'salvage-failed-agent-runs',
       'search-attributes',
+      'test-evidence',
       'test-sandbox-warmed',
     ]);
     const recorded = recordedIds();

@@ -1,6 +1,7 @@
 /** A run's status as `flotilla status` prints it, and as the facts `flotilla watch` logs when not on a terminal. */
 import type { RunStatus, SubTaskStatus } from '../../contracts/messages';
 import { shellQuote as q } from '../../client/shell';
+import { evidenceLines } from '../../contracts/evidence';
 import { isoTime } from '../../contracts/text';
 import { printableLines } from '../terminal';
 import {
@@ -38,6 +39,8 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now(), cont
   if (s.integratedSha) lines.push(`integrated: ${s.integratedSha}`);
   lines.push(...formatHead(s.head, s.workers.filter((w) => w.integrated).length, context.fetchFrom));
   if (s.message) lines.push(`message:   ${s.message}`);
+  // At the push gate the evidence is shown with the commit it is about.
+  if (s.evidence && !s.gate?.evidence) lines.push(...evidenceLines(s.evidence));
   lines.push(...formatGate(s, runId));
   lines.push(...formatAttempts(s.integration));
   lines.push(...subTaskLines(s, runId, now));
@@ -83,6 +86,7 @@ function formatGate(s: RunStatus, runId: string): string[] {
   const g = s.gate;
   if (!g) return [];
   const lines = [`gate:      ${g.gate} — waiting for approval (then ${g.onTimeout} at ${isoTime(g.expiresAt)})`];
+  if (g.held) lines.push(`  held:    ${g.held} (the gate opened although its mode is auto)`);
   if (g.plan) {
     const idWidth = Math.max(2, ...g.plan.map((p) => p.id.length));
     lines.push('  plan:');
@@ -101,6 +105,7 @@ function formatGate(s: RunStatus, runId: string): string[] {
   if (g.sha) {
     lines.push(`  commit:  ${g.sha}`);
     if (g.testSummary) lines.push('  tests:', ...g.testSummary.split('\n').map((l) => `    ${l}`));
+    if (g.evidence) lines.push(...evidenceLines(g.evidence).map((l) => `  ${l}`));
     if (g.diffstat) lines.push('  changes:', ...g.diffstat.split('\n').map((l) => `    ${l}`));
     for (const d of g.dropped ?? []) lines.push(`  left out: ${d.id}: ${d.reason}`);
     lines.push(...formatCandidates(g.candidates).map((l) => `  ${l}`));
@@ -162,6 +167,9 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
   }
   if (s.refusedCount)
     facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
+  if (g?.held) facts.push([`held ${g.gate}`, `held: ${g.held}`]);
+  const evidence = s.evidence ?? g?.evidence;
+  if (evidence) evidenceLines(evidence).forEach((line, i) => facts.push([`evidence ${i}`, line]));
   if (s.head) facts.push(['head', `integration head: ${s.head.ref} at ${s.head.sha}`]);
   for (const w of s.workers) {
     const why = w.question ? `question: ${w.question}` : (w.reason ?? (w.state === 'queued' ? w.waits : undefined));

@@ -9,7 +9,7 @@ import { normalizeRepoPath } from '../../contracts/names';
 
 export type Failure = {
   ok: false;
-  outcome: Extract<RunOutcome, 'conflict' | 'tests-failed' | 'failed'>;
+  outcome: Extract<RunOutcome, 'conflict' | 'tests-failed' | 'tests-removed' | 'failed'>;
   message: string;
 };
 

@@ -14,7 +14,7 @@
  * holds them. Every attempt shows in the status and the result as it happens; history carries
  * only SHAs, refs and short (redacted) tails. The sandboxes are destroyed however it ends.
  */
-import { CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../../activities';
 import type { FixerRound, TestRun } from '../../activities/integration';
 import type { RunStatus } from '../../contracts/messages';
@@ -30,11 +30,14 @@ import type {
 import type { FixerSpec, PlannedRequest, SubTask } from '../../contracts/request';
 import { firstLine, lastLines } from '../../contracts/text';
 import { summarizeTests } from '../../contracts/test-summary';
+import type { FlakyRun } from '../../contracts/evidence';
+import { PATCHES } from '../patches';
 import { msOfMinutes, msOfSeconds } from '../durations';
 import { SandboxHome } from '../host-affinity';
 import { activityOptions, commandOptions } from '../options';
 import { type SubTaskInput, subTaskWorkflowId } from '../subtask/subtask';
 import { type EndAttempt, type Failure, conflictLine, how, repairablePaths, track } from './attempts';
+import { type BaseRun, weigh } from './evidence';
 
 export interface IntegrationInput {
   req: PlannedRequest;
@@ -107,6 +110,10 @@ export class Integration {
   private testing?: Promise<void>;
   /** The test sandbox being made ready while the agents run (warmTests): every sandbox step waits for it. */
   private warming: Promise<void> = Promise.resolve();
+  /** Whether this run weighs its tests (PATCHES.testEvidence), asked once, at the first test run. */
+  private evidenceOn?: boolean;
+  /** Test runs that failed before a run of the same tests, in a fresh sandbox, passed. */
+  private readonly flaky: FlakyRun[] = [];
 
   constructor(private readonly input: IntegrationInput) {
     const { req, runKey, heartbeatTimeoutMs } = input;
@@ -146,12 +153,14 @@ export class Integration {
   sandboxOps() {
     const { home, agentTimeoutMs } = this;
     const { commandTimeoutMs, heartbeatTimeoutMs } = this.input;
+    const commands = this.req.measure ? 3 : 2;
     const { provisionSandbox, destroySandbox } = home.on(activityOptions(heartbeatTimeoutMs));
     return {
       provisionSandbox,
       destroySandbox,
-      // Setup and tests run one after the other within one activity.
-      runTests: home.on(commandOptions(2 * commandTimeoutMs, heartbeatTimeoutMs)).runTests,
+      // Setup, tests and (when asked for) the measure command run one after the other within one activity.
+      runTests: home.on(commandOptions(commands * commandTimeoutMs, heartbeatTimeoutMs)).runTests,
+      testBase: home.on(commandOptions(commands * commandTimeoutMs, heartbeatTimeoutMs)).testBase,
       resolveConflict: home.on(commandOptions(agentTimeoutMs, heartbeatTimeoutMs)).resolveConflict,
       // A repair round may first run the visible tests to show the agent their output.
       repairTests: home.on(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs)).repairTests,
@@ -443,8 +452,55 @@ export class Integration {
   /** The test gate, and repair rounds while it fails: the passing run, or why the integration ends. */
   async testAndRepair(): Promise<TestRun | Failure> {
     this.input.status.phase = 'testing';
+    const base = this.weighs() ? await this.testBase() : undefined;
+    const tests = await this.testAndRepairTree();
+    if ('ok' in tests || !this.weighs()) return tests;
+    const { req, input } = this;
+    const refused = weigh({ req, tests, base, flaky: this.flaky, hidden: Boolean(input.oracleSha) }, input);
+    return refused ?? tests;
+  }
+
+  /** Whether this run weighs its tests' evidence: runs started before PATCHES.testEvidence do not. */
+  private weighs(): boolean {
+    return (this.evidenceOn ??= patched(PATCHES.testEvidence.id));
+  }
+
+  /**
+   * The tests (and the measure command) on the base, to compare the integrated tree's with; the
+   * worker reuses an earlier run's when it tested the same base with the same commands. None
+   * when nothing changed the base, or when it cannot be tested (the comparison is then missing,
+   * never made up).
+   */
+  private async testBase(): Promise<BaseRun | undefined> {
+    const { req } = this;
+    const { runKey, baseSha, oracleSha, commandTimeoutMs } = this.input;
+    if (this.head === baseSha) return undefined;
+    const summary = `tests on the base: ${req.testCmd}`.slice(0, 200);
+    try {
+      return await this.inSandbox(this.testSandbox, (ops) =>
+        ops.testBase.executeWithOptions({ summary }, [
+          {
+            sandbox: this.testSandbox,
+            runKey,
+            baseSha,
+            sha: baseSha,
+            setupCmd: req.setupCmd,
+            testCmd: req.testCmd,
+            timeoutMs: commandTimeoutMs,
+            oracleSha,
+            measureCmd: req.measure?.cmd,
+          },
+        ]),
+      );
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      return undefined;
+    }
+  }
+
+  private async testAndRepairTree(): Promise<TestRun | Failure> {
     const rounds = { done: 0 };
-    let gate = await this.runGate(0);
+    let gate = await this.runGate(0, undefined, { measure: true });
     while (!('ok' in gate) && !gate.passed) {
       const message = `${gate.what} ${how(gate)} on the integrated tree`;
       const repair = this.req.repair;
@@ -464,7 +520,7 @@ export class Integration {
         continue;
       }
       this.head = repaired.sha;
-      gate = await this.runGate(rounds.done);
+      gate = await this.runGate(rounds.done, undefined, { measure: true });
       if ('ok' in gate) end('failed', { ...spentRound, reason: gate.message });
       else
         end(gate.passed ? 'succeeded' : 'failed', {
@@ -480,15 +536,21 @@ export class Integration {
    * the same tests, hidden ones included; the head does not move.
    */
   testAt(sha: string, label: string): Promise<TestRun | Failure> {
-    return this.runGate(0, label, sha);
+    return this.runGate(0, label, { sha });
   }
 
   /**
-   * `round` names the test activity in the Web UI: 0 is the first, n the one after repair round n;
-   * or `label` does. One run at a time: the test sandbox has a single checkout.
+   * The tests on the head (or on `on.sha`). `round` names the test activity in the Web UI: 0 is
+   * the first, n the one after repair round n; or `label` does. `on.measure`: the measure command
+   * runs after the tests (the final tree's). One run at a time: the test sandbox has a single checkout.
    */
-  private runGate(round: number, label?: string, sha = this.head): Promise<TestRun | Failure> {
-    const once = () => this.gateOnce(round, label, sha);
+  private runGate(
+    round: number,
+    label?: string,
+    on: { sha?: string; measure?: boolean } = {},
+  ): Promise<TestRun | Failure> {
+    const sha = on.sha ?? this.head;
+    const once = () => this.gateOnce(round, label, sha, on.measure ?? false);
     // Started at once when nothing else tests, as before candidates existed: replays see the same commands.
     const gate = this.testing ? this.testing.then(once) : once();
     const settled = gate.then(
@@ -502,21 +564,57 @@ export class Integration {
     return gate;
   }
 
-  private async gateOnce(round: number, label: string | undefined, sha: string): Promise<TestRun | Failure> {
+  /**
+   * One gate: a failing run is run again, in a fresh sandbox, up to limits.flakyRetries times,
+   * and a pass after a failure keeps the failures as flaky runs.
+   */
+  private async gateOnce(round: number, label: string | undefined, sha: string, measure: boolean) {
+    const retries = this.weighs() ? (this.req.limits.flakyRetries ?? 0) : 0;
+    const failures: FlakyRun[] = [];
+    for (let attempt = 1; ; attempt++) {
+      const tests = await this.testOnce(round, label, { attempt, measure: measure && this.weighs(), sha });
+      if ('ok' in tests || tests.passed || attempt > retries) {
+        if (!('ok' in tests) && tests.passed) this.flaky.push(...failures);
+        return tests;
+      }
+      failures.push({ exitCode: tests.exitCode, timedOut: tests.timedOut, logRef: tests.logRef });
+      await this.freshTestSandbox();
+    }
+  }
+
+  /** The next test run gets a test sandbox of its own: this one is destroyed, and provisioned again when needed. */
+  private async freshTestSandbox(): Promise<void> {
+    if (!this.ready.delete(this.testSandbox.key)) return;
+    await this.sandboxOps()
+      .destroySandbox(this.testSandbox)
+      .catch((err: unknown) => {
+        if (!this.home.lost(err)) throw err;
+      });
+  }
+
+  private async testOnce(
+    round: number,
+    label: string | undefined,
+    run: { attempt: number; measure: boolean; sha: string },
+  ): Promise<TestRun | Failure> {
     const { req } = this;
     const { runKey, baseSha, oracleSha, commandTimeoutMs, result } = this.input;
-    const summary = label ?? (round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`);
+    const retry = run.attempt > 1 ? `, run ${run.attempt}` : '';
+    const summary =
+      (label ?? (round === 0 ? `tests: ${req.testCmd}` : `tests, repair round ${round}: ${req.testCmd}`)) + retry;
     const tests = await this.inSandbox(this.testSandbox, (ops) =>
       ops.runTests.executeWithOptions({ summary: summary.slice(0, 200) }, [
         {
           sandbox: this.testSandbox,
           runKey,
           baseSha,
-          sha,
+          sha: run.sha,
           setupCmd: req.setupCmd,
           testCmd: req.testCmd,
           timeoutMs: commandTimeoutMs,
           oracleSha,
+          ...(run.attempt > 1 && { attempt: run.attempt }),
+          ...(run.measure && req.measure && { measureCmd: req.measure.cmd }),
         },
       ]),
     );

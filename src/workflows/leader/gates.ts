@@ -6,6 +6,7 @@ import type { GateReview } from '../../contracts/messages';
 import type { GateDecision } from '../../contracts/reports';
 import { type Gate, type GateName, type PlannedRequest, agentOf, subTaskLimitsLine } from '../../contracts/request';
 import { overlapOf, planOrder } from '../../contracts/plan';
+import { evidenceLines } from '../../contracts/evidence';
 import { firstLine, isoTime } from '../../contracts/text';
 import { msOfMinutes, timerMs } from '../durations';
 import type { Run } from './run';
@@ -51,7 +52,9 @@ export function gateDetails(runId: string, gate: GateReview): string {
   const approve = `flotilla approve ${runId} --gate ${gate.gate}${gate.sha ? ` --sha ${gate.sha}` : ''}`;
   return [
     `**Waiting for a person at the ${gate.gate} gate** (on timeout: ${gate.onTimeout}, at ${isoTime(gate.expiresAt)})`,
+    ...(gate.held ? [`**Held for a person:** ${gate.held}`] : []),
     ...(gate.testSummary ? [`Tests: ${gate.testSummary}`] : []),
+    ...(gate.evidence ? evidenceLines(gate.evidence).map((l) => `- ${l}`) : []),
     `Approve: \`${approve}\``,
     `Reject: \`flotilla reject ${runId} --gate ${gate.gate} --reason "why"\``,
   ].join('\n');

@@ -58,6 +58,18 @@ async function runToThePush(run: Run, req: LeaderRequest): Promise<RunResult> {
   const { sha, diffstat, testSummary } = integrated;
   const dropped = run.status.dropped?.length ? { dropped: run.status.dropped } : {};
   const candidates = run.status.candidates?.length ? { candidates: run.status.candidates } : {};
-  await passGate(run, 'push', req.gates.push, { sha, diffstat, testSummary, ...dropped, ...candidates });
+  const { evidence } = run.status;
+  const held = evidence?.measure?.hold;
+  // A measured regression holds the push for a person, whatever the gate's mode.
+  const gate = held ? { ...req.gates.push, mode: 'manual' as const } : req.gates.push;
+  await passGate(run, 'push', gate, {
+    sha,
+    diffstat,
+    testSummary,
+    ...dropped,
+    ...candidates,
+    ...(evidence && { evidence }),
+    ...(held && { held }),
+  });
   return await push(run, req, sha, targetSha, living.landed());
 }
