@@ -22,6 +22,7 @@ import {
   type RunOutcome,
 } from './reports';
 import { STATUS_QUERY } from './query-names';
+import type { FinishInput, ReviewReport, ReviseInput } from './review';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
 
 export type RunPhase =
@@ -33,6 +34,8 @@ export type RunPhase =
   | 'testing'
   | 'awaiting-push-approval'
   | 'pushing'
+  /** Pushed, and waiting for review comments (request.review): `flotilla revise` or `flotilla finish`. */
+  | 'review'
   | 'done'
   | 'failed'
   | 'cancelled';
@@ -116,6 +119,10 @@ export interface RunStatus {
   continues?: string;
   /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
   integration?: IntegrationReport;
+  /** The review phase and its rounds (request.review). */
+  review?: ReviewReport;
+  /** Webhook deliveries (request.notify): how many went out, and the latest that failed. */
+  notifications?: NotificationsReport;
   outcome?: RunOutcome;
   message?: string;
   decisions: GateDecision[];
@@ -129,6 +136,12 @@ export interface RunStatus {
   startedAt: number;
   endedAt?: number;
   totals: { costUsd: number; turns: number; workersDone: number; workersFailed: number };
+}
+
+/** Notifications sent, and the latest that could not be delivered (a note: a failed delivery never fails the run). */
+export interface NotificationsReport {
+  sent: number;
+  failed: { event: string; to: string; reason: string; at: number }[];
 }
 
 /** The latest refusals a run keeps (older ones are only counted), and the longest reason kept. */
@@ -252,5 +265,11 @@ export const retrySubTaskSignal = defineSignal<[RetrySubTaskInput]>('retrySubTas
 export const addSubTaskUpdate = defineUpdate<string, [AddSubTaskInput]>('addSubTask');
 export const cancelSubTaskUpdate = defineUpdate<string, [CancelSubTaskInput]>('cancelSubTask');
 export const retrySubTaskUpdate = defineUpdate<string, [RetrySubTaskInput]>('retrySubTask');
+/** A revision round's comments (the review phase); as a signal, a refusal is recorded like any other. */
+export const reviseSignal = defineSignal<[ReviseInput]>('revise');
+export const reviseUpdate = defineUpdate<string, [ReviseInput]>('revise');
+/** Ends the review phase: the run ends with its last push. */
+export const finishSignal = defineSignal<[FinishInput]>('finish');
+export const finishUpdate = defineUpdate<string, [FinishInput]>('finish');
 /** Sent by sub-task workflows to their leader; its name, from before "sub-task", lives in histories. */
 export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');
