@@ -57,4 +57,10 @@ export const PATCHES = {
     before:
       'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
   },
+  reviewRounds: {
+    id: 'review-rounds',
+    since: 'issue 20 (wave 3)',
+    before:
+      'a run ends at its push (no review phase, no revision rounds) and sends no notifications (request.review and request.notify did not exist)',
+  },
 } as const satisfies Record<string, Patch>;

@@ -72,7 +72,7 @@ describe('patches', () => {
     const used = new Set(patchCalls().map((c) => c.arg));
     for (const [key, patch] of Object.entries(PATCHES)) {
       expect(used, key).toContain(`PATCHES.${key}.id`);
-      expect(patch.since, key).toMatch(/landing/);
+      expect(patch.since, key).toMatch(/landing|\(wave \d+\)/);
       expect(patch.before.length, key).toBeGreaterThan(20);
     }
   });
@@ -86,6 +86,7 @@ describe('patches', () => {
       'plan-validated-by-activity',
       'progress-in-background',
       'request-parsed-by-activity',
+      'review-rounds',
       'salvage-failed-agent-runs',
       'search-attributes',
     ]);

@@ -3,6 +3,7 @@ import type { RunEnd } from '../../client/result';
 import type { SubTaskReport } from '../../contracts/reports';
 import { printableLines } from '../terminal';
 import { formatAmendments, formatAttempts, formatDropped, formatHead, formatRefusals, placement } from './lines';
+import { formatReview } from './review';
 import { usd } from './units';
 
 export function formatRunEnd(end: RunEnd): string {
@@ -32,6 +33,7 @@ export function formatRunEnd(end: RunEnd): string {
     lines.push(`  ${d.gate} gate ${verdict} by ${d.by}${d.comment ? `: ${d.comment}` : ''}`);
   }
   lines.push(...formatRefusals(r.refusals, r.refusedCount).map((l) => `  ${l}`));
+  lines.push(...formatReview(r.review).map((l) => `  ${l}`));
   if (r.costUsd) lines.push(`  agents cost ${usd(r.costUsd)}`);
   if (r.pushedSha) lines.push(`  pushed ${r.pushedSha} to ${r.targetRef}`);
   return printableLines(lines);

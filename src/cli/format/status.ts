@@ -4,6 +4,7 @@ import { shellQuote as q } from '../../client/shell';
 import { isoTime } from '../../contracts/text';
 import { printableLines } from '../terminal';
 import { formatAmendments, formatDropped, formatHead, formatRefusals, formatAttempts, placement } from './lines';
+import { formatNotifications, formatReview, reviewFacts } from './review';
 import { seconds, shortSha, usd } from './units';
 
 /** What the status alone does not say: where to fetch the integration head from, which runs continue this one. */
@@ -27,6 +28,8 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now(), cont
   lines.push(...formatHead(s.head, s.workers.filter((w) => w.integrated).length, context.fetchFrom));
   if (s.message) lines.push(`message:   ${s.message}`);
   lines.push(...formatGate(s, runId));
+  lines.push(...formatReview(s.review));
+  lines.push(...formatNotifications(s.notifications));
   lines.push(...formatAttempts(s.integration));
   lines.push(...subTaskLines(s, runId, now));
   lines.push(...formatDropped(s.dropped));
@@ -144,6 +147,7 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
     ]);
     g.refused.forEach((r, i) => facts.push([`refused ${g.gate} ${i}`, `refused: ${r.by}: ${r.reason}`]));
   }
+  facts.push(...reviewFacts(s.review, s.notifications));
   if (s.refusedCount)
     facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
   if (s.head) facts.push(['head', `integration head: ${s.head.ref} at ${s.head.sha}`]);
