@@ -174,6 +174,30 @@ describe('review rounds', () => {
     expect(historyHits(await handle.fetchHistory(), 'private-path-token')).toEqual([]);
   });
 
+  it('a revision whose agent fails pushes nothing, keeps what was pushed, and the run still finishes', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const failing = subTask(
+      'one',
+      `if printf '%s\\n' "$FLOTILLA_PROMPT" | grep -q '^\\[comment '; then echo 'cannot revise' >&2; exit 3; fi; mkdir -p one && echo hi > one/hi.txt && git add -A && git commit -qm one`,
+    );
+    const handle = await env.start(shellRequest(remote.url, [failing], { review: { rounds: 3 } }));
+    const id = handle.workflowId;
+    await waitForStatus(handle, 'the review phase', inReview);
+    const pushed = await remote.head();
+    await revise(env.client, id, { comments: [{ body: 'change it', path: 'one/hi.txt', kind: 'comment' }], by: 'ana' });
+    const s = await waitForStatus(handle, 'the round to end', (x) => inReview(x) && x.review!.rounds.length === 1);
+    const round = s.review!.rounds[0];
+    expect(round).toMatchObject({ outcome: 'unchanged', message: 'no sub-task changed anything' });
+    expect(round.subTasks).toEqual([expect.objectContaining({ subTaskId: 'one', state: 'failed' })]);
+    expect(round.replies[0].reply).toMatch(/^no change: sub-task one failed \(/);
+    expect(await remote.head()).toBe(pushed);
+    await handle.signal(finishSignal, { by: 'ana' });
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.pushedSha).toBe(pushed);
+    expect(end.result?.message).toContain('1 review round(s), 0 pushed; review ended by ana');
+  });
+
   it('refuses hostile and untimely review messages with a reason, as updates and as signals', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const handle = await env.start(

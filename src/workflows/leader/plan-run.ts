@@ -239,7 +239,10 @@ export class PlanRun {
       return;
     }
     // A revision that failed changes nothing: what the sub-task pushed before stays integrated.
-    if (this.revising) return void Object.assign(entry, { state: 'integrated', reason: told });
+    if (this.revising) {
+      this.conflicts.delete(id);
+      return void Object.assign(entry, { state: 'integrated', reason: told });
+    }
     // A sub-task whose trouble began with a conflict ends the run as one, saying what was tried.
     const conflicted = this.conflicts.get(id);
     const redone = conflicted && conflicted.attempt < entry.attempts;
