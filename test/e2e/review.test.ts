@@ -198,6 +198,24 @@ describe('review rounds', () => {
     expect(end.result?.message).toContain('1 review round(s), 0 pushed; review ended by ana');
   });
 
+  it('a comment on no path goes to the first sub-task, run by review.reviser', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const reviser = {
+      kind: 'shell' as const,
+      command: 'mkdir -p one && echo revised > one/reviser.txt && git add -A && git commit -qm revised',
+    };
+    const handle = await env.start(
+      shellRequest(remote.url, [greet('one'), greet('two')], { review: { rounds: 1, reviser } }),
+    );
+    await waitForStatus(handle, 'the review phase', inReview);
+    const answer = await revise(env.client, handle.workflowId, { comments: [{ body: 'add a note', kind: 'comment' }] });
+    expect(answer).toContain('its comments go to sub-task(s) one');
+    await waitForStatus(handle, 'the round to end', (x) => inReview(x) && x.review!.rounds.length === 1);
+    expect(await remote.show('main', 'one/reviser.txt')).toBe('revised\n');
+    await handle.signal(finishSignal, {});
+    expect((await awaitRun(handle)).result?.review?.rounds[0].outcome).toBe('pushed');
+  });
+
   it('refuses hostile and untimely review messages with a reason, as updates and as signals', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
     const handle = await env.start(
