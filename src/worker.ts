@@ -64,6 +64,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       taskQueue: taskQueue(),
       dataDir: dir,
       shutdownGraceTime: SHUTDOWN_GRACE_TIME,
+      deps: { uiUrl: temporal.uiUrl },
       tracing,
       ...versioned,
     });

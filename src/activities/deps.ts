@@ -40,6 +40,9 @@ export interface ActivityDeps {
   stagingHere: () => Promise<StagingRepo>;
   /** This worker process's host and the task queue only its host polls (see src/worker.ts). */
   host?: HostPlacement;
+  /** The Temporal Web UI and namespace, for the run's link in notifications. */
+  uiUrl?: string;
+  namespace?: string;
 }
 
 /** Where a sandbox lives: the host, and the task queue its activities go to. */
@@ -57,6 +60,9 @@ export interface DepsOptions {
   host?: HostPlacement;
   /** The shared store's URL; by default FLOTILLA_STAGING_URL, none when that is unset. */
   stagingUrl?: string;
+  /** The Temporal Web UI and namespace, for the run's link in notifications. */
+  uiUrl?: string;
+  namespace?: string;
 }
 
 /** The activity this code runs in, or undefined outside one. */
@@ -81,6 +87,8 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
   const e2b = new Map<string, LazyE2BProvider>();
   return {
     dataDir,
+    uiUrl: options.uiUrl,
+    namespace: options.namespace,
     provider(ref) {
       if (ref.provider === 'local') return local;
       const template = ref.template ?? 'base';

@@ -6,6 +6,7 @@ import { continueActivities } from './continue';
 import type { ActivityDeps, HostPlacement } from './deps';
 import { fixerActivities } from './fixers';
 import { integrateActivities } from './integration';
+import { notifyActivities } from './notify';
 import { planActivities } from './plan';
 import { remoteActivities } from './remote';
 import { requestActivities } from './request';
@@ -64,6 +65,7 @@ export function createActivities(deps: ActivityDeps) {
     ...fixerActivities(deps),
     ...remoteActivities(deps),
     ...requestActivities(),
+    ...notifyActivities(deps),
   };
   const beating = Object.fromEntries(
     Object.entries(plain).map(([name, fn]) => [name, withHeartbeats(fn as (...args: unknown[]) => Promise<unknown>)]),

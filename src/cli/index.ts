@@ -12,6 +12,7 @@ import { checkSettings } from '../config/settings';
 import * as inspect from './commands/inspect';
 import * as operate from './commands/operate';
 import * as request from './commands/request';
+import * as review from './commands/review';
 import * as runs from './commands/run';
 import * as steer from './commands/steer';
 import { EXIT, failed } from './exit';
@@ -37,6 +38,8 @@ const COMMANDS: AddCommand[] = [
   steer.resume,
   steer.add,
   steer.retry,
+  review.revise,
+  review.finish,
   runs.cancel,
   operate.gc,
   operate.worker,

@@ -16,7 +16,10 @@ import {
   rejectUpdate,
   resumeUpdate,
   retrySubTaskUpdate,
+  finishUpdate,
+  reviseUpdate,
 } from '../contracts/messages';
+import type { FinishInput, ReviseInput } from '../contracts/review';
 import { awaitRun } from './result';
 
 /** A message the run refused: the reason is the workflow's own words. */
@@ -101,4 +104,14 @@ export function cancelSubTask(client: Client, runId: string, input: CancelSubTas
 /** Tries a failed sub-task again from the integration head, its agent told why it failed and `message`. */
 export function retrySubTask(client: Client, runId: string, input: RetrySubTaskInput): Promise<string> {
   return ask(client, runId, (h) => h.executeUpdate(retrySubTaskUpdate, { args: [input] }));
+}
+
+/** Starts a review round with comments (the run's review phase); the answer names the sub-tasks they go to. */
+export function revise(client: Client, runId: string, input: ReviseInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(reviseUpdate, { args: [input] }));
+}
+
+/** Ends the review phase: the run ends with its last push. */
+export function finish(client: Client, runId: string, input: FinishInput): Promise<string> {
+  return ask(client, runId, (h) => h.executeUpdate(finishUpdate, { args: [input] }));
 }

@@ -38,6 +38,7 @@ export const GROUPS = {
   sandboxes: 'Sandboxes',
   agents: 'Agents',
   retention: 'Retention',
+  notify: 'Notifications',
   observability: 'Logs and tracing',
   terminal: 'The command line',
 } as const;
@@ -246,6 +247,13 @@ export const VARIABLES = {
     default: '`github.com`',
     doc: "The only hosts (`host` or `host:port`, comma-separated) `FLOTILLA_GIT_TOKEN` is sent to. A value that can never match an https URL's host (a URL, a wildcard, port 443) is refused.",
     parse: tokenHosts,
+  }),
+  FLOTILLA_NOTIFY_SECRET: variable({
+    group: 'notify',
+    readBy: 'worker',
+    default: UNSET,
+    doc: "The key of every webhook delivery's signature (`X-Flotilla-Signature-256: sha256=<HMAC-SHA256 of the body>`, request.notify); unset: deliveries are unsigned. Redacted from output like the git token.",
+    parse: text,
   }),
   FLOTILLA_ISOLATION: variable({
     group: 'sandboxes',
@@ -487,6 +495,6 @@ export const DIRECT_READS: { code: string; pattern: RegExp; why: string }[] = [
   {
     code: 'env: NodeJS.ProcessEnv = process.env',
     pattern: /env: NodeJS\.ProcessEnv = process\.env/,
-    why: "A default parameter, so that tests can pass an environment of their own. The function reads its variables through setting(name, env), or by a name from a list: the base URL of an agent's model API (its harness's `modelApi.baseUrlEnv`, in the table above), the credentials to redact from output (store/secrets.ts).",
+    why: "A default parameter, so that tests can pass an environment of their own. The function reads its variables through setting(name, env), or by a name from a list: the base URL of an agent's model API (its harness's `modelApi.baseUrlEnv`, in the table above), the credentials to redact from output (store/secrets.ts), a webhook's URL (request.notify's `urlEnv`, a name the request gives, so that a secret URL never sits in a run's history).",
   },
 ];

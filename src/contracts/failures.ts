@@ -44,6 +44,8 @@ export const FAILURE_TYPES = {
   ArtifactMissing: 'an artifact is gone',
   /** A message (approve, reject, pause, resume) the run refuses: a bad payload, a closed gate, an unknown sub-task. */
   MessageRefused: 'the run refused the message',
+  /** A notification that no retry can deliver: its URL variable is unset, or its URL is refused. */
+  Undeliverable: 'a notification cannot be delivered',
 } as const;
 
 export type FailureType = keyof typeof FAILURE_TYPES;

@@ -24,6 +24,7 @@ import {
 } from './reports';
 import type { Evidence } from './evidence';
 import { STATUS_QUERY } from './query-names';
+import type { FinishInput, ReviewReport, ReviseInput } from './review';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
 
 export type RunPhase =
@@ -35,6 +36,8 @@ export type RunPhase =
   | 'testing'
   | 'awaiting-push-approval'
   | 'pushing'
+  /** Pushed, and waiting for review comments (request.review): `flotilla revise` or `flotilla finish`. */
+  | 'review'
   | 'done'
   | 'failed'
   | 'cancelled';
@@ -141,6 +144,10 @@ export interface RunStatus {
   integration?: IntegrationReport;
   /** The passing tests' evidence, once the final tree's tests have passed. */
   evidence?: Evidence;
+  /** The review phase and its rounds (request.review). */
+  review?: ReviewReport;
+  /** Webhook deliveries (request.notify): how many went out, and the latest that failed. */
+  notifications?: NotificationsReport;
   outcome?: RunOutcome;
   message?: string;
   decisions: GateDecision[];
@@ -156,6 +163,12 @@ export interface RunStatus {
   /** When the run's deadline (limits.runTimeoutMinutes) ends it, if it has one. */
   deadlineAt?: number;
   totals: { costUsd: number; turns: number; workersDone: number; workersFailed: number };
+}
+
+/** Notifications sent, and the latest that could not be delivered (a note: a failed delivery never fails the run). */
+export interface NotificationsReport {
+  sent: number;
+  failed: { event: string; to: string; reason: string; at: number }[];
 }
 
 /** The latest refusals a run keeps (older ones are only counted), and the longest reason kept. */
@@ -287,5 +300,11 @@ export const retrySubTaskUpdate = defineUpdate<string, [RetrySubTaskInput]>('ret
  * next interval. It carries nothing, and only makes a checkpoint come sooner.
  */
 export const agentTurnSignal = defineSignal('agentTurn');
+/** A revision round's comments (the review phase); as a signal, a refusal is recorded like any other. */
+export const reviseSignal = defineSignal<[ReviseInput]>('revise');
+export const reviseUpdate = defineUpdate<string, [ReviseInput]>('revise');
+/** Ends the review phase: the run ends with its last push. */
+export const finishSignal = defineSignal<[FinishInput]>('finish');
+export const finishUpdate = defineUpdate<string, [FinishInput]>('finish');
 /** Sent by sub-task workflows to their leader; its name, from before "sub-task", lives in histories. */
 export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');

@@ -210,6 +210,24 @@ export function retryNote(
   ].join('\n');
 }
 
+/**
+ * What a sub-task's agent is told in a review round: the reviewers' comments, delimited as
+ * untrusted text (anyone who can comment on a pull request wrote them).
+ */
+export function reviewNote(
+  heading: string,
+  comments: { id: string; author: string; body: string; path?: string; line?: number; kind: string }[],
+  nonce: string,
+): string {
+  const text = comments
+    .map((c) => {
+      const where = c.path ? ` on ${c.path}${c.line ? `:${c.line}` : ''}` : '';
+      return `[comment ${c.id}] ${c.author}${where} (${c.kind}):\n${c.body}`;
+    })
+    .join('\n\n');
+  return ['', '---', heading, untrustedBlock('review comments', text, nonce, 'head')].join('\n');
+}
+
 /** What the planner is told in a replan round (onFailure: replan). */
 export interface ReplanContext {
   round: number;

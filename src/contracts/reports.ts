@@ -4,6 +4,7 @@
  */
 import type { Evidence } from './evidence';
 import type { GateName } from './request';
+import type { ReviewReport } from './review';
 
 // ---- Reports: small summaries and references only; they live in workflow history. ----
 
@@ -181,6 +182,8 @@ export interface RunResult {
   /** Messages the run refused (the latest few) and how many in all. */
   refusals: Refusal[];
   refusedCount: number;
+  /** The review phase's rounds, each comment's reply, and how it ended (request.review). */
+  review?: ReviewReport;
 }
 
 /** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (REFUSALS_KEPT, contracts/messages.ts). */

@@ -543,6 +543,67 @@ const MeasureSpec = z
       .optional(),
   })
   .strict();
+/** Review rounds after the push (request.review). */
+export const ReviewSpec = z
+  .object({
+    /** Revision rounds the run takes at most (the one home of this limit). Default 3. */
+    rounds: z.number().int().min(1).max(20).default(3),
+    /** The agent of comments on no path, or on a path no sub-task owns; default the first sub-task's agent. */
+    reviser: AgentSpec.optional(),
+    /** How long the run waits for the next comment before it ends with its last push. Default a week. */
+    timeoutMinutes: waitMinutes.default(7 * 24 * 60),
+  })
+  .strict();
+export type ReviewSpec = z.infer<typeof ReviewSpec>;
+
+/** What a notification is sent for. */
+export const NOTIFY_EVENTS = ['gate', 'question', 'review-round-started', 'review-round-ended', 'run-ended'] as const;
+export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
+
+const ENV_NAME = /^[A-Z_][A-Z0-9_]{0,99}$/;
+
+/**
+ * A webhook. `url` sits in the run's history and status, so it may hold no secret; a secret URL
+ * (Slack's webhooks are) is named by `urlEnv`, a variable of the worker's environment.
+ */
+export const NotifySpec = z
+  .object({
+    url: z
+      .string()
+      .max(2_000)
+      .superRefine((v, ctx) => {
+        const problem = notifyUrlProblem(v);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      })
+      .optional(),
+    urlEnv: z.string().regex(ENV_NAME, 'must be an environment variable name (A-Z, 0-9, _)').optional(),
+    format: z.enum(['json', 'slack']).default('json'),
+    /** The events sent; default all of them. */
+    events: z.array(z.enum(NOTIFY_EVENTS)).min(1, 'must name at least one event').optional(),
+  })
+  .strict()
+  .superRefine((n, ctx) => {
+    if ((n.url === undefined) === (n.urlEnv === undefined))
+      ctx.addIssue({ code: 'custom', path: ['url'], message: 'give exactly one of url and urlEnv' });
+  });
+export type NotifySpec = z.infer<typeof NotifySpec>;
+
+/**
+ * Why a webhook URL is refused: https only, or http to this host's loopback (a local receiver,
+ * tests), and never credentials. The URL is not repeated: it may hold the very secret refused.
+ */
+export function notifyUrlProblem(url: string): string | undefined {
+  const m = /^(https?):\/\/([^/?#]*)([/?#].*)?$/i.exec(url);
+  if (!m || /[\x00-\x20]/.test(url)) return 'must be an https:// URL (or http:// to 127.0.0.1, [::1] or localhost)';
+  const [, scheme, authority] = m;
+  if (authority.includes('@'))
+    return 'must not contain credentials (user:password@); name a secret URL with urlEnv instead';
+  const host = authority.replace(/:\d+$/, '').toLowerCase();
+  if (host === '') return 'must name a host';
+  if (scheme.toLowerCase() === 'http' && !['127.0.0.1', '[::1]', 'localhost'].includes(host))
+    return 'uses plain http to a host other than loopback; use https';
+  return undefined;
+}
 
 const RequestFields = z
   .object({
@@ -621,6 +682,15 @@ const RequestFields = z
       .object({ runId: boundedText(1000).regex(/^[^\x00-\x1f]+$/, 'must be a workflow id') })
       .strict()
       .optional(),
+    // ---- Review rounds and notifications (issue 20) ----
+    /**
+     * Review rounds: after the push the run waits in the review phase for comments (`flotilla
+     * revise`); each batch starts a revision round pushed to the same branch, until `flotilla
+     * finish`, the round limit, the budget or the timeout ends it. Absent: the run ends at its push.
+     */
+    review: ReviewSpec.optional(),
+    /** Webhooks told when the run needs a person or ends (JSON, or Slack's shape); never fail the run. */
+    notify: z.array(NotifySpec).max(10, 'at most 10 webhooks').optional(),
   })
   .strict();
 
@@ -679,6 +749,7 @@ function checkRoles(req: RequestFields, ctx: z.RefinementCtx): void {
     ['planner', req.planner],
     ['resolver', req.resolver?.agent],
     ['repair agent', req.repair?.agent],
+    ['reviser', req.review?.reviser],
   ] as const) {
     if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
       ctx.addIssue({

@@ -86,4 +86,10 @@ export const PATCHES = {
     before:
       'the base is not tested, a failing test run counts at once (no flaky retries), no measure command runs, and the result carries no evidence tier',
   },
+  reviewRounds: {
+    id: 'review-rounds',
+    since: 'issue 20 (wave 3)',
+    before:
+      'a run ends at its push (no review phase, no revision rounds) and sends no notifications (request.review and request.notify did not exist)',
+  },
 } as const satisfies Record<string, Patch>;

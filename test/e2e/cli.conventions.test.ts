@@ -35,6 +35,8 @@ const VERBS: [string, string][] = [
   ['reject', '--reason <text>'],
   ['pause', '--subtask <id>'],
   ['resume', '--add-budget <usd>'],
+  ['revise', '--comment <text>'],
+  ['finish', '--reason <text>'],
   ['cancel', '<id>'],
   ['gc', '--older-than <age>'],
   ['setup-cluster', 'TEMPORAL_PROFILE=onprem'],

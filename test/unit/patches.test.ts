@@ -89,6 +89,7 @@ describe('patches', () => {
       'plan-validated-by-activity',
       'progress-in-background',
       'request-parsed-by-activity',
+      'review-rounds',
       'run-limits',
       'salvage-failed-agent-runs',
       'search-attributes',

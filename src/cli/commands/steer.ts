@@ -15,12 +15,12 @@ import { refuseIfEnded, statusOf, withClient } from '../session';
 type Messages = typeof import('../../client/messages');
 
 /** Who decides, when --by does not say. */
-function who(by: string | undefined): string {
+export function who(by: string | undefined): string {
   return by ?? setting('USER');
 }
 
 /** Sends one message to run `id` and prints the run's answer. */
-async function steer(id: string, send: (client: Client, m: Messages) => Promise<string>): Promise<void> {
+export async function steer(id: string, send: (client: Client, m: Messages) => Promise<string>): Promise<void> {
   const answer = await withClient(async ({ client }) => {
     const m = load.messages();
     // A run that has ended needs no worker to say so; one that runs does to take the message.

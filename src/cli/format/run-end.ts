@@ -11,6 +11,7 @@ import {
   formatRefusals,
   placement,
 } from './lines';
+import { formatReview } from './review';
 import { usd } from './units';
 
 export function formatRunEnd(end: RunEnd): string {
@@ -41,6 +42,7 @@ export function formatRunEnd(end: RunEnd): string {
     lines.push(`  ${d.gate} gate ${verdict} by ${d.by}${d.comment ? `: ${d.comment}` : ''}`);
   }
   lines.push(...formatRefusals(r.refusals, r.refusedCount).map((l) => `  ${l}`));
+  lines.push(...formatReview(r.review).map((l) => `  ${l}`));
   if (r.costUsd) lines.push(`  agents cost ${usd(r.costUsd)}`);
   if (r.pushedSha) lines.push(`  pushed ${r.pushedSha} to ${r.targetRef}`);
   return printableLines(lines);

@@ -14,6 +14,7 @@ import {
   formatAttempts,
   placement,
 } from './lines';
+import { formatNotifications, formatReview, reviewFacts } from './review';
 import { seconds, shortSha, usd } from './units';
 
 /** What the status alone does not say: where to fetch the integration head from, which runs continue this one. */
@@ -42,6 +43,8 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now(), cont
   // At the push gate the evidence is shown with the commit it is about.
   if (s.evidence && !s.gate?.evidence) lines.push(...evidenceLines(s.evidence));
   lines.push(...formatGate(s, runId));
+  lines.push(...formatReview(s.review));
+  lines.push(...formatNotifications(s.notifications));
   lines.push(...formatAttempts(s.integration));
   lines.push(...subTaskLines(s, runId, now));
   lines.push(...formatCandidates(s.candidates));
@@ -165,6 +168,7 @@ export function statusFacts(s: RunStatus, runId: string): [string, string][] {
     ]);
     g.refused.forEach((r, i) => facts.push([`refused ${g.gate} ${i}`, `refused: ${r.by}: ${r.reason}`]));
   }
+  facts.push(...reviewFacts(s.review, s.notifications));
   if (s.refusedCount)
     facts.push(['refusals', `refused messages: ${s.refusedCount} (latest: ${s.refusals.at(-1)?.reason ?? '?'})`]);
   if (g?.held) facts.push([`held ${g.gate}`, `held: ${g.held}`]);

@@ -136,6 +136,11 @@ export class Integration {
     return this.head;
   }
 
+  /** A review round whose result was not pushed: the next one starts from what the branch holds. */
+  rewind(sha: string): void {
+    this.head = sha;
+  }
+
   /** The plan changed (an amendment, a replan): what fixers are told and may change follows it. */
   planChanged(req: PlannedRequest): void {
     this.req = req;
@@ -718,6 +723,8 @@ export class Integration {
         if (!this.home.lost(err)) throw err;
       };
       await Promise.all([destroySandbox(this.testSandbox).catch(gone), destroySandbox(this.fixerSandbox).catch(gone)]);
+      // A later review round provisions them again.
+      this.ready.clear();
     });
   }
 }

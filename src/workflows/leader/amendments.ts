@@ -109,6 +109,7 @@ export class PlanAmendments implements Amendable {
 
   /** Why the plan takes no amendment now, or undefined while it runs. */
   private openProblem(): string | undefined {
+    if (this.p.revising) return 'a review round is under way; its plan is the pushed one and cannot be amended';
     if (this.p.phase === 'running')
       return this.p.replanning
         ? `a replan is under way (${this.p.replanning}); amend the plan once the planner's proposal is settled`

@@ -16,6 +16,7 @@ import { rootMessage } from '../../contracts/failures';
 import type { SubTaskStatus } from '../../contracts/messages';
 import type { SubTaskReport } from '../../contracts/reports';
 import {
+  type AgentSpec,
   type PlannedRequest,
   type SubTask,
   agentOf,
@@ -38,6 +39,8 @@ export interface AttemptSpec {
   seed?: SubTaskSeed;
   /** Dollars its agent may spend. */
   budgetUsd?: number;
+  /** The agent it runs instead of the sub-task's own (a review round's reviser). */
+  agent?: AgentSpec;
 }
 
 /** The id of attempt `n` of a sub-task: deterministic, and never a sub-task's own (ids have no dots). */
@@ -53,7 +56,7 @@ export function attemptInput(run: Run, plan: PlannedRequest, baseSha: string, ta
     runKey: run.key,
     objective: plan.objective,
     task: { id: a.id, prompt: a.prompt, ownedPaths: task.ownedPaths, sharedPaths: plan.sharedPaths },
-    agent: agentOf(plan, task),
+    agent: a.agent ?? agentOf(plan, task),
     baseSha,
     ...(a.seed && { seed: a.seed }),
     sandbox: plan.sandbox,

@@ -30,6 +30,8 @@ export async function passGate(run: Run, name: GateName, gate: Gate, review: Rev
   };
   crew.decision = undefined;
   setCurrentDetails(gateDetails(run.id, status.gate));
+  const what = status.gate.sha ? `: push ${status.gate.sha} to ${status.targetRef}` : '';
+  run.notify('gate', `the ${name} gate waits for a person${what}`, gateCommands(run.id, status.gate));
   const decided = await condition(() => crew.decision !== undefined, timeoutMs, {
     summary: `${name} gate: waiting for a person`,
   });
@@ -49,15 +51,23 @@ export async function passGate(run: Run, name: GateName, gate: Gate, review: Rev
 
 /** The Web UI's current details at an open gate: what waits, and the exact command that passes it. */
 export function gateDetails(runId: string, gate: GateReview): string {
-  const approve = `flotilla approve ${runId} --gate ${gate.gate}${gate.sha ? ` --sha ${gate.sha}` : ''}`;
+  const [approve, reject] = gateCommands(runId, gate);
   return [
     `**Waiting for a person at the ${gate.gate} gate** (on timeout: ${gate.onTimeout}, at ${isoTime(gate.expiresAt)})`,
     ...(gate.held ? [`**Held for a person:** ${gate.held}`] : []),
     ...(gate.testSummary ? [`Tests: ${gate.testSummary}`] : []),
     ...(gate.evidence ? evidenceLines(gate.evidence).map((l) => `- ${l}`) : []),
     `Approve: \`${approve}\``,
-    `Reject: \`flotilla reject ${runId} --gate ${gate.gate} --reason "why"\``,
+    `Reject: \`${reject}\``,
   ].join('\n');
+}
+
+/** The exact commands that pass an open gate: approve, then reject. */
+export function gateCommands(runId: string, gate: Pick<GateReview, 'gate' | 'sha'>): [string, string] {
+  return [
+    `flotilla approve ${runId} --gate ${gate.gate}${gate.sha ? ` --sha ${gate.sha}` : ''}`,
+    `flotilla reject ${runId} --gate ${gate.gate} --reason "why"`,
+  ];
 }
 
 /**

@@ -11,7 +11,13 @@
  *
  * No handler throws into the workflow: a bad payload can never fail a workflow task.
  */
-import { type ChildWorkflowHandle, condition, setDefaultSignalHandler, setHandler } from '@temporalio/workflow';
+import {
+  type ChildWorkflowHandle,
+  condition,
+  setDefaultSignalHandler,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import type { z } from 'zod';
 import { permanent } from '../../contracts/failures';
@@ -46,10 +52,17 @@ import {
   retrySubTaskSignal,
   retrySubTaskUpdate,
   subTaskProgressSignal,
+  finishSignal,
+  finishUpdate,
+  reviseSignal,
+  reviseUpdate,
 } from '../../contracts/messages';
+import type { NotifyEvent } from '../../contracts/request';
+import { FinishInput, ReviseInput } from '../../contracts/review';
 import { clip } from '../../contracts/text';
 import type { workerWorkflow } from '../subtask/subtask';
 import type { Amendable } from './amendments';
+import type { Reviewable } from './review';
 
 type SubTaskHandle = ChildWorkflowHandle<typeof workerWorkflow>;
 
@@ -70,6 +83,10 @@ export interface Crew {
   plan?: Amendable;
   /** limits.autoResume: resumes a sub-task suspended on its budget slice while the run's budget has room. */
   autoResume?: (line: SubTaskStatus, sliceUsd: number) => Promise<void>;
+  /** The review phase, once the run has pushed (request.review). */
+  review?: Reviewable;
+  /** Tells the request's webhooks (request.notify), when it has any. */
+  notify?: (event: NotifyEvent, title: string, commands: string[]) => void;
 }
 
 interface Message<I> {
@@ -86,7 +103,7 @@ interface Message<I> {
 }
 
 const ENDED: SubTaskState[] = ['done', 'failed', 'cancelled', 'dropped'];
-const KNOWN = 'approve, reject, pause, resume, addSubTask, cancelSubTask, retrySubTask';
+const KNOWN = 'approve, reject, pause, resume, addSubTask, cancelSubTask, retrySubTask, revise, finish';
 
 /** Registers every handler of the leader. Call it before the workflow's first await. */
 export function openInbox(crew: Crew): void {
@@ -98,6 +115,8 @@ export function openInbox(crew: Crew): void {
   inbox.register(inbox.addSubTask());
   inbox.register(inbox.cancelSubTask());
   inbox.register(inbox.retrySubTask());
+  inbox.register(inbox.revise());
+  inbox.register(inbox.finish());
   setHandler(subTaskProgressSignal, (raw: unknown) => inbox.progress(raw));
   setDefaultSignalHandler((name: string, ...args: unknown[]) =>
     inbox.refuse(name, args[0], `unknown signal "${clip(name, 100)}" (known: ${KNOWN})`),
@@ -340,6 +359,40 @@ class Inbox {
     return `the plan is not running yet (phase: ${this.status.phase}); amend it once it runs`;
   }
 
+  // ---- The review phase: the phase itself says what it accepts ----
+
+  revise(): Message<ReviseInput> {
+    const eventOf = (review: Reviewable, r: ReviseInput) => review.commentsEvent(r);
+    return {
+      name: 'revise',
+      signal: reviseSignal,
+      update: reviseUpdate,
+      schema: ReviseInput,
+      check: (r) => (this.crew.review ? this.crew.review.problem(eventOf(this.crew.review, r)) : this.notInReview()),
+      apply: (r) => this.crew.review!.take(eventOf(this.crew.review!, r)),
+    };
+  }
+
+  finish(): Message<FinishInput> {
+    const eventOf = (f: FinishInput) => ({
+      kind: 'finish' as const,
+      by: f.by ?? 'unknown',
+      reason: f.reason ?? 'finished by a person',
+    });
+    return {
+      name: 'finish',
+      signal: finishSignal,
+      update: finishUpdate,
+      schema: FinishInput,
+      check: (f) => (this.crew.review ? this.crew.review.problem(eventOf(f)) : this.notInReview()),
+      apply: (f) => this.crew.review!.take(eventOf(f)),
+    };
+  }
+
+  private notInReview(): string {
+    return `the run is not in its review phase (phase: ${this.status.phase}); a run reviews only with request.review, once it has pushed`;
+  }
+
   // ---- Progress from the run's own sub-task workflows, and nobody else ----
 
   progress(raw: unknown): void | Promise<void> {
@@ -354,6 +407,8 @@ class Inbox {
         `progress for worker "${clip(p.id, 100)}" that does not come from that worker`,
       );
     if (line.state === 'running' || line.state === 'suspended') {
+      const asked = p.state === 'suspended' && p.question !== undefined && p.question !== line.question;
+      if (asked) this.askPeople(line.id, p.question!);
       Object.assign(line, {
         state: p.state,
         reason: p.reason,
@@ -367,6 +422,12 @@ class Inbox {
       if (p.state === 'suspended' && p.budgetSliceUsd !== undefined)
         return this.crew.autoResume?.(line, p.budgetSliceUsd);
     }
+  }
+
+  /** A sub-task's agent asked a question: the webhooks hear it, with the command that answers it. */
+  private askPeople(id: string, question: string): void {
+    const answer = `flotilla resume ${workflowInfo().workflowId} --subtask ${id} --message "your answer"`;
+    this.crew.notify?.('question', `sub-task ${id} asks: ${clip(question, 500)}`, [answer]);
   }
 }
 

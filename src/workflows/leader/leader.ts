@@ -6,6 +6,9 @@
  * Anything short of a push ends the workflow as failed, with the full RunResult attached to the
  * failure, so the Web UI shows red and clients still get the report.
  *
+ * With request.review the run does not end at its push: it waits in the review phase, and each
+ * round of comments is revised, tested and pushed to the same branch (review.ts).
+ *
  * Runs started before the living plan (PATCHES.livingPlan) keep the fixed plan they started with
  * (fixed-plan.ts): their first workflow task has no marker for it.
  */
@@ -22,7 +25,8 @@ import { passGate, planRows } from './gates';
 import { PlanRun } from './plan-run';
 import { parseRequest } from './request';
 import { Run } from './run';
-import { checkIsolation, fetchOracle, push, resolveBase, settle } from './steps';
+import { ReviewPhase } from './review';
+import { checkIsolation, fetchOracle, push, pushTo, resolveBase, settle } from './steps';
 
 export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
   if (!patched(PATCHES.livingPlan.id)) return fixedPlanLeader(input);
@@ -71,5 +75,10 @@ async function runToThePush(run: Run, req: LeaderRequest): Promise<RunResult> {
     ...(evidence && { evidence }),
     ...(held && { held }),
   });
-  return await push(run, req, sha, targetSha, living.landed());
+  if (!(req.review && patched(PATCHES.reviewRounds.id))) return await push(run, req, sha, targetSha, living.landed());
+  // Review rounds: the run waits for comments, and pushes each round's commit to the same branch.
+  const review = new ReviewPhase(run, req, living, await pushTo(run, req, sha, targetSha));
+  await review.wait();
+  const pushedTo = `tests passed, pushed to ${run.result.targetRef}`;
+  return run.succeed('pushed', `${living.landed()}, ${pushedTo}; ${review.summary()}`);
 }

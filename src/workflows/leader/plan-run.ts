@@ -12,9 +12,10 @@
  */
 import { CancellationScope, condition, isCancellation, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
 import type { SubTaskStatus } from '../../contracts/messages';
-import { predecessorsNote, retryNote } from '../../contracts/prompts';
+import { predecessorsNote, retryNote, reviewNote } from '../../contracts/prompts';
 import type { ConflictReport, SubTaskReport } from '../../contracts/reports';
-import type { PlannedRequest, SubTask } from '../../contracts/request';
+import type { AgentSpec, PlannedRequest, SubTask } from '../../contracts/request';
+import type { ReviewComment } from '../../contracts/review';
 import { clip } from '../../contracts/text';
 import { msOfMinutes, msOfSeconds } from '../durations';
 import { type EndAttempt, track } from '../integration/attempts';
@@ -71,6 +72,9 @@ export interface Note {
   conflict?: { files: string[]; conflictsWith: string[] };
   by?: string;
   message?: string;
+  /** A review round's comments for the sub-task (review.ts), and the agent that answers them when not its own. */
+  comments?: ReviewComment[];
+  agent?: AgentSpec;
 }
 
 export class PlanRun {
@@ -97,8 +101,10 @@ export class PlanRun {
   private readonly events: Event[] = [];
   readonly predecessors: Predecessors;
   private readonly replanner: Replanner;
-  private readonly integratorScope = new CancellationScope();
+  private integratorScope = new CancellationScope();
   private readonly bestOf: BestOf;
+  /** While a review round runs (review.ts): a failed attempt leaves its sub-task's earlier commits integrated. */
+  revising = false;
 
   constructor(
     readonly run: Run,
@@ -137,6 +143,8 @@ export class PlanRun {
     const { status } = this.run;
     status.phase = 'running';
     if (patched(PATCHES.testSandboxWarmed.id)) this.integration.warmTests();
+    // A review round settles the plan again: the last settle cancelled its integrator's scope.
+    if (this.integratorScope.consideredCancelled) this.integratorScope = new CancellationScope();
     const integrator = this.integratorScope
       .run(() => this.integrator.lane())
       .catch((err: unknown) => {
@@ -246,6 +254,11 @@ export class PlanRun {
       const heading = `This is attempt ${entry.attempts + 1} of this sub-task, in a fresh checkout of the integration head. Its last attempt failed; the reason follows. Do the sub-task again, avoiding that failure.`;
       this.notes.set(id, { heading, reason: told, conflict: more.conflict });
       return;
+    }
+    // A revision that failed changes nothing: what the sub-task pushed before stays integrated.
+    if (this.revising) {
+      this.conflicts.delete(id);
+      return void Object.assign(entry, { state: 'integrated', reason: told });
     }
     // A sub-task whose trouble began with a conflict ends the run as one, saying what was tried.
     const conflicted = this.conflicts.get(id);
@@ -375,7 +388,9 @@ export class PlanRun {
     const before = this.schedule.predecessors(entry);
     if (before.length) spec.prompt += predecessorsNote(await this.predecessors.describe(before), uuid4());
     const note = this.notes.get(entry.task.id);
-    if (note) spec.prompt += retryNote(note, uuid4());
+    if (note)
+      spec.prompt += note.comments ? reviewNote(note.heading, note.comments, uuid4()) : retryNote(note, uuid4());
+    if (note?.agent) spec.agent = note.agent;
     if (fromHead) spec.seed = await this.seedAt(spec.id);
     const given = attemptInput(this.run, this.plan, baseSha, entry.task, spec);
     const report = a.bestOf
@@ -397,6 +412,24 @@ export class PlanRun {
       name: `seeds/${id}`,
     });
     return { ref: seed.ref, sha: seed.sha };
+  }
+
+  /**
+   * A review round (review.ts): each sub-task given comments takes one more attempt from the
+   * integration head (the pushed commit), told the comments; then the plan settles again and the
+   * final tree is tested. `reviser`: the agent of the sub-tasks given comments on no path they own.
+   */
+  async revise(routed: Map<string, { comments: ReviewComment[]; agent?: AgentSpec }>, heading: string) {
+    for (const [id, { comments, agent }] of routed) {
+      this.notes.set(id, { heading, reason: '', comments, agent });
+      this.schedule.retry(this.schedule.get(id)!);
+    }
+    Object.assign(this, { revising: true, phase: 'running' });
+    try {
+      return await this.settle();
+    } finally {
+      this.revising = false;
+    }
   }
 
   // ---- Amending ----

@@ -19,11 +19,12 @@ import {
 import { type RunStatus, type SubTaskStatus, statusQuery } from '../../contracts/messages';
 import { runKeyOf } from '../../contracts/names';
 import type { RunOutcome, RunResult } from '../../contracts/reports';
-import type { LeaderRequest, SubTask } from '../../contracts/request';
+import type { LeaderRequest, NotifyEvent, SubTask } from '../../contracts/request';
 import { rootMessage } from '../../contracts/failures';
 import { clip } from '../../contracts/text';
 import { PATCHES } from '../patches';
 import { type Crew, openInbox } from './inbox';
+import { Notifier } from './notifier';
 import { keepSearchAttributesCurrent } from './visibility';
 
 /** How a run ends short of a push. */
@@ -39,6 +40,8 @@ export class Run {
   /** What the inbox shares with the steps: the open gate's decision, the sub-task workflows, their tokens. */
   readonly crew: Crew;
   private readonly publishSearchAttributes: () => void;
+  /** The request's webhooks (request.notify), on runs that know them. */
+  private notifier?: Notifier;
 
   /** `living`: a living plan, whose sub-tasks people can add, cancel and retry while it runs. */
   constructor({ living = false } = {}) {
@@ -90,6 +93,15 @@ export class Run {
     });
     this.result.targetRef = targetRef;
     if (req.continues) this.result.continues = req.continues.runId;
+    if (req.notify?.length && patched(PATCHES.reviewRounds.id)) {
+      this.notifier = new Notifier(this.id, req.notify, this.status);
+      this.crew.notify = (event, title, commands) => this.notify(event, title, commands);
+    }
+  }
+
+  /** Tells the request's webhooks, when it has any: what happened, and the exact commands that answer it. */
+  notify(event: NotifyEvent, title: string, commands: string[] = []): void {
+    this.notifier?.send(event, title, commands);
   }
 
   /**
@@ -162,6 +174,13 @@ export class Run {
   /** However the run ended: its search attributes say so, and every handler has finished. */
   async close(): Promise<void> {
     this.publishSearchAttributes(); // the run's end, before it closes
+    if (this.notifier) {
+      this.notify(
+        'run-ended',
+        `the run ended ${this.status.outcome ?? this.status.phase}: ${this.status.message ?? ''}`,
+      );
+      await CancellationScope.nonCancellable(() => this.notifier!.drain());
+    }
     // Handlers waiting on a sub-task stop waiting; every handler finishes before the run returns.
     this.crew.over = true;
     await CancellationScope.nonCancellable(() => condition(allHandlersFinished));

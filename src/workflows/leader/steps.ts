@@ -41,6 +41,7 @@ function agentKinds(req: LeaderRequest): AgentSpec['kind'][] {
     ...(req.subTasks ?? []).map((t) => t.agent),
     req.resolver?.agent,
     req.repair?.agent,
+    req.review?.reviser,
   ];
   return [...new Set(agents.flatMap((a) => (a ? [a.kind] : [])))];
 }
@@ -93,6 +94,12 @@ export async function push(
   expectedSha: string | null,
   landed = `${run.result.workers.length} sub-task(s) integrated`,
 ): Promise<RunResult> {
+  await pushTo(run, req, sha, expectedSha);
+  return run.succeed('pushed', `${landed}, tests passed, pushed to ${run.result.targetRef}`);
+}
+
+/** Pushes `sha` with a compare-and-swap against `expectedSha`; a lost race ends the run. Returns what the branch holds. */
+export async function pushTo(run: Run, req: LeaderRequest, sha: string, expectedSha: string | null): Promise<string> {
   const { targetRef } = run.result;
   run.status.phase = 'pushing';
   const pushed = await CancellationScope.nonCancellable(() =>
@@ -100,5 +107,5 @@ export async function push(
   );
   if (pushed.outcome === 'raced') run.fail('raced', `not pushed: ${pushed.message}`);
   run.result.pushedSha = pushed.remoteSha;
-  return run.succeed('pushed', `${landed}, tests passed, pushed to ${targetRef}`);
+  return pushed.remoteSha;
 }
