@@ -65,6 +65,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       dataDir: dir,
       shutdownGraceTime: SHUTDOWN_GRACE_TIME,
       tracing,
+      deps: { webUiUrl: temporal.uiUrl },
       ...versioned,
     });
     if (tracing) log.info(`Tracing to ${tracing.endpoint}`);

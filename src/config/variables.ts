@@ -236,6 +236,13 @@ export const VARIABLES = {
     doc: "The only hosts (`host` or `host:port`, comma-separated) `FLOTILLA_GIT_TOKEN` is sent to. A value that can never match an https URL's host (a URL, a wildcard, port 443) is refused.",
     parse: tokenHosts,
   }),
+  FLOTILLA_FORGE_TOKEN: variable({
+    group: 'git',
+    readBy: 'worker',
+    default: '`FLOTILLA_GIT_TOKEN`',
+    doc: "A token for the forge's API (GitHub, GitHub Enterprise: pull requests, comments, checks, issues), used by the worker's host-side activities only, and only for a forge whose host is in `FLOTILLA_GIT_TOKEN_HOSTS` (`api.github.com` counts as `github.com`). Unset, the git token is used.",
+    parse: text,
+  }),
   FLOTILLA_ISOLATION: variable({
     group: 'sandboxes',
     readBy: 'worker',
