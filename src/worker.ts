@@ -18,6 +18,7 @@ import {
   requireSearchAttributes,
   warnIfUnisolated,
 } from './temporal/preflight';
+import { workflowUrl } from './temporal/server';
 import { startTracing } from './temporal/telemetry';
 import { createFlotillaWorker, versionedWorkflows } from './temporal/worker';
 
@@ -65,7 +66,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       dataDir: dir,
       shutdownGraceTime: SHUTDOWN_GRACE_TIME,
       tracing,
-      deps: { webUiUrl: temporal.uiUrl },
+      deps: { workflowLink: (ns, id) => workflowUrl(temporal.uiUrl, ns, id) },
       ...versioned,
     });
     if (tracing) log.info(`Tracing to ${tracing.endpoint}`);

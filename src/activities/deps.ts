@@ -40,8 +40,8 @@ export interface ActivityDeps {
   stagingHere: () => Promise<StagingRepo>;
   /** This worker process's host and the task queue only its host polls (see src/worker.ts). */
   host?: HostPlacement;
-  /** The Temporal Web UI's base URL, for links a run writes on the forge. */
-  webUiUrl?: string;
+  /** A run's page in the Temporal Web UI, when the worker knows where that is: for links a run writes on the forge. */
+  workflowLink?: (namespace: string, workflowId: string) => string | undefined;
 }
 
 /** Where a sandbox lives: the host, and the task queue its activities go to. */
@@ -59,8 +59,8 @@ export interface DepsOptions {
   host?: HostPlacement;
   /** The shared store's URL; by default FLOTILLA_STAGING_URL, none when that is unset. */
   stagingUrl?: string;
-  /** The Temporal Web UI's base URL, when known. */
-  webUiUrl?: string;
+  /** A run's page in the Temporal Web UI, when known. */
+  workflowLink?: (namespace: string, workflowId: string) => string | undefined;
 }
 
 /** The activity this code runs in, or undefined outside one. */
@@ -111,7 +111,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
     },
     stagingHere: open,
     host: options.host,
-    webUiUrl: options.webUiUrl,
+    workflowLink: options.workflowLink,
   };
 }
 

@@ -10,7 +10,6 @@ import { connectForge } from '../forge/connect';
 import { type PullRequestFacts, pullRequestBody } from '../forge/pr-body';
 import type { Forge, ForgeAddress, PullRequest, PullRequestState, ReviewComment } from '../forge/types';
 import { scrubSecrets } from '../git/remote';
-import { workflowUrl } from '../temporal/server';
 import type { ActivityDeps } from './deps';
 
 export interface OpenPullRequestInput {
@@ -51,8 +50,7 @@ export interface ReadIssue {
 const ISSUE_BODY_CHARS = 12_000;
 
 export function forgeActivities(deps: ActivityDeps) {
-  const uiLink = (runId: string) =>
-    workflowUrl(deps.webUiUrl, Context.current().info.workflowNamespace ?? 'default', runId);
+  const uiLink = (runId: string) => deps.workflowLink?.(Context.current().info.workflowNamespace ?? 'default', runId);
   return {
     /** Opens the run's PR, or finds the one already open for its branch and brings its body up to date. */
     async openPullRequest(input: OpenPullRequestInput): Promise<OpenedPullRequest> {

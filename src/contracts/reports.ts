@@ -96,8 +96,28 @@ export interface Reprovision {
   fromCheckpoint?: string;
 }
 
-/** 'unchanged': every sub-task succeeded without changing anything, so there was nothing to push. */
-export type RunOutcome = 'pushed' | 'unchanged' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected';
+/**
+ * 'unchanged': every sub-task succeeded without changing anything, so there was nothing to push.
+ * 'pr-opened': the tested commit was pushed to the run's PR branch and the pull request is open (land: pr).
+ */
+export type RunOutcome =
+  'pushed' | 'unchanged' | 'pr-opened' | 'failed' | 'conflict' | 'tests-failed' | 'raced' | 'rejected';
+
+/** The run's pull request (land: pr): where it is, and the branch it proposes. */
+export interface PullRequestRef {
+  number: number;
+  url: string;
+  branch: string;
+  /** The branch it merges into. */
+  base: string;
+}
+
+/** The issue the run works on (`issue:`). */
+export interface IssueRef {
+  number: number;
+  url: string;
+  title: string;
+}
 
 export interface ConflictReport {
   workerId: string;
@@ -117,6 +137,10 @@ export interface RunResult {
   isolation?: Isolation;
   integratedSha?: string;
   pushedSha?: string;
+  /** The pull request the run opened or reused (land: pr). */
+  pullRequest?: PullRequestRef;
+  /** The issue the run took its objective from. */
+  issue?: IssueRef;
   /** The integration head as the run left it, and the sub-tasks merged onto it, in merge order. */
   head?: IntegrationHead & { integrated: string[] };
   /** Sub-tasks left out, and why (never silently). */

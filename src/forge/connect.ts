@@ -3,7 +3,7 @@
  * the worker's environment and goes to the forge's API alone, never into a payload or a log.
  */
 import { packageVersion, setting, tokenHosts } from '../config/settings';
-import { forgeHost } from './address';
+import { forgeHost } from '../contracts/forge-address';
 import { githubForge } from './github';
 import type { Forge, ForgeAddress } from './types';
 

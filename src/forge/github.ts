@@ -7,7 +7,7 @@ import { Octokit } from '@octokit/rest';
 import { retry } from '@octokit/plugin-retry';
 import { throttling } from '@octokit/plugin-throttling';
 import { clip } from '../contracts/text';
-import { GITHUB_API } from './address';
+import { GITHUB_API } from '../contracts/forge-address';
 import type {
   Check,
   Forge,

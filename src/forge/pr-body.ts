@@ -3,7 +3,7 @@
  * the plan with each sub-task's summary and cost, the tests at the tested commit, what was left
  * out or needed another attempt, and where the run is. Pure: the same facts give the same body.
  */
-import { clip, firstLine } from '../contracts/text';
+import { clip } from '../contracts/text';
 
 /** What the body says; every text in it is bounded by the run's own payload limits. */
 export interface PullRequestFacts {
@@ -22,11 +22,6 @@ export interface PullRequestFacts {
 /** GitHub refuses bodies over 65,536 characters. */
 const BODY_CHARS = 60_000;
 const OBJECTIVE_CHARS = 4_000;
-
-/** The PR's title unless the request names one: the issue's title, or the objective's first line. */
-export function pullRequestTitle(objective: string, issueTitle?: string): string {
-  return firstLine(issueTitle ?? objective) || 'Flotilla run';
-}
 
 /**
  * The body. Text that agents or people wrote (summaries, reasons, the objective) is quoted, and

@@ -4,14 +4,9 @@
  * only these types, and every call is an activity on the host, which holds the token.
  */
 
-/** Which forge and repository, as a request names it or its remote URL implies. No credential. */
-export interface ForgeAddress {
-  kind: 'github';
-  /** owner/name */
-  repo: string;
-  /** The REST API's base URL; absent: https://api.github.com. GitHub Enterprise: https://host/api/v3. */
-  baseUrl?: string;
-}
+import type { ForgeAddress } from '../contracts/forge-address';
+
+export type { ForgeAddress };
 
 export type PullRequestState = 'open' | 'merged' | 'closed';
 

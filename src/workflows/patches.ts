@@ -57,4 +57,10 @@ export const PATCHES = {
     before:
       'a sub-task waits for the leader to have each progress signal before its next step (a round trip before provisioning its sandbox)',
   },
+  pullRequests: {
+    id: 'pull-requests',
+    since: 'issue 20 (wave 3), a landing of its own: pull requests and issues in',
+    before:
+      'a run takes its objective from the request alone and lands by pushing to the target ref (requests before it had no land or issue field)',
+  },
 } as const satisfies Record<string, Patch>;

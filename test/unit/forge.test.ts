@@ -6,7 +6,8 @@
  */
 import { Octokit } from '@octokit/rest';
 import { describe, expect, it } from 'vitest';
-import { forgeOfRemote, issueOfUrl } from '../../src/forge/address';
+import { forgeOfRemote, issueOfUrl } from '../../src/contracts/forge-address';
+import { type RequestError, forgeOf, issueOf, parseLeaderRequest } from '../../src/contracts/request';
 import { forgeToken } from '../../src/forge/connect';
 import { githubForge } from '../../src/forge/github';
 import { pullRequestBody } from '../../src/forge/pr-body';
@@ -241,5 +242,57 @@ describe('the PR body', () => {
     ])
       expect(body).toContain(part);
     expect(body).not.toMatch(/@everyone/);
+  });
+});
+
+describe('the request fields land, forge and issue', () => {
+  const base = {
+    repo: { url: 'https://github.com/acme/widgets.git' },
+    testCmd: 'true',
+    agent: { kind: 'shell', command: 'true' },
+  };
+  const problems = (fields: Record<string, unknown>) => {
+    try {
+      parseLeaderRequest({ ...base, objective: 'x', ...fields });
+      return [];
+    } catch (err) {
+      return (err as RequestError).problems;
+    }
+  };
+
+  it('take `land: pr` as the PR form with its defaults, and the forge from an https remote', () => {
+    const req = parseLeaderRequest({ ...base, objective: 'x', land: 'pr' });
+    expect(req.land).toEqual({ kind: 'pr', draft: false });
+    expect(forgeOf(req)).toEqual({ kind: 'github', repo: 'acme/widgets' });
+    expect(
+      parseLeaderRequest({ ...base, objective: 'x', land: { kind: 'pr', draft: true, labels: ['bot'] } }).land,
+    ).toEqual({ kind: 'pr', draft: true, labels: ['bot'] });
+  });
+
+  it('refuse a PR without a forge, a PR branch that is its own base, and an issue on another forge', () => {
+    expect(problems({ repo: { url: 'file:///tmp/r.git' }, land: 'pr' })).toEqual([
+      expect.stringMatching(/^land: is pr, which needs a forge/),
+    ]);
+    expect(problems({ land: { kind: 'pr', branch: 'main' } })).toEqual([
+      'land.branch: is "main", the branch the PR merges into; give another',
+    ]);
+    expect(problems({ issue: 'https://ghe.corp/acme/widgets/issues/3' })).toEqual([
+      "issue: is on ghe.corp, not on the run's forge (github.com)",
+    ]);
+    expect(problems({ issue: 'https://github.com/acme/widgets/pull/3' })).toEqual([
+      expect.stringMatching(/^issue: .* is not an issue URL/),
+    ]);
+    expect(problems({ forge: { kind: 'github', repo: 'nope' } })).toEqual([
+      expect.stringMatching(/^forge.repo: "nope" is not owner\/name/),
+    ]);
+    expect(problems({ land: { kind: 'pr', reviewers: ['@alice'] } })).toEqual([
+      'land.reviewers[0]: must be a login or org/team',
+    ]);
+  });
+
+  it('need an objective unless there is an issue, whose forge is the run’s', () => {
+    expect(problems({ objective: undefined })).toEqual(['objective: is required unless the request names an issue']);
+    const req = parseLeaderRequest({ ...base, issue: 'https://github.com/acme/other/issues/9' });
+    expect(issueOf(req)).toEqual({ forge: { kind: 'github', repo: 'acme/other' }, number: 9 });
   });
 });

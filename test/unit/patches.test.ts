@@ -85,6 +85,7 @@ describe('patches', () => {
       'living-plan',
       'plan-validated-by-activity',
       'progress-in-background',
+      'pull-requests',
       'request-parsed-by-activity',
       'salvage-failed-agent-runs',
       'search-attributes',

@@ -93,6 +93,12 @@ export async function push(
   expectedSha: string | null,
   landed = `${run.result.workers.length} sub-task(s) integrated`,
 ): Promise<RunResult> {
+  await pushCommit(run, req, sha, expectedSha);
+  return run.succeed('pushed', `${landed}, tests passed, pushed to ${run.result.targetRef}`);
+}
+
+/** Pushes `sha` to the run's target ref with a compare-and-swap against `expectedSha`; a race ends the run. */
+export async function pushCommit(run: Run, req: LeaderRequest, sha: string, expectedSha: string | null): Promise<void> {
   const { targetRef } = run.result;
   run.status.phase = 'pushing';
   const pushed = await CancellationScope.nonCancellable(() =>
@@ -100,5 +106,4 @@ export async function push(
   );
   if (pushed.outcome === 'raced') run.fail('raced', `not pushed: ${pushed.message}`);
   run.result.pushedSha = pushed.remoteSha;
-  return run.succeed('pushed', `${landed}, tests passed, pushed to ${targetRef}`);
 }

@@ -2,7 +2,14 @@
  * Where a forge is, from what a request says: a remote URL, an issue URL, or an explicit
  * `forge:` field. Pure (no I/O): the request's validation and workflows use it.
  */
-import type { ForgeAddress } from './types';
+/** Which forge and repository, as a request names it or its remote URL implies. No credential. */
+export interface ForgeAddress {
+  kind: 'github';
+  /** owner/name */
+  repo: string;
+  /** The REST API's base URL; absent: https://api.github.com. GitHub Enterprise: https://host/api/v3. */
+  baseUrl?: string;
+}
 
 export const GITHUB_API = 'https://api.github.com';
 
