@@ -4,8 +4,12 @@
  * the token may write) are set, against real GitHub; what only the double can show (reviews by
  * others, required checks); where the token goes; the PR body.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Octokit } from '@octokit/rest';
 import { describe, expect, it } from 'vitest';
+import { loadRequest } from '../../src/client/request-file';
 import { forgeOfRemote, issueOfUrl } from '../../src/contracts/forge-address';
 import { type RequestError, forgeOf, issueOf, parseLeaderRequest } from '../../src/contracts/request';
 import { forgeToken } from '../../src/forge/connect';
@@ -294,5 +298,20 @@ describe('the request fields land, forge and issue', () => {
     expect(problems({ objective: undefined })).toEqual(['objective: is required unless the request names an issue']);
     const req = parseLeaderRequest({ ...base, issue: 'https://github.com/acme/other/issues/9' });
     expect(issueOf(req)).toEqual({ forge: { kind: 'github', repo: 'acme/other' }, number: 9 });
+  });
+});
+
+describe('start --issue', () => {
+  it('gives the request its issue field, in place of the file’s', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'issue-'));
+    const file = path.join(dir, 'flotilla.yaml');
+    writeFileSync(
+      file,
+      'repo: { url: https://github.com/acme/widgets.git }\ntestCmd: "true"\nagent: { kind: shell, command: "true" }\n',
+    );
+    const issue = 'https://github.com/acme/widgets/issues/4';
+    expect(loadRequest(file, { issue }).request).toMatchObject({ issue, objective: '' });
+    expect(() => loadRequest(file)).toThrow(/objective: is required unless the request names an issue/);
+    rmSync(dir, { recursive: true });
   });
 });
