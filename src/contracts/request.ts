@@ -489,7 +489,10 @@ export function issueOf(req: { repo: { url: string }; forge?: ForgeAddress; issu
   if (!issue) return undefined;
   const forge = forgeOf(req);
   if (forge && forgeHost(forge) === issue.host) return { forge: { ...forge, repo: issue.repo }, number: issue.number };
-  return forge ? undefined : { forge: forgeOfRemote(`https://${issue.host}/${issue.repo}`)!, number: issue.number };
+  // Without a forge of its own the run reads the issue where its https URL says.
+  const named =
+    forge || !req.issue!.startsWith('https:') ? undefined : forgeOfRemote(`https://${issue.host}/${issue.repo}`);
+  return named && { forge: named, number: issue.number };
 }
 
 /** A PR and an issue need a forge; a PR's branch is not the one it merges into. */
@@ -512,7 +515,9 @@ function checkForge(req: RequestFields, ctx: z.RefinementCtx): void {
     ctx.addIssue({
       code: 'custom',
       path: ['issue'],
-      message: `is on ${issueOfUrl(req.issue)!.host}, not on the run's forge (${forgeHost(forge!)})`,
+      message: forge
+        ? `is on ${issueOfUrl(req.issue)!.host}, not on the run's forge (${forgeHost(forge)})`
+        : 'is not an https URL, and the run names no forge to read it from (give forge: { kind: github, repo, baseUrl })',
     });
   if (!req.objective && req.issue === undefined)
     ctx.addIssue({ code: 'custom', path: ['objective'], message: 'is required unless the request names an issue' });

@@ -283,6 +283,11 @@ describe('the request fields land, forge and issue', () => {
     expect(problems({ issue: 'https://ghe.corp/acme/widgets/issues/3' })).toEqual([
       "issue: is on ghe.corp, not on the run's forge (github.com)",
     ]);
+    expect(problems({ repo: { url: 'file:///tmp/r.git' }, issue: 'http://127.0.0.1:9/acme/widgets/issues/3' })).toEqual(
+      [
+        'issue: is not an https URL, and the run names no forge to read it from (give forge: { kind: github, repo, baseUrl })',
+      ],
+    );
     expect(problems({ issue: 'https://github.com/acme/widgets/pull/3' })).toEqual([
       expect.stringMatching(/^issue: .* is not an issue URL/),
     ]);
