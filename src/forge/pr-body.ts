@@ -1,7 +1,7 @@
 /**
  * The pull request's title and body, written by Flotilla from what the run did: the objective,
  * the plan with each sub-task's summary and cost, the tests at the tested commit, what was left
- * out or needed another attempt, and where the run is. Pure: the same facts give the same body.
+ * out, the attempts that failed, and where the run is. Pure: the same facts give the same body.
  */
 import { clip } from '../contracts/text';
 
@@ -51,7 +51,7 @@ export function pullRequestBody(facts: PullRequestFacts, webUiUrl?: string): str
       : []),
     ...(attempts.length
       ? [
-          '## Attempts that failed before one passed',
+          '## Attempts that failed (a later attempt may have passed: see the plan)',
           ...attempts.map((t) => `- \`${cell(t.id)}\`: ${inline(t.reason ?? t.status)}`),
           '',
         ]
