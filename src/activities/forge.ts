@@ -56,7 +56,7 @@ export function forgeActivities(deps: ActivityDeps) {
     async openPullRequest(input: OpenPullRequestInput): Promise<OpenedPullRequest> {
       const body = pullRequestBody(input.facts, uiLink(input.facts.runId));
       return onForge('cannot open the pull request', async () => {
-        const forge = connectForge(input.forge);
+        const forge = await connectForge(input.forge);
         const found = await forge.findPullRequest(input.head);
         if (found) return reuse(forge, found, { title: input.title, body });
         const { head, base, title, draft, labels, reviewers } = input;
@@ -75,7 +75,7 @@ export function forgeActivities(deps: ActivityDeps) {
     /** The PR's state and head, and the review activity after `cursor`. */
     async pollPullRequest(input: { forge: ForgeAddress; number: number; cursor?: string }): Promise<PolledPullRequest> {
       return onForge('cannot read the pull request', async () => {
-        const forge = connectForge(input.forge);
+        const forge = await connectForge(input.forge);
         const pr = await forge.pullRequest(input.number);
         const activity = await forge.reviewActivity(input.number, input.cursor);
         return { state: pr.state, headSha: pr.headSha, ...activity };
@@ -89,14 +89,14 @@ export function forgeActivities(deps: ActivityDeps) {
       commentId: string;
       body: string;
     }): Promise<void> {
-      await onForge('cannot reply on the pull request', () =>
-        connectForge(input.forge).replyToComment(input.number, input.commentId, input.body),
+      await onForge('cannot reply on the pull request', async () =>
+        (await connectForge(input.forge)).replyToComment(input.number, input.commentId, input.body),
       );
     },
 
     async readIssue(input: { forge: ForgeAddress; number: number }): Promise<ReadIssue> {
       return onForge('cannot read the issue', async () => {
-        const issue = await connectForge(input.forge).issue(input.number);
+        const issue = await (await connectForge(input.forge)).issue(input.number);
         return {
           number: issue.number,
           url: issue.url,
@@ -110,7 +110,7 @@ export function forgeActivities(deps: ActivityDeps) {
     async commentOnIssue(input: { forge: ForgeAddress; number: number; runId: string }): Promise<void> {
       const mark = `<!-- flotilla-run: ${input.runId.replace(/-->/g, '')} -->`;
       await onForge('cannot comment on the issue', async () => {
-        const forge = connectForge(input.forge);
+        const forge = await connectForge(input.forge);
         const comments = await forge.issueComments(input.number);
         if (comments.some((c) => c.body.includes(mark))) return;
         const link = uiLink(input.runId);

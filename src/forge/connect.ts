@@ -4,7 +4,6 @@
  */
 import { packageVersion, setting, tokenHosts } from '../config/settings';
 import { forgeHost } from '../contracts/forge-address';
-import { githubForge } from './github';
 import type { Forge, ForgeAddress } from './types';
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/;
@@ -23,7 +22,11 @@ export function forgeToken(forge: ForgeAddress, env: NodeJS.ProcessEnv = process
   return secure && tokenHosts().includes(host) ? token : undefined;
 }
 
-/** The forge at `address`, with the token it may have. */
-export function connectForge(address: ForgeAddress): Forge {
+/**
+ * The forge at `address`, with the token it may have. Octokit is loaded on first use: most
+ * workers never call a forge, and it is an ES module, which Node loads from CommonJS only since 20.19.
+ */
+export async function connectForge(address: ForgeAddress): Promise<Forge> {
+  const { githubForge } = await import('./github');
   return githubForge(address, forgeToken(address), packageVersion());
 }
