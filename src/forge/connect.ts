@@ -27,6 +27,7 @@ export function forgeToken(forge: ForgeAddress, env: NodeJS.ProcessEnv = process
  * workers never call a forge, and it is an ES module, which Node loads from CommonJS only since 20.19.
  */
 export async function connectForge(address: ForgeAddress): Promise<Forge> {
-  const { githubForge } = await import('./github');
+  // require, not import(): under tsx a dynamic import() resolves as ESM, which finds no .ts file.
+  const { githubForge } = require('./github') as typeof import('./github');
   return githubForge(address, forgeToken(address), packageVersion());
 }
