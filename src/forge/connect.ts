@@ -4,6 +4,7 @@
  */
 import { packageVersion, setting, tokenHosts } from '../config/settings';
 import { forgeHost } from '../contracts/forge-address';
+import { githubForge } from './github';
 import type { Forge, ForgeAddress } from './types';
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?$/;
@@ -23,11 +24,10 @@ export function forgeToken(forge: ForgeAddress, env: NodeJS.ProcessEnv = process
 }
 
 /**
- * The forge at `address`, with the token it may have. Octokit is loaded on first use: most
- * workers never call a forge, and it is an ES module, which Node loads from CommonJS only since 20.19.
+ * The forge at `address`, with the token it may have. (Octokit is an ES module: Node loads it
+ * from CommonJS since 20.19. A lazy load here would need import(), which tsx and vitest resolve
+ * differently, so it is imported with the activities.)
  */
 export async function connectForge(address: ForgeAddress): Promise<Forge> {
-  // require, not import(): under tsx a dynamic import() resolves as ESM, which finds no .ts file.
-  const { githubForge } = require('./github') as typeof import('./github');
   return githubForge(address, forgeToken(address), packageVersion());
 }
