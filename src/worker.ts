@@ -18,6 +18,7 @@ import {
   requireSearchAttributes,
   warnIfUnisolated,
 } from './temporal/preflight';
+import { workflowUrl } from './temporal/server';
 import { startTracing } from './temporal/telemetry';
 import { createFlotillaWorker, versionedWorkflows } from './temporal/worker';
 
@@ -64,7 +65,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       taskQueue: taskQueue(),
       dataDir: dir,
       shutdownGraceTime: SHUTDOWN_GRACE_TIME,
-      deps: { uiUrl: temporal.uiUrl },
+      deps: { workflowLink: (ns, id) => workflowUrl(temporal.uiUrl, ns, id) },
       tracing,
       ...versioned,
     });

@@ -95,7 +95,7 @@ async function failedRun(runId: string, repoUrl?: string): Promise<{ result: Run
     (err: unknown) => resultOfFailure(err),
   );
   if (!result) throw refuse(`run ${runId} ended (${described.status.name}) without a result to continue from`);
-  if (result.outcome === 'pushed' || result.outcome === 'unchanged')
+  if (result.outcome === 'pushed' || result.outcome === 'unchanged' || result.outcome === 'pr-opened')
     throw refuse(`run ${runId} ended ${result.outcome}; there is nothing to continue`);
   return { result, runKey: runKeyOf(runId, described.runId) };
 }

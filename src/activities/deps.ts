@@ -40,9 +40,8 @@ export interface ActivityDeps {
   stagingHere: () => Promise<StagingRepo>;
   /** This worker process's host and the task queue only its host polls (see src/worker.ts). */
   host?: HostPlacement;
-  /** The Temporal Web UI and namespace, for the run's link in notifications. */
-  uiUrl?: string;
-  namespace?: string;
+  /** A run's page in the Temporal Web UI, when the worker knows where that is: for the links a run writes on the forge and in notifications. */
+  workflowLink?: (namespace: string, workflowId: string) => string | undefined;
 }
 
 /** Where a sandbox lives: the host, and the task queue its activities go to. */
@@ -60,9 +59,8 @@ export interface DepsOptions {
   host?: HostPlacement;
   /** The shared store's URL; by default FLOTILLA_STAGING_URL, none when that is unset. */
   stagingUrl?: string;
-  /** The Temporal Web UI and namespace, for the run's link in notifications. */
-  uiUrl?: string;
-  namespace?: string;
+  /** A run's page in the Temporal Web UI, when known. */
+  workflowLink?: (namespace: string, workflowId: string) => string | undefined;
 }
 
 /** The activity this code runs in, or undefined outside one. */
@@ -87,8 +85,6 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
   const e2b = new Map<string, LazyE2BProvider>();
   return {
     dataDir,
-    uiUrl: options.uiUrl,
-    namespace: options.namespace,
     provider(ref) {
       if (ref.provider === 'local') return local;
       const template = ref.template ?? 'base';
@@ -115,6 +111,7 @@ export function defaultDeps(dataDir: string, options: DepsOptions = {}): Activit
     },
     stagingHere: open,
     host: options.host,
+    workflowLink: options.workflowLink,
   };
 }
 

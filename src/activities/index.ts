@@ -5,6 +5,7 @@ import { checkpointActivities } from './checkpoint';
 import { continueActivities } from './continue';
 import type { ActivityDeps, HostPlacement } from './deps';
 import { fixerActivities } from './fixers';
+import { forgeActivities } from './forge';
 import { integrateActivities } from './integration';
 import { notifyActivities } from './notify';
 import { planActivities } from './plan';
@@ -64,6 +65,7 @@ export function createActivities(deps: ActivityDeps) {
     ...testActivities(deps),
     ...fixerActivities(deps),
     ...remoteActivities(deps),
+    ...forgeActivities(deps),
     ...requestActivities(),
     ...notifyActivities(deps),
   };

@@ -16,7 +16,6 @@ import {
   readOracles,
   withheldOutput,
 } from '../git/oracle';
-import { setHostTree } from '../git/host-tree';
 import { checkoutCommit } from '../git/seeding';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openWorkspace, runOfSandbox } from './deps';
@@ -150,19 +149,6 @@ async function readCached(file: string): Promise<TestRun | undefined> {
 
 export function testActivities(deps: ActivityDeps) {
   const activities = {
-    /**
-     * Sets a local test sandbox's files to `sha` (the base) while the agents run, so that the
-     * test run after the merge writes only what they changed (host-tree.ts). Nothing happens in a
-     * cloud sandbox, whose test run checks out the whole tree. Says whether it was done.
-     */
-    async warmTestSandbox(input: { sandbox: SandboxRef; runKey: string; sha: string }): Promise<{ warmed: boolean }> {
-      const ws = await openWorkspace(deps, input.sandbox);
-      if (!ws.sb.host) return { warmed: false };
-      const staging = await deps.staging(input.runKey);
-      await setHostTree(ws.sb.host, staging.dir, input.sha);
-      return { warmed: true };
-    },
-
     /**
      * Runs the setup and test commands on `sha` in the test sandbox, with the hidden tests placed
      * read-only. Afterwards: a hidden test changed or gone fails the run; whatever the commands

@@ -26,7 +26,8 @@ export async function continuationOf(client: Client, runId: string): Promise<Lea
   if (described.status.name === 'RUNNING')
     throw new ContinueRefused(`run ${runId} is still running; continue it once it has ended`);
   const end = await awaitRun(handle);
-  if (end.result?.outcome === 'pushed' || end.result?.outcome === 'unchanged')
+  const outcome = end.result?.outcome;
+  if (end.result && (outcome === 'pushed' || outcome === 'unchanged' || outcome === 'pr-opened'))
     throw new ContinueRefused(`run ${runId} ended ${end.result.outcome}; there is nothing to continue`);
   const request = await startInput(client, runId, described.runId);
   // The plan with its amendments and replans; runs from before the living plan have no such query.

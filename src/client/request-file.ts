@@ -34,7 +34,7 @@ export function loadRequestFile(file: string): LeaderRequest {
  * Reads a request from JSON or YAML and validates it. A local repository path may be relative:
  * it is resolved against the request file's directory, since the worker runs elsewhere.
  */
-export function loadRequest(file: string): LoadedRequest {
+export function loadRequest(file: string, fields: Record<string, unknown> = {}): LoadedRequest {
   const text = readRequestText(file);
   const yaml = /\.ya?ml$/i.test(file);
   let raw: unknown;
@@ -43,7 +43,9 @@ export function loadRequest(file: string): LoadedRequest {
   } catch (err) {
     throw new RequestError([`${file} is not valid ${yaml ? 'YAML' : 'JSON'}: ${(err as Error).message}`]);
   }
-  const request = parseLeaderRequest(resolveLocalRepo(raw, path.dirname(path.resolve(file))));
+  // Fields given on the command line (`start --issue`) take the place of the file's.
+  const given = raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...raw, ...fields } : raw;
+  const request = parseLeaderRequest(resolveLocalRepo(given, path.dirname(path.resolve(file))));
   return { request, deprecated: deprecatedFields(raw) };
 }
 

@@ -27,11 +27,16 @@ export async function startRun(
 export function runMetadata(request: LeaderRequest): { staticSummary: string; staticDetails: string } {
   const target = request.repo.targetRef ?? request.repo.baseRef;
   const tasks = (request.subTasks ?? []).map((t) => `- **${t.id}**: ${t.prompt.split('\n')[0]}`);
+  // A run on an issue has its objective from the issue, which the worker reads.
+  const objective = request.issue
+    ? `issue ${request.issue}${request.objective ? `: ${request.objective}` : ''}`
+    : request.objective;
+  const lands = request.land?.kind === 'pr' ? `a pull request into ${target}` : target;
   return {
-    staticSummary: `flotilla: ${request.objective.split('\n')[0]}`.slice(0, 200),
+    staticSummary: `flotilla: ${objective.split('\n')[0]}`.slice(0, 200),
     staticDetails: [
-      `**Objective**: ${request.objective}`,
-      `**Repository**: ${request.repo.url} (${request.repo.baseRef} → ${target})`,
+      `**Objective**: ${objective}`,
+      `**Repository**: ${request.repo.url} (${request.repo.baseRef} → ${lands})`,
       ...(tasks.length ? ['**Sub-tasks**:', ...tasks] : ['**Sub-tasks**: planned by the agent']),
     ].join('\n'),
   };

@@ -255,6 +255,13 @@ export const VARIABLES = {
     doc: "The key of every webhook delivery's signature (`X-Flotilla-Signature-256: sha256=<HMAC-SHA256 of the body>`, request.notify); unset: deliveries are unsigned. Redacted from output like the git token.",
     parse: text,
   }),
+  FLOTILLA_FORGE_TOKEN: variable({
+    group: 'git',
+    readBy: 'worker',
+    default: '`FLOTILLA_GIT_TOKEN`',
+    doc: "A token for the forge's API (GitHub, GitHub Enterprise: pull requests, comments, checks, issues), used by the worker's host-side activities only, and only for a forge whose host is in `FLOTILLA_GIT_TOKEN_HOSTS` (`api.github.com` counts as `github.com`). Unset, the git token is used.",
+    parse: text,
+  }),
   FLOTILLA_ISOLATION: variable({
     group: 'sandboxes',
     readBy: 'worker',

@@ -36,6 +36,8 @@ export const FAILURE_TYPES = {
   CorruptObjects: 'corrupt git objects',
   /** The repository or a ref cannot be used as configured (missing branch, refused host). */
   RemoteRefused: 'the remote refused',
+  /** The forge (GitHub) refused a call no retry can fix: a missing repository or PR, a token it refuses, a validation error. */
+  ForgeRefused: 'the forge refused',
   /** A sandbox ran out of a resource (memory, processes, /tmp, disk) and was stopped. */
   ResourceLimit: 'a sandbox hit a resource limit',
   /** The hosts holding a sandbox were lost more often than a workflow re-provisions it. */

@@ -17,8 +17,10 @@ import {
   type GateDecision,
   type IntegrationHead,
   type IntegrationReport,
+  type IssueRef,
   type Isolation,
   type PlanningReport,
+  type PullRequestRef,
   type Refusal,
   type RunOutcome,
 } from './reports';
@@ -128,6 +130,10 @@ export interface RunStatus {
   /** One line per sub-task (a name in histories and clients). */
   workers: SubTaskStatus[];
   integratedSha?: string;
+  /** The pull request the run opened or reused (land: pr), once it has. */
+  pullRequest?: PullRequestRef;
+  /** The issue the run took its objective from, once read. */
+  issue?: IssueRef;
   /** Where finished sub-tasks are merged as they end: a staging ref anyone may fetch mid-run. */
   head?: IntegrationHead;
   /** Sub-tasks that will not run, and why (onFailure: continue, a cancelled dependency, a replan). */

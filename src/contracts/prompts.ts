@@ -263,3 +263,20 @@ function indent(text: string): string {
     .map((l) => `    ${l}`)
     .join('\n');
 }
+
+/**
+ * A run's objective when it works on an issue: which issue, what the request adds, and the
+ * issue's title and body (anyone who may open an issue wrote them) in one untrusted-data block.
+ */
+export function issueObjective(
+  issue: { number: number; url: string; title: string; body: string },
+  added: string,
+  nonce: string,
+): string {
+  return [
+    `Resolve issue #${issue.number} (${issue.url}), as its author describes it below.`,
+    ...(added ? ['', added] : []),
+    '',
+    untrustedBlock('the issue, its title and body', `${issue.title}\n\n${issue.body}`, nonce, 'head'),
+  ].join('\n');
+}

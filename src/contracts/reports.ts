@@ -126,10 +126,12 @@ export interface Reprovision {
 /**
  * 'unchanged': every sub-task succeeded without changing anything, so there was nothing to push.
  * 'run-timeout': the run ran past limits.runTimeoutMinutes.
+ * 'pr-opened': the tested commit was pushed to the run's PR branch and the pull request is open (land: pr).
  */
 export type RunOutcome =
   | 'pushed'
   | 'unchanged'
+  | 'pr-opened'
   | 'failed'
   | 'conflict'
   | 'tests-failed'
@@ -138,6 +140,22 @@ export type RunOutcome =
   | 'raced'
   | 'rejected'
   | 'run-timeout';
+
+/** The run's pull request (land: pr): where it is, and the branch it proposes. */
+export interface PullRequestRef {
+  number: number;
+  url: string;
+  branch: string;
+  /** The branch it merges into. */
+  base: string;
+}
+
+/** The issue the run works on (`issue:`). */
+export interface IssueRef {
+  number: number;
+  url: string;
+  title: string;
+}
 
 export interface ConflictReport {
   workerId: string;
@@ -157,6 +175,10 @@ export interface RunResult {
   isolation?: Isolation;
   integratedSha?: string;
   pushedSha?: string;
+  /** The pull request the run opened or reused (land: pr). */
+  pullRequest?: PullRequestRef;
+  /** The issue the run took its objective from. */
+  issue?: IssueRef;
   /** The integration head as the run left it, and the sub-tasks merged onto it, in merge order. */
   head?: IntegrationHead & { integrated: string[] };
   /** Sub-tasks left out, and why (never silently). */

@@ -3,6 +3,7 @@
  * back. This module is imported by workflow code, so it must stay pure (no Node APIs, no I/O).
  */
 import { z } from 'zod';
+import { type ForgeAddress, forgeHost, forgeOfRemote, issueOfUrl, repoNameProblem } from './forge-address';
 import { normalizeRepoPath, pathIsUnder, refNameProblem, repoPathProblem, repoUrlProblem } from './names';
 import { dependencyProblems } from './plan';
 
@@ -605,9 +606,129 @@ export function notifyUrlProblem(url: string): string | undefined {
   return undefined;
 }
 
+// ---- Landing as a pull request, and starting from an issue (issue 20) ----
+
+/** Where the forge's REST API is: an http(s) URL without credentials, query or fragment. */
+const apiUrl = z.string().superRefine((v, ctx) => {
+  let url: URL | undefined;
+  try {
+    url = new URL(v);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !/^https?:$/.test(url.protocol) || url.username || url.password || url.search || url.hash)
+    ctx.addIssue({ code: 'custom', message: `"${v}" is not an http(s) URL without credentials, query or fragment` });
+});
+
+export const ForgeSpec = z
+  .object({
+    kind: z.literal('github'),
+    /** owner/name of the repository on the forge. */
+    repo: z.string().superRefine((v, ctx) => {
+      const problem = repoNameProblem(v);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
+    /** The REST API's base URL. Default https://api.github.com; GitHub Enterprise: https://<host>/api/v3. */
+    baseUrl: apiUrl.optional(),
+  })
+  .strict();
+
+const LandPr = z
+  .object({
+    kind: z.literal('pr'),
+    /** The branch the tested commit is pushed to, which the PR proposes. Default flotilla/<run id>. */
+    branch: refName.optional(),
+    /** Open the PR as a draft. Default false. */
+    draft: z.boolean().default(false),
+    labels: z.array(boundedText(50).min(1, 'must not be empty')).max(20, 'at most 20 labels').optional(),
+    /** Logins of people, or org/team for a team. */
+    reviewers: z
+      .array(
+        z.string().regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,38}(\/[A-Za-z0-9_.-]{1,100})?$/, 'must be a login or org/team'),
+      )
+      .max(15, 'at most 15 reviewers')
+      .optional(),
+    /** The PR's title. Default: the issue's title, or the objective's first line. */
+    title: boundedText(256).min(1, 'must not be empty').optional(),
+  })
+  .strict();
+
+/**
+ * How the tested commit lands. push (the default): to repo.targetRef, with a compare-and-swap.
+ * pr: to a branch of its own (with the same compare-and-swap), proposed as a pull request into
+ * repo.targetRef; the run ends once the PR is open. `pr` alone is `{ kind: pr }`.
+ */
+export const LandSpec = z
+  .union([
+    z.enum(['push', 'pr']),
+    z.discriminatedUnion('kind', [z.object({ kind: z.literal('push') }).strict(), LandPr]),
+  ])
+  .transform((v) =>
+    v === 'pr' ? { kind: 'pr' as const, draft: false } : v === 'push' ? { kind: 'push' as const } : v,
+  );
+export type LandSpec = z.output<typeof LandSpec>;
+
+/** An issue's page on the forge: https://<host>/<owner>/<name>/issues/<n>. */
+const issueUrl = boundedText(1000).superRefine((v, ctx) => {
+  if (!issueOfUrl(v))
+    ctx.addIssue({
+      code: 'custom',
+      message: `"${v}" is not an issue URL (https://<host>/<owner>/<name>/issues/<number>)`,
+    });
+});
+
+/** The forge of a request: its `forge` field, or the forge its https remote URL is on. */
+export function forgeOf(req: { repo: { url: string }; forge?: ForgeAddress }): ForgeAddress | undefined {
+  return req.forge ?? forgeOfRemote(req.repo.url);
+}
+
+/**
+ * The forge and number of a request's issue: on the request's forge (the issue's own repository
+ * there), or, without one, on the forge the issue's URL names.
+ */
+export function issueOf(req: { repo: { url: string }; forge?: ForgeAddress; issue?: string }) {
+  const issue = req.issue === undefined ? undefined : issueOfUrl(req.issue);
+  if (!issue) return undefined;
+  const forge = forgeOf(req);
+  if (forge && forgeHost(forge) === issue.host) return { forge: { ...forge, repo: issue.repo }, number: issue.number };
+  // Without a forge of its own the run reads the issue where its https URL says.
+  const named =
+    forge || !req.issue!.startsWith('https:') ? undefined : forgeOfRemote(`https://${issue.host}/${issue.repo}`);
+  return named && { forge: named, number: issue.number };
+}
+
+/** A PR and an issue need a forge; a PR's branch is not the one it merges into. */
+function checkForge(req: RequestFields, ctx: z.RefinementCtx): void {
+  const forge = forgeOf(req);
+  if (req.land?.kind === 'pr' && !forge)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['land'],
+      message: `is pr, which needs a forge: repo.url is not an https URL of github.com or GitHub Enterprise; name one with forge: { kind: github, repo: owner/name }`,
+    });
+  const into = req.repo.targetRef ?? req.repo.baseRef;
+  if (req.land?.kind === 'pr' && req.land.branch === into)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['land', 'branch'],
+      message: `is "${into}", the branch the PR merges into; give another`,
+    });
+  if (req.issue !== undefined && issueOfUrl(req.issue) && !issueOf(req))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['issue'],
+      message: forge
+        ? `is on ${issueOfUrl(req.issue)!.host}, not on the run's forge (${forgeHost(forge)})`
+        : 'is not an https URL, and the run names no forge to read it from (give forge: { kind: github, repo, baseUrl })',
+    });
+  if (!req.objective && req.issue === undefined)
+    ctx.addIssue({ code: 'custom', path: ['objective'], message: 'is required unless the request names an issue' });
+}
+
 const RequestFields = z
   .object({
-    objective: boundedText(MAX_CHARS.objective).min(1, 'must not be empty'),
+    /** What the run is for. With `issue`, optional: the issue's title and body become the objective, and this is added to it. */
+    objective: boundedText(MAX_CHARS.objective).default(''),
     repo: z
       .object({
         url: repoUrl,
@@ -691,6 +812,13 @@ const RequestFields = z
     review: ReviewSpec.optional(),
     /** Webhooks told when the run needs a person or ends (JSON, or Slack's shape); never fail the run. */
     notify: z.array(NotifySpec).max(10, 'at most 10 webhooks').optional(),
+    // ---- issue 20: pull requests and issues ----
+    /** How the tested commit lands: push (default) or pr (a pull request; see LandSpec). */
+    land: LandSpec.optional(),
+    /** The forge (GitHub) of the repository, when repo.url does not say it (an ssh or file remote, a test double). */
+    forge: ForgeSpec.optional(),
+    /** An issue to work on: its title and body become the objective, the run comments its link there, and a PR closes it. */
+    issue: issueUrl.optional(),
   })
   .strict();
 
@@ -705,6 +833,7 @@ export const LeaderRequest = RequestFields.superRefine((req, ctx) => {
   checkDependencies(req, ctx);
   checkRoles(req, ctx);
   checkPaths(req, ctx);
+  checkForge(req, ctx);
 });
 
 /** A plan or a way to make one; unique ids; an agent for every sub-task, with the network it needs. */

@@ -54,6 +54,7 @@ export const PHASES = [
 export const OUTCOMES = [
   'pushed',
   'unchanged',
+  'pr-opened',
   'failed',
   'conflict',
   'tests-failed',

@@ -103,9 +103,7 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
   const host = opts.host ?? hostId();
   const placement = { host, taskQueue: hostTaskQueue(opts.taskQueue, host) };
   // Both serve every activity: runs started before host affinity send sandbox activities to the shared queue.
-  const activities = createActivities(
-    defaultDeps(opts.dataDir, { namespace: opts.namespace, ...opts.deps, host: placement }),
-  );
+  const activities = createActivities(defaultDeps(opts.dataDir, { ...opts.deps, host: placement }));
   const common: Omit<WorkerOptions, 'taskQueue'> = {
     connection: opts.connection,
     namespace: opts.namespace,

@@ -74,12 +74,6 @@ export const PATCHES = {
     since: 'issue 18 (wave 3), the landing with best of N',
     before: 'a sub-task with attempts above 1 runs one sub-task workflow per attempt, as if attempts were 1',
   },
-  testSandboxWarmed: {
-    id: 'test-sandbox-warmed',
-    since: 'issue 19 (wave 3), the landing after the fifth',
-    before:
-      'the test sandbox is provisioned and its files checked out only when the first test run needs it, after the merge',
-  },
   testEvidence: {
     id: 'test-evidence',
     since: 'issue 18 (wave 3) landing: evidence a reviewer can weigh',
@@ -91,5 +85,11 @@ export const PATCHES = {
     since: 'issue 20 (wave 3)',
     before:
       'a run ends at its push (no review phase, no revision rounds) and sends no notifications (request.review and request.notify did not exist)',
+  },
+  pullRequests: {
+    id: 'pull-requests',
+    since: 'issue 20 (wave 3), a landing of its own: pull requests and issues in',
+    before:
+      'a run takes its objective from the request alone and lands by pushing to the target ref (requests before it had no land or issue field)',
   },
 } as const satisfies Record<string, Patch>;

@@ -4,8 +4,6 @@
  * mid-run; the run still finishes, nothing is lost and the push happens once. Uses its own dev
  * server (so it can restart it) and real worker processes.
  */
-import { existsSync, readdirSync } from 'node:fs';
-import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { addSubTask, awaitRun, startRun } from '../../src/client/index';
@@ -318,52 +316,6 @@ describe('crash safety', () => {
       'Integrate quick: do quick',
     ]);
     expect(end.result?.head?.integrated).toEqual(['quick', 'held']);
-  });
-
-  it('kill -9 of the worker while the warmed test sandbox waits for the agents, and again during the tests: one push, no sandbox left', async () => {
-    const remote = await countingRemote({ 'README.md': 'x\n', 'lib/util.txt': 'util\n' });
-    const hold = holdCommand();
-    const testMarker = `sleep 3.${Math.floor(Math.random() * 1e6)}`;
-    const workflowId = `crash-warm-${Date.now()}`;
-    const client = await connect();
-    let worker = await startWorker();
-    const handle = await startRun(
-      client,
-      parseLeaderRequest(
-        shellRequest(remote.url, [subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'hello')}`)], {
-          ...QUICK,
-          testCmd: `${testMarker}; test "$(cat held/greeting.txt)" = hello && test -f lib/util.txt`,
-        }),
-      ),
-      { taskQueue, workflowId },
-    );
-    const sandboxes = path.join(dataDir, 'sandboxes');
-    const ofThisRun = () => readdirSync(sandboxes).filter((d) => d.startsWith(workflowId));
-    // The test sandbox holds the base's files while the agent still runs.
-    await waitFor('the warmed test sandbox', async () =>
-      (await processesRunning(hold)).length &&
-      ofThisRun().some((d) => /_integration-/.test(d) && existsSync(path.join(sandboxes, d, 'workspace/lib/util.txt')))
-        ? true
-        : undefined,
-    );
-    await worker.stop('SIGKILL');
-    worker = await startWorker();
-    await waitFor('held to hold again', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
-    await letGo(hold);
-    await waitFor(
-      'the tests to run',
-      async () => ((await processesRunning(testMarker)).length ? true : undefined),
-      60_000,
-    );
-    await worker.stop('SIGKILL');
-    await startWorker();
-
-    const end = await awaitRun(handle);
-    expect(end.failureMessage).toBeUndefined();
-    expect(end.result?.outcome).toBe('pushed');
-    expect(remote.pushes()).toBe(1);
-    expect(await remote.show('main', 'held/greeting.txt')).toBe('hello\n');
-    expect(ofThisRun()).toEqual([]);
   });
 
   it('kill -9 of the worker while an added sub-task runs: the amendment is kept, the run finishes, one push', async () => {

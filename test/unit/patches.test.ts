@@ -88,13 +88,13 @@ describe('patches', () => {
       'living-plan',
       'plan-validated-by-activity',
       'progress-in-background',
+      'pull-requests',
       'request-parsed-by-activity',
       'review-rounds',
       'run-limits',
       'salvage-failed-agent-runs',
       'search-attributes',
       'test-evidence',
-      'test-sandbox-warmed',
     ]);
     const recorded = recordedIds();
     expect(recorded.size).toBeGreaterThan(0);

@@ -10,8 +10,8 @@ import { type AddCommand, example } from '../options';
 import { say, warn } from '../output';
 
 /** The request in `file`, validated; each deprecated field it names is a warning, not an error. */
-export function readRequest(file: string): LeaderRequest {
-  const { request, deprecated } = load.requestFile().loadRequest(file);
+export function readRequest(file: string, fields?: Record<string, unknown>): LeaderRequest {
+  const { request, deprecated } = load.requestFile().loadRequest(file, fields);
   for (const line of deprecated) warn(line);
   return request;
 }

@@ -12,13 +12,14 @@ import { cancelSubTaskCommand } from './steer';
 
 interface StartOptions {
   id?: string;
+  issue?: string;
   wait?: boolean;
   json?: boolean;
 }
 
 async function startCommand(file: string, o: StartOptions): Promise<number> {
   // Validate before connecting: a bad request never reaches Temporal.
-  const req = readRequest(file);
+  const req = readRequest(file, o.issue === undefined ? {} : { issue: o.issue });
   return withClient((c) => launch(c, req, o));
 }
 
@@ -99,9 +100,17 @@ export const start: AddCommand = (program, run) =>
     .description('validate a request (JSON or YAML) and start a run')
     .argument('<request>', 'the request file')
     .option('--id <id>', 'workflow id (default: flotilla-<timestamp>-<random>)')
-    .option('--wait', 'wait for the run to end and print its result; exit 0 only if it pushed')
+    .option('--issue <url>', "work on this issue: its title and body become the objective (the request's issue field)")
+    .option('--wait', 'wait for the run to end and print its result; exit 0 only if it pushed or opened its PR')
     .option('--json', 'print the run id (and with --wait, how it ended) as JSON')
-    .addHelpText('after', example('flotilla start flotilla.yaml', 'flotilla start flotilla.yaml --wait --json'))
+    .addHelpText(
+      'after',
+      example(
+        'flotilla start flotilla.yaml',
+        'flotilla start flotilla.yaml --wait --json',
+        'flotilla start flotilla.yaml --issue https://github.com/acme/widgets/issues/12',
+      ),
+    )
     .action((file, o) => run(startCommand(file, o)));
 
 export const watch: AddCommand = (program, run) =>

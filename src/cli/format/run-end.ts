@@ -21,17 +21,23 @@ export function formatRunEnd(end: RunEnd): string {
   else lines.push(`Run ${end.workflowId}: ${r?.outcome} — ${r?.message}`);
   if (!r) return printableLines(lines);
   if (r.continues) lines.push(`  continues ${r.continues}, reusing its integrated and finished work`);
+  if (r.issue) lines.push(`  issue #${r.issue.number}: ${r.issue.url}`);
+  if (r.pullRequest)
+    lines.push(
+      `  pull request #${r.pullRequest.number}: ${r.pullRequest.url} (${r.pullRequest.branch} into ${r.pullRequest.base})`,
+    );
   for (const w of r.workers) lines.push(...subTaskLines(w));
   lines.push(...formatCandidates(r.candidates).map((l) => `  ${l}`));
   lines.push(...formatDropped(r.dropped).map((l) => `  ${l}`));
-  if (r.outcome !== 'pushed') lines.push(...formatHead(r.head, r.head?.integrated.length ?? 0).map((l) => `  ${l}`));
+  if (r.outcome !== 'pushed' && r.outcome !== 'pr-opened')
+    lines.push(...formatHead(r.head, r.head?.integrated.length ?? 0).map((l) => `  ${l}`));
   lines.push(...formatAmendments(r.amendments, r.amendments?.length).map((l) => `  ${l}`));
   lines.push(...formatAttempts(r.integration));
   if (r.conflict)
     lines.push(
       `  conflict: ${r.conflict.workerId} vs ${r.conflict.conflictsWith.join(', ') || '?'} in ${r.conflict.files.join(', ')}`,
     );
-  if (r.test && r.outcome !== 'pushed')
+  if (r.test && r.outcome !== 'pushed' && r.outcome !== 'pr-opened')
     lines.push(`  test output (tail; full log ${r.test.logRef}):`, ...quoted(r.test.tail));
   for (const d of r.decisions ?? []) {
     const verdict = d.expired

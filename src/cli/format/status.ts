@@ -28,8 +28,14 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now(), cont
   const lines = [
     `run:       ${runId}`,
     `phase:     ${s.phase}${s.outcome ? ` (${s.outcome})` : ''}`,
-    `objective: ${s.objective}`,
+    // An issue's objective holds its whole text: the issue's title and link say it in a line.
+    `objective: ${s.issue ? `issue #${s.issue.number}: ${s.issue.title} (${s.issue.url})` : s.objective}`,
     `repo:      ${s.repo} → ${s.targetRef} (base ${shortSha(s.baseSha)})`,
+    ...(s.pullRequest
+      ? [
+          `pull request: #${s.pullRequest.number} ${s.pullRequest.url} (${s.pullRequest.branch} into ${s.pullRequest.base})`,
+        ]
+      : []),
     ...isolationLines(s),
     ...(s.deadlineAt !== undefined && s.endedAt === undefined
       ? [`deadline:  ${isoTime(s.deadlineAt)} (limits.runTimeoutMinutes)`]

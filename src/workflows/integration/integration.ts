@@ -108,8 +108,6 @@ export class Integration {
   private head: string;
   /** The last test run started, while one is in flight (settles, never rejects): the next waits for it. */
   private testing?: Promise<void>;
-  /** The test sandbox being made ready while the agents run (warmTests): every sandbox step waits for it. */
-  private warming: Promise<void> = Promise.resolve();
   /** Whether this run weighs its tests (PATCHES.testEvidence), asked once, at the first test run. */
   private evidenceOn?: boolean;
   /** Test runs that failed before a run of the same tests, in a fresh sandbox, passed. */
@@ -169,32 +167,11 @@ export class Integration {
       resolveConflict: home.on(commandOptions(agentTimeoutMs, heartbeatTimeoutMs)).resolveConflict,
       // A repair round may first run the visible tests to show the agent their output.
       repairTests: home.on(commandOptions(agentTimeoutMs + commandTimeoutMs, heartbeatTimeoutMs)).repairTests,
-      warmTestSandbox: home.on(commandOptions(commandTimeoutMs, heartbeatTimeoutMs)).warmTestSandbox,
     };
-  }
-
-  /**
-   * Claims the host and provisions the test sandbox now, and has its files set to the head (the
-   * base, while the agents run) in the background: the first test run then writes only what the
-   * merges changed. A failure here is forgotten; the first step that needs the sandbox makes it.
-   */
-  warmTests(): void {
-    const { runKey } = this.input;
-    const sandbox = this.testSandbox;
-    this.warming = (async () => {
-      await this.provision(sandbox);
-      await this.sandboxOps().warmTestSandbox({ sandbox, runKey, sha: this.head });
-    })().catch(() => undefined);
   }
 
   /** Claims the host when no sandbox has one yet, and provisions `sandbox` there when it is not yet. */
   private async prepare(sandbox: SandboxRef): Promise<void> {
-    // One claim, and no step in the test sandbox while its files are being set.
-    await this.warming;
-    await this.provision(sandbox);
-  }
-
-  private async provision(sandbox: SandboxRef): Promise<void> {
     if (!this.home.bound) await this.home.claim();
     if (this.ready.has(sandbox.key)) return;
     await this.sandboxOps().provisionSandbox(sandbox);
@@ -714,8 +691,6 @@ export class Integration {
   /** Destroys both sandboxes, however the integration ended; not cancellable. */
   async destroySandboxes(): Promise<void> {
     await CancellationScope.nonCancellable(async () => {
-      // A test sandbox still being made must be made before it can be destroyed.
-      await this.warming;
       if (!this.home.bound) return; // no host was claimed: no sandbox was made
       const { destroySandbox } = this.sandboxOps();
       // A lost host took its sandboxes with it (`flotilla gc` prunes them if it comes back).

@@ -2,7 +2,8 @@
  * The leader: resolves the base, settles the plan and passes the plan gate, runs the plan as a
  * living plan (plan-run.ts: sub-tasks start when what they wait for allows, each is merged onto
  * the integration head as it ends, failures are retried and then handled by onFailure, people
- * amend the plan as it runs), tests the final tree, passes the push gate and pushes with a lease.
+ * amend the plan as it runs), tests the final tree, passes the push gate and pushes with a lease
+ * (or, with land: pr, pushes to its PR's branch and opens the pull request: pull-request.ts).
  * Anything short of a push ends the workflow as failed, with the full RunResult attached to the
  * failure, so the Web UI shows red and clients still get the report.
  *
@@ -23,6 +24,7 @@ import { withinDeadline } from './deadline';
 import { fixedPlanLeader } from './fixed-plan';
 import { passGate, planRows } from './gates';
 import { PlanRun } from './plan-run';
+import { ForgeRun } from './pull-request';
 import { parseRequest } from './request';
 import { Run } from './run';
 import { ReviewPhase } from './review';
@@ -33,11 +35,11 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
   // The status exists, and every handler is registered, before the first await.
   const run: Run = new Run({ living: true });
   // A refused request fails the workflow with the refusal, before the run has begun.
-  const req = await parseRequest(input).catch((err: unknown) => run.refuse(input, err));
-  run.begin(req);
-  enableAutoResume(run, req);
+  const parsed = await parseRequest(input).catch((err: unknown) => run.refuse(input, err));
+  run.begin(parsed);
+  enableAutoResume(run, parsed);
   try {
-    return await withinDeadline(run, req, () => runToThePush(run, req));
+    return await withinDeadline(run, parsed, () => runToThePush(run, parsed));
   } catch (err) {
     return run.failed(err);
   } finally {
@@ -46,8 +48,11 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
 }
 
 /** The run's steps from the isolation check to the push; a step that fails ends the run. */
-async function runToThePush(run: Run, req: LeaderRequest): Promise<RunResult> {
-  await checkIsolation(run, req);
+async function runToThePush(run: Run, parsed: LeaderRequest): Promise<RunResult> {
+  await checkIsolation(run, parsed);
+  // Issues in and pull requests out; nothing for a run that names neither.
+  const forge = ForgeRun.of(run, parsed);
+  const req = forge ? await forge.takeIssue() : parsed;
   const { baseSha, targetSha } = await resolveBase(run, req);
   const oracleSha = await fetchOracle(run, req);
   const plan = await settle(run, req, baseSha);
@@ -75,6 +80,7 @@ async function runToThePush(run: Run, req: LeaderRequest): Promise<RunResult> {
     ...(evidence && { evidence }),
     ...(held && { held }),
   });
+  if (forge?.opensPullRequest) return await forge.land({ sha, testSummary, landed: living.landed() }, targetSha);
   if (!(req.review && patched(PATCHES.reviewRounds.id))) return await push(run, req, sha, targetSha, living.landed());
   // Review rounds: the run waits for comments, and pushes each round's commit to the same branch.
   const review = new ReviewPhase(run, req, living, await pushTo(run, req, sha, targetSha));

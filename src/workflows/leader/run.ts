@@ -27,8 +27,10 @@ import { type Crew, openInbox } from './inbox';
 import { Notifier } from './notifier';
 import { keepSearchAttributesCurrent } from './visibility';
 
+/** How a run ends well: it pushed, had nothing to push, or opened its pull request. */
+export type Success = Extract<RunOutcome, 'pushed' | 'unchanged' | 'pr-opened'>;
 /** How a run ends short of a push. */
-export type Ending = Exclude<RunOutcome, 'pushed' | 'unchanged'>;
+export type Ending = Exclude<RunOutcome, Success>;
 
 export class Run {
   /** The run's id: its workflow id. */
@@ -133,8 +135,8 @@ export class Run {
     );
   }
 
-  /** Ends the run having pushed, or with nothing to push: its result. */
-  succeed(outcome: 'pushed' | 'unchanged', message: string): RunResult {
+  /** Ends the run having pushed (or opened its PR), or with nothing to push: its result. */
+  succeed(outcome: Success, message: string): RunResult {
     this.settle(outcome, message);
     return this.result;
   }
@@ -200,7 +202,7 @@ export class Run {
       outcome,
       message,
       endedAt: Date.now(),
-      phase: outcome === 'pushed' || outcome === 'unchanged' ? 'done' : 'failed',
+      phase: outcome === 'pushed' || outcome === 'unchanged' || outcome === 'pr-opened' ? 'done' : 'failed',
     });
   }
 
