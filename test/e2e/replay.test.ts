@@ -12,6 +12,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { addSubTask, approve, awaitRun, cancelSubTask, resume } from '../../src/client/index';
+import { finish, revise } from '../../src/client/messages';
 import { statusQuery } from '../../src/contracts/messages';
 import { TestEnv } from '../support/env';
 import { greetingsRemote, greetingsRequest, renamer } from '../support/greetings';
@@ -24,17 +25,26 @@ const RECORD = process.env.RECORD_HISTORIES;
 const releases = RECORD ? [] : fixtureReleases();
 const TO_OBJECT = { longs: String, enums: String, bytes: String } as const;
 
-/** Every release's scenarios; from v3 (the living plan) on, a diamond of dependencies and an amended plan too. */
+/**
+ * Every release's scenarios; from v3 (the living plan) on, a diamond of dependencies and an
+ * amended plan too; from v5 on, a best of N and a review round.
+ */
 const SCENARIOS = ['history-gates', 'history-redo', 'history-repair', 'history-spine', 'history-suspend'];
 const LIVING_PLAN = ['history-amend', 'history-diamond'];
+const WAVE_3 = ['history-bestof', 'history-review'];
+const scenariosOf = (release: string) =>
+  release < 'v3'
+    ? SCENARIOS
+    : release < 'v5'
+      ? [...SCENARIOS, ...LIVING_PLAN]
+      : [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3];
 
 describe.skipIf(RECORD)('committed histories', () => {
-  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo (and the living plan from v3)', () => {
-    expect(releases).toEqual(expect.arrayContaining(['v1', 'v2', 'v3', 'v4']));
+  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo (and the living plan from v3, best of N and review from v5)', () => {
+    expect(releases).toEqual(expect.arrayContaining(['v1', 'v2', 'v3', 'v4', 'v5']));
     for (const release of releases) {
       const scenarios = new Set(fixtureHistories(release).map((h) => h.workflowId.split('/')[0]));
-      const expected = release < 'v3' ? SCENARIOS : [...SCENARIOS, ...LIVING_PLAN];
-      expect([...scenarios].sort(), release).toEqual(expected.sort());
+      expect([...scenarios].sort(), release).toEqual(scenariosOf(release).sort());
     }
   });
 
@@ -161,5 +171,31 @@ describe.runIf(RECORD)('recording', () => {
     await letGo(slowHold);
     expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
     await save('amend', handle.workflowId);
+  });
+
+  it('bestof', async () => {
+    const r = await greetingsRemote();
+    const end = await env.run(greetingsRequest(r.url, [{ ...greet('one'), attempts: 2 }]), 'history-bestof');
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.candidates?.map((c) => c.id)).toEqual(['one.candidate1', 'one.candidate2']);
+    await save('bestof', end.workflowId);
+  });
+
+  it('review', async () => {
+    const r = await greetingsRemote();
+    const reviewed = subTask(
+      'one',
+      `if printf '%s\\n' "$FLOTILLA_PROMPT" | grep -q '^\\[comment '; then ${writeAgent('one/review.txt', 'revised')}; else ${writeAgent('one/greeting.txt', 'hello')}; fi`,
+    );
+    const handle = await env.start(greetingsRequest(r.url, [reviewed], { review: { rounds: 2 } }), 'history-review');
+    await waitForStatus(handle, 'the review phase', (s) => s.phase === 'review' && s.review?.waiting === true);
+    await revise(env.client, handle.workflowId, {
+      comments: [{ body: 'say more', path: 'one/greeting.txt', kind: 'comment' }],
+      by: 'ana',
+    });
+    await waitForStatus(handle, 'the round to end', (s) => s.review?.rounds.length === 1 && s.review.waiting === true);
+    await finish(env.client, handle.workflowId, { by: 'ana', reason: 'approved' });
+    expect((await awaitRun(handle)).result?.review?.rounds).toHaveLength(1);
+    await save('review', handle.workflowId);
   });
 });

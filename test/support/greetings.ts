@@ -5,7 +5,7 @@
  */
 import type { LeaderRequestInput } from '../../src/contracts/request';
 import { makeRemote } from './remotes';
-import { type ShellSubTask, shellRequest, subTask, writeAgent } from './requests';
+import { type SubTaskInput, shellRequest, subTask, writeAgent } from './requests';
 
 /** Passes when every greeting file present says hello; names the first that does not. */
 export const CHECK_GREETINGS = `#!/bin/bash
@@ -26,7 +26,7 @@ export function greetingsRemote() {
 }
 
 /** A request for `subTasks` on the greetings project at `url`, whose tests are check.sh. */
-export function greetingsRequest(url: string, subTasks: ShellSubTask[], fields: Partial<LeaderRequestInput> = {}) {
+export function greetingsRequest(url: string, subTasks: SubTaskInput[], fields: Partial<LeaderRequestInput> = {}) {
   return shellRequest(url, subTasks, { objective: 'greetings', testCmd: './check.sh', ...fields });
 }
 

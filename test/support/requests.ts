@@ -5,7 +5,7 @@
  */
 import type { GateName, LeaderRequestInput } from '../../src/contracts/request';
 
-type SubTaskInput = NonNullable<LeaderRequestInput['subTasks']>[number];
+export type SubTaskInput = NonNullable<LeaderRequestInput['subTasks']>[number];
 
 /** A shell agent: runs `command` with bash in its workspace. */
 export const shell = (command: string) => ({ kind: 'shell' as const, command });
