@@ -723,6 +723,13 @@ function checkForge(req: RequestFields, ctx: z.RefinementCtx): void {
     });
   if (!req.objective && req.issue === undefined)
     ctx.addIssue({ code: 'custom', path: ['objective'], message: 'is required unless the request names an issue' });
+  // Not yet joined: a run that opens a PR ends there, so its review would silently never happen.
+  if (req.review && req.land?.kind === 'pr')
+    ctx.addIssue({
+      code: 'custom',
+      path: ['review'],
+      message: 'is not available with land: pr yet (the run ends once its PR is open); use land: push to revise pushes',
+    });
 }
 
 const RequestFields = z
