@@ -37,9 +37,10 @@ export const CLI = [
 /**
  * Where our CLI finds the suite's server: its gRPC address, and its HTTP API when the suite
  * started the server (as the embedded one's is known), so `flotilla status` reads through it.
+ * A test that gives an address of its own gets no HTTP API of the suite's with it.
  */
-export function suiteTemporal(): Record<string, string> {
-  const http = inject('temporalHttpUrl');
+export function suiteTemporal(extraEnv: Record<string, string> = {}): Record<string, string> {
+  const http = 'TEMPORAL_ADDRESS' in extraEnv ? '' : inject('temporalHttpUrl');
   return { TEMPORAL_ADDRESS: inject('temporalAddress'), ...(http ? { FLOTILLA_TEMPORAL_HTTP_URL: http } : {}) };
 }
 
@@ -54,7 +55,7 @@ export function flotilla(
     CLI[0],
     [...CLI.slice(1), ...args],
     {
-      ...suiteTemporal(),
+      ...suiteTemporal(extraEnv),
       FLOTILLA_TASK_QUEUE: taskQueue,
       ...extraEnv,
     },
@@ -71,7 +72,7 @@ export function flotillaOnTerminal(
   const command = [...CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
   return run('script', ['-qec', command, '/dev/null'], {
     TERM: 'xterm',
-    ...suiteTemporal(),
+    ...suiteTemporal(extraEnv),
     FLOTILLA_TASK_QUEUE: taskQueue,
     ...extraEnv,
   });
