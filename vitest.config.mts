@@ -6,6 +6,9 @@ export default defineConfig({
   test: {
     // The Temporal native bridge is not thread-safe under worker threads.
     pool: 'forks',
+    // Two files at a time, whatever the core count (vitest's default is cores - 1: one file on
+    // CI's two cores); most of an e2e test's time is waiting on agents, timers and git.
+    maxWorkers: 2,
     // "After" hooks run last-registered first: test/support/cleanup.ts releases what a file made
     // after the file's own afterAll hooks, and what a test made newest first.
     sequence: { hooks: 'stack' },
