@@ -5,6 +5,7 @@
  */
 
 import type { ForgeAddress } from '../contracts/forge-address';
+import type { ReviewComment } from '../contracts/review';
 
 export type { ForgeAddress };
 
@@ -36,17 +37,11 @@ export interface NewPullRequest {
 }
 
 /**
- * One piece of review activity. `id` says which kind it is (`review-comment:<n>`,
- * `issue-comment:<n>`, `review:<n>`), so a reply goes where the comment is.
+ * One piece of review activity: the review phase's own ReviewComment (contracts/review.ts). Its
+ * `id` says which kind it is (`review-comment:<n>`, `issue-comment:<n>`, `review:<n>`), so a reply
+ * goes where the comment is.
  */
-export interface ReviewComment {
-  id: string;
-  author: string;
-  body: string;
-  path?: string;
-  line?: number;
-  kind: 'comment' | 'changes-requested' | 'approved';
-}
+export type { ReviewComment };
 
 export interface ReviewActivity {
   comments: ReviewComment[];
