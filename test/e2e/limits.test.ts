@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
 import { type RunStatus, approveSignal, statusQuery } from '../../src/contracts/messages';
-import { deadlineReason } from '../../src/workflows/leader/deadline';
+import { deadlineReason, reviewEndedReason } from '../../src/workflows/leader/deadline';
 import { TestEnv } from '../support/env';
 import { flotilla, processesMatching, waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
@@ -108,6 +108,23 @@ describe('limits.runTimeoutMinutes at a gate', () => {
     const s = await handle.query(statusQuery);
     expect(s).toMatchObject({ phase: 'failed', outcome: 'run-timeout' });
     expect(s.gate).toBeUndefined();
+  });
+});
+
+describe('limits.runTimeoutMinutes in the review phase', () => {
+  it('a deadline that passes while the run waits for review comments ends it with its push, not as nothing pushed', async () => {
+    const remote = await makeRemote({ 'README.md': 'x\n' });
+    const handle = await env.start(
+      shellRequest(remote.url, [greet('one')], { limits: { runTimeoutMinutes: 0.3 }, review: { rounds: 2 } }),
+    );
+    const waiting = await waitForStatus(handle, 'the review phase', (x) => x.phase === 'review', 60_000);
+    const pushed = await remote.head();
+    expect(waiting.review?.headSha).toBe(pushed);
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect(end.result?.message).toContain(reviewEndedReason(0.3, pushed!, 'main'));
+    expect(await remote.head()).toBe(pushed);
+    expect(await handle.query(statusQuery)).toMatchObject({ phase: 'done', outcome: 'pushed' });
   });
 });
 
