@@ -3,7 +3,7 @@
  * (`shellRequest`), its sub-tasks (`subTask`, `greet`), and the fields a test changes
  * (`withGates`, or any field of the request).
  */
-import type { GateName, LeaderRequestInput } from '../../src/contracts/request';
+import { type GateName, type LeaderRequestInput, RequestError, parseLeaderRequest } from '../../src/contracts/request';
 
 export type SubTaskInput = NonNullable<LeaderRequestInput['subTasks']>[number];
 
@@ -43,4 +43,15 @@ export const manual = { mode: 'manual' as const };
 /** The `gates` field (for shellRequest) of a run held at each of these gates until a person decides. */
 export function withGates(...gates: GateName[]): { gates: Partial<Record<GateName, typeof manual>> } {
   return { gates: Object.fromEntries(gates.map((gate) => [gate, manual])) };
+}
+
+/** What `validate` would say of `input`: each problem's line ("field: reason"), none when it is valid. */
+export function requestProblems(input: unknown): string[] {
+  try {
+    parseLeaderRequest(input);
+    return [];
+  } catch (err) {
+    if (err instanceof RequestError) return err.problems;
+    throw err;
+  }
 }

@@ -3,9 +3,10 @@
  * under each policy, when checkpoints in a row count as a stall, and the reasons people read.
  */
 import { describe, expect, it } from 'vitest';
-import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
+import { parseLeaderRequest } from '../../src/contracts/request';
 import { idleReason, outsidePathsReason, revertNotice, stalledReason } from '../../src/contracts/early-stops';
 import { StallWatch, checkpointDecision } from '../../src/workflows/subtask/early-stops';
+import { requestProblems } from '../support/requests';
 
 const clean = { outOfScope: [], outOfScopeCount: 0 };
 const stray = { outOfScope: ['a.txt', 'b/c.txt'], outOfScopeCount: 2 };
@@ -81,15 +82,7 @@ describe('the request fields', () => {
     subTasks: [{ id: 'a', prompt: 'p', ownedPaths: ['src/a'] }],
     ...fields,
   });
-  const problems = (fields: object): string[] => {
-    try {
-      parseLeaderRequest(request(fields));
-      return [];
-    } catch (err) {
-      if (err instanceof RequestError) return err.problems;
-      throw err;
-    }
-  };
+  const problems = (fields: object): string[] => requestProblems(request(fields));
 
   it('are off and stop by default, take fractional minutes, and refuse bad values naming the field', () => {
     const parsed = parseLeaderRequest(request({}));

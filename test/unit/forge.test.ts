@@ -11,12 +11,13 @@ import { Octokit } from '@octokit/rest';
 import { describe, expect, it } from 'vitest';
 import { loadRequest } from '../../src/client/request-file';
 import { forgeOfRemote, issueOfUrl } from '../../src/contracts/forge-address';
-import { type RequestError, forgeOf, issueOf, parseLeaderRequest } from '../../src/contracts/request';
+import { forgeOf, issueOf, parseLeaderRequest } from '../../src/contracts/request';
 import { forgeToken } from '../../src/forge/connect';
 import { githubForge } from '../../src/forge/github';
 import { pullRequestBody } from '../../src/forge/pr-body';
 import { type ForgeSubject, forgeContract } from '../support/forge-contract';
 import { GitHubDouble } from '../support/github-double';
+import { requestProblems } from '../support/requests';
 
 const TOKEN = 'ghp_double_token_0123456789';
 
@@ -255,14 +256,7 @@ describe('the request fields land, forge and issue', () => {
     testCmd: 'true',
     agent: { kind: 'shell', command: 'true' },
   };
-  const problems = (fields: Record<string, unknown>) => {
-    try {
-      parseLeaderRequest({ ...base, objective: 'x', ...fields });
-      return [];
-    } catch (err) {
-      return (err as RequestError).problems;
-    }
-  };
+  const problems = (fields: Record<string, unknown>) => requestProblems({ ...base, objective: 'x', ...fields });
 
   it('take `land: pr` as the PR form with its defaults, and the forge from an https remote', () => {
     const req = parseLeaderRequest({ ...base, objective: 'x', land: 'pr' });

@@ -1,8 +1,9 @@
 /** Limits per sub-task and per run (issue 18): what is accepted, and how a bad one is refused. */
 import { describe, expect, it } from 'vitest';
-import { RequestError, limitsOfSubTask, parseLeaderRequest, subTaskLimitsLine } from '../../src/contracts/request';
+import { limitsOfSubTask, parseLeaderRequest, subTaskLimitsLine } from '../../src/contracts/request';
 import { subTaskBudget } from '../../src/workflows/leader/reports';
 import { deadlineReason } from '../../src/workflows/leader/deadline';
+import { requestProblems } from '../support/requests';
 
 const valid = () => ({
   objective: 'o',
@@ -19,13 +20,7 @@ const valid = () => ({
 function problems(mutate: (r: any) => void): string[] {
   const r = valid();
   mutate(r);
-  try {
-    parseLeaderRequest(r);
-  } catch (err) {
-    if (err instanceof RequestError) return err.problems;
-    throw err;
-  }
-  return [];
+  return requestProblems(r);
 }
 
 describe('subTasks[].limits', () => {

@@ -5,13 +5,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import {
-  type LimitsInHistory,
-  RequestError,
-  currentLimits,
-  deprecatedFields,
-  parseLeaderRequest,
-} from '../../src/contracts/request';
+import { type LimitsInHistory, currentLimits, deprecatedFields, parseLeaderRequest } from '../../src/contracts/request';
+import { requestProblems } from '../support/requests';
 
 const request = (limits: object) => ({
   objective: 'o',
@@ -23,13 +18,7 @@ const request = (limits: object) => ({
 });
 
 function problems(limits: object): string[] {
-  try {
-    parseLeaderRequest(request(limits));
-  } catch (err) {
-    if (err instanceof RequestError) return err.problems;
-    throw err;
-  }
-  return [];
+  return requestProblems(request(limits));
 }
 
 describe('renamed limits', () => {

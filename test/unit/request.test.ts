@@ -6,9 +6,10 @@ import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
 import { loadRequestFile } from '../../src/client/index';
 import { MAX_REQUEST_FILE_BYTES } from '../../src/client/request-file';
-import { RequestError, parseLeaderRequest } from '../../src/contracts/request';
+import { parseLeaderRequest } from '../../src/contracts/request';
 import { isSubTaskWorkflowId, repoUrlProblem } from '../../src/contracts/names';
 import { tempDir } from '../support/temp';
+import { requestProblems } from '../support/requests';
 
 const ROOT = path.join(__dirname, '../..');
 
@@ -26,13 +27,7 @@ const valid = () => ({
 function problems(mutate: (r: any) => void): string[] {
   const r = valid();
   mutate(r);
-  try {
-    parseLeaderRequest(r);
-  } catch (err) {
-    if (err instanceof RequestError) return err.problems;
-    throw err;
-  }
-  return [];
+  return requestProblems(r);
 }
 
 describe('parseLeaderRequest', () => {
