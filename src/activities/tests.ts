@@ -24,6 +24,7 @@ import { type Workspace, sh } from '../git/workspace';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openWorkspace, runOfSandbox } from './deps';
 import { execTracked } from './exec';
+import { sandboxUse } from './integration-sandboxes';
 
 /** One run of the setup and test commands on a commit, with the hidden tests in place. */
 export interface TestRun {
@@ -219,7 +220,7 @@ export function testActivities(deps: ActivityDeps) {
   const activities = {
     /** The setup and test commands on `sha` in the test sandbox (see runTests above). */
     async runTests(input: TestInput): Promise<TestRun> {
-      return runTests(deps, input);
+      return sandboxUse(deps).during(input.sandbox.key, () => runTests(deps, input));
     },
 
     /**
