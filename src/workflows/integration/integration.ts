@@ -565,7 +565,7 @@ export class Integration {
    */
   private async testBase(): Promise<BaseRun | undefined> {
     if (this.head === this.input.baseSha) return undefined;
-    // Tested while the agents ran, when that is done (or under way).
+    // Tested while the agents ran, once that is done (a failure there is tried again here).
     if (this.warming) await this.warming;
     if (this.base) return this.base;
     try {
@@ -576,29 +576,24 @@ export class Integration {
     }
   }
 
-  /** The testBase activity; undefined when it failed. */
-  private async baseTests(ops: SandboxOps): Promise<BaseRun | undefined> {
+  /** The testBase activity in the test sandbox (a host that is lost fails it, to be moved). */
+  private baseTests(ops: SandboxOps): Promise<BaseRun> {
     const { req } = this;
     const { runKey, baseSha, oracleSha, commandTimeoutMs } = this.input;
     const summary = `tests on the base: ${req.testCmd}`.slice(0, 200);
-    try {
-      return await ops.testBase.executeWithOptions({ summary }, [
-        {
-          sandbox: this.testSandbox,
-          runKey,
-          baseSha,
-          sha: baseSha,
-          setupCmd: req.setupCmd,
-          testCmd: req.testCmd,
-          timeoutMs: commandTimeoutMs,
-          oracleSha,
-          measureCmd: req.measure?.cmd,
-        },
-      ]);
-    } catch (err) {
-      if (isCancellation(err)) throw err;
-      return undefined;
-    }
+    return ops.testBase.executeWithOptions({ summary }, [
+      {
+        sandbox: this.testSandbox,
+        runKey,
+        baseSha,
+        sha: baseSha,
+        setupCmd: req.setupCmd,
+        testCmd: req.testCmd,
+        timeoutMs: commandTimeoutMs,
+        oracleSha,
+        measureCmd: req.measure?.cmd,
+      },
+    ]);
   }
 
   private async testAndRepairTree(): Promise<TestRun | Failure> {
