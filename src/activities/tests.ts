@@ -3,7 +3,7 @@
  * only place the hidden tests are ever written. Nothing is taken back from it: what the commands
  * commit or change is reported and discarded (src/git/edits.ts).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { type TestCounts, parseTestOutput } from '../contracts/test-summary';
@@ -236,7 +236,8 @@ export function testActivities(deps: ActivityDeps) {
       // A run that could not count says nothing about the base: the next run tries again.
       if (!run.problem) {
         await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-        const tmp = `${file}.${process.pid}.tmp`;
+        // Runs of the same base on this host may write it at once (while their agents run): each its own file.
+        const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
         await writeFile(tmp, JSON.stringify(run), { mode: 0o600 });
         await rename(tmp, file);
       }
