@@ -6,7 +6,12 @@
  * made. Each round also times bench/baseline.sh's merge + test + push of as many sub-tasks on
  * the same repository.
  *
- *   npx tsx bench/compare.ts OTHER/dist/worker.js [--files 20000] [--sub-tasks 4] [--rounds 2] [--strace]
+ *   npx tsx bench/compare.ts OTHER/dist/worker.js [--files 20000] [--sub-tasks 4] [--rounds 2] [--agent-s 0] [--strace] [--steps]
+ *
+ * --agent-s: each agent sleeps that long first (by default its work takes no time, so the
+ * sub-tasks' phase is all Flotilla's own). --steps also prints the leader's activities while the
+ * sub-tasks ran, and those of its integration: when each was scheduled (from the run's start, and
+ * from the last sub-task's end) and how long it took to complete.
  *
  * OTHER is another checkout, built (`git archive <commit> | tar -x -C OTHER`, node_modules linked,
  * `npm run build`); this checkout's dist/worker.js is built by `npm run build` first.
@@ -32,17 +37,21 @@ const { values, positionals } = parseArgs({
     'sub-tasks': { type: 'string', default: '4' },
     rounds: { type: 'string', default: '2' },
     strace: { type: 'boolean' },
+    steps: { type: 'boolean' },
+    'agent-s': { type: 'string', default: '0' },
   },
 });
 if (positionals.length !== 1)
   throw new Error(
-    'usage: npx tsx bench/compare.ts OTHER/dist/worker.js [--files N] [--sub-tasks N] [--rounds N] [--strace]',
+    'usage: npx tsx bench/compare.ts OTHER/dist/worker.js [--files N] [--sub-tasks N] [--rounds N] [--agent-s S] [--strace] [--steps]',
   );
 const builds: Record<string, string> = {
   other: path.resolve(positionals[0]),
   this: path.join(__dirname, '..', 'dist', 'worker.js'),
 };
-const [files, subTasks, rounds] = [values.files, values['sub-tasks'], values.rounds].map(Number);
+const [files, subTasks, rounds, agentS] = [values.files, values['sub-tasks'], values.rounds, values['agent-s']].map(
+  Number,
+);
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-compare-'));
 const git = (cwd: string, ...args: string[]) =>
@@ -75,7 +84,10 @@ const request = (url: string, n: number): LeaderRequestInput => ({
     id: `t${i}`,
     prompt: 'compare',
     ownedPaths: [`t${i}`],
-    agent: { kind: 'shell', command: `mkdir -p t${i} && echo ${i} > t${i}/o && git add -A && git commit -qm t${i}` },
+    agent: {
+      kind: 'shell',
+      command: `${agentS > 0 ? `sleep ${agentS} && ` : ''}mkdir -p t${i} && echo ${i} > t${i}/o && git add -A && git commit -qm t${i}`,
+    },
   })),
 });
 
@@ -100,7 +112,7 @@ async function main(): Promise<void> {
     namespace: temporal.namespace,
   });
   console.log(
-    `# ${files} files, ${subTasks} sub-tasks, ${rounds} rounds; load average ${os
+    `# ${files} files, ${subTasks} sub-tasks${agentS > 0 ? ` of a ${agentS} s agent` : ''}, ${rounds} rounds; load average ${os
       .loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,
@@ -120,6 +132,8 @@ async function main(): Promise<void> {
         workerJs: builds[build],
         straceFile,
       });
+      let steps: string[] = [];
+      let before: string[] = [];
       const run = async (url: string, n: number): Promise<number | undefined> => {
         const handle = await client.workflow.start('leaderWorkflow', {
           taskQueue,
@@ -129,7 +143,10 @@ async function main(): Promise<void> {
         const end = await awaitRun(handle);
         if (end.result?.outcome !== 'pushed')
           throw new Error(`a run on the ${build} build did not push: ${end.failureMessage}`);
-        return (await phases(client, handle)).integrate;
+        const taken = await phases(client, handle);
+        steps = [...(taken.span ? [taken.span] : []), ...taken.steps];
+        before = taken.before;
+        return taken.integrate;
       };
       await run(warm, 2);
       const from = straceFile ? statSync(straceFile).size : 0;
@@ -142,6 +159,10 @@ async function main(): Promise<void> {
         `${build.padEnd(5)} wall ${secs.toFixed(2)} s, integration ${integrate?.toFixed(2) ?? '-'} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
           `peak RSS ${(rss / 1e6).toFixed(0)} MB${p ? `, ${p.execs} execs / ${p.forks} forks (${(p.execs / subTasks).toFixed(1)} programs per sub-task)` : ''}`,
       );
+      if (values.steps) {
+        console.log(`      while the sub-tasks ran: ${before.join(', ')}`);
+        console.log(`      integration steps: ${steps.join(', ')}`);
+      }
     }
     console.log(`script integration (merge + test + push) ${scriptIntegration(measured).toFixed(2)} s`);
   }

@@ -5,27 +5,60 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 type HistoryEvent = { eventTime?: { seconds?: unknown; nanos?: number | null } | null; [k: string]: unknown };
 const at = (e: HistoryEvent) => Number(e.eventTime?.seconds ?? 0) + (e.eventTime?.nanos ?? 0) / 1e9;
 
-/** Phase times of a finished run from its histories: seeding (first worker) and integration. */
-export async function phases(client: Client, handle: WorkflowHandle): Promise<{ seed?: number; integrate?: number }> {
+type Named = { activityType?: { name?: string }; workflowType?: { name?: string } } | undefined;
+const activityOf = (e: HistoryEvent) => (e.activityTaskScheduledEventAttributes as Named)?.activityType?.name;
+
+/**
+ * Phase times of a finished run from its histories: seeding (first worker) and integration (the
+ * last sub-task workflow's end to the push being scheduled; other children, such as the keeper
+ * of the integration's sandboxes, do not count), and the activities scheduled in that span:
+ * each one's offset from its start and how long it took to complete.
+ */
+export async function phases(
+  client: Client,
+  handle: WorkflowHandle,
+): Promise<{ seed?: number; integrate?: number; steps: string[]; before: string[]; span?: string }> {
   const events = ((await handle.fetchHistory()).events ?? []) as unknown as HistoryEvent[];
-  const childDone = events.filter((e) => e.childWorkflowExecutionCompletedEventAttributes);
-  const push = events.find(
-    (e) =>
-      (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } })?.activityType?.name ===
-      'pushResult',
+  const childDone = events.filter(
+    (e) => (e.childWorkflowExecutionCompletedEventAttributes as Named)?.workflowType?.name === 'workerWorkflow',
   );
-  const integrate = childDone.length && push ? at(push) - at(childDone[childDone.length - 1]) : undefined;
+  const push = events.find((e) => activityOf(e) === 'pushResult');
+  const last = childDone[childDone.length - 1];
+  const integrate = last && push ? at(push) - at(last) : undefined;
+  const steps = last && push ? stepsBetween(events, at(last), at(push)) : [];
+  // The leader's own activities while the sub-tasks ran, from the run's start.
+  const before = last ? stepsBetween(events, at(events[0]), at(last)) : [];
+  // Where the rest of the run went: to the last sub-task's end, and from the push to the run's close.
+  const span =
+    last && push
+      ? `to the last sub-task's end ${(at(last) - at(events[0])).toFixed(2)}s, push to close ${(at(events[events.length - 1]) - at(push)).toFixed(2)}s`
+      : undefined;
   const first = childDone[0]?.childWorkflowExecutionCompletedEventAttributes as
     { workflowExecution?: { workflowId?: string } } | undefined;
   let seed: number | undefined;
   if (first?.workflowExecution?.workflowId) {
     const child = ((await client.workflow.getHandle(first.workflowExecution.workflowId).fetchHistory()).events ??
       []) as unknown as HistoryEvent[];
-    const idOf = (e: HistoryEvent) =>
-      (e.activityTaskScheduledEventAttributes as { activityType?: { name?: string } } | undefined)?.activityType?.name;
-    const i = child.findIndex((e) => idOf(e) === 'seedWorkspace');
+    const i = child.findIndex((e) => activityOf(e) === 'seedWorkspace');
     const done = child.slice(i).find((e) => e.activityTaskCompletedEventAttributes);
     if (i >= 0 && done) seed = at(done) - at(child[i]);
   }
-  return { seed, integrate };
+  return { seed, integrate, steps, before, span };
+}
+
+/** "name +offset duration" for each activity scheduled between `from` and `to` (seconds). */
+function stepsBetween(events: HistoryEvent[], from: number, to: number): string[] {
+  const eventId = (e: HistoryEvent) => String(e.eventId);
+  const completedAt = new Map<string, number>();
+  for (const e of events) {
+    const done = e.activityTaskCompletedEventAttributes as { scheduledEventId?: unknown } | undefined;
+    if (done) completedAt.set(String(done.scheduledEventId), at(e));
+  }
+  return events
+    .filter((e) => activityOf(e) && at(e) >= from && at(e) <= to)
+    .map((e) => {
+      const done = completedAt.get(eventId(e));
+      const took = done === undefined ? '-' : `${(done - at(e)).toFixed(2)}s`;
+      return `${activityOf(e)} +${(at(e) - from).toFixed(2)}s ${took}`;
+    });
 }

@@ -16,6 +16,7 @@ import type { StagingRepo } from '../git/staging';
 import type { Workspace } from '../git/workspace';
 import { type ActivityDeps, type SandboxRef, openWorkspace, runOfSandbox } from './deps';
 import { execTracked } from './exec';
+import { sandboxUse } from './integration-sandboxes';
 import { runHarness } from './invocation';
 
 /** One round of a resolver or repair agent. */
@@ -149,7 +150,7 @@ async function failureToShow(deps: ActivityDeps, ws: Workspace, input: RepairInp
 }
 
 export function fixerActivities(deps: ActivityDeps) {
-  return {
+  const rounds = {
     /**
      * One resolver round on the host's conflicted merge of `headSha` into `intoSha`: the fixer
      * sandbox gets a checkout at `intoSha` whose working tree holds the merge with its conflict
@@ -223,5 +224,11 @@ export function fixerActivities(deps: ActivityDeps) {
         },
       });
     },
+  };
+  // Each round counts as a use of the fixer sandbox, which its keeper destroys only after it.
+  const use = sandboxUse(deps);
+  return {
+    resolveConflict: (input: ResolveInput) => use.during(input.sandbox.key, () => rounds.resolveConflict(input)),
+    repairTests: (input: RepairInput) => use.during(input.sandbox.key, () => rounds.repairTests(input)),
   };
 }

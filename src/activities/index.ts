@@ -7,6 +7,7 @@ import type { ActivityDeps, HostPlacement } from './deps';
 import { fixerActivities } from './fixers';
 import { forgeActivities } from './forge';
 import { integrateActivities } from './integration';
+import { integrationSandboxActivities } from './integration-sandboxes';
 import { notifyActivities } from './notify';
 import { planActivities } from './plan';
 import { remoteActivities } from './remote';
@@ -63,6 +64,7 @@ export function createActivities(deps: ActivityDeps) {
     ...integrateActivities(deps),
     ...continueActivities(deps),
     ...testActivities(deps),
+    ...integrationSandboxActivities(deps),
     ...fixerActivities(deps),
     ...remoteActivities(deps),
     ...forgeActivities(deps),

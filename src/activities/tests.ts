@@ -3,11 +3,12 @@
  * only place the hidden tests are ever written. Nothing is taken back from it: what the commands
  * commit or change is reported and discarded (src/git/edits.ts).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { type TestCounts, parseTestOutput } from '../contracts/test-summary';
-import { discardTestRun, testRunChanges } from '../git/edits';
+import { discardTestRun, testRunChanges, testRunChangesLine } from '../git/edits';
+import { checkoutOnHost, traceTestRun } from '../git/host-checkout';
 import {
   alteredOracles,
   filesAtOraclePaths,
@@ -16,10 +17,14 @@ import {
   readOracles,
   withheldOutput,
 } from '../git/oracle';
-import { checkoutCommit } from '../git/seeding';
+import { SANDBOX_OBJECTS, mountedObjects } from '../git/run-mirror';
+import { baseObjects, checkoutCommit } from '../git/seeding';
+import type { StagingRepo } from '../git/staging';
+import { type Workspace, sh } from '../git/workspace';
 import type { Sandbox } from '../sandbox/types';
 import { type ActivityDeps, type SandboxRef, openWorkspace, runOfSandbox } from './deps';
 import { execTracked } from './exec';
+import { sandboxUse } from './integration-sandboxes';
 
 /** One run of the setup and test commands on a commit, with the hidden tests in place. */
 export interface TestRun {
@@ -147,37 +152,75 @@ async function readCached(file: string): Promise<TestRun | undefined> {
   }
 }
 
+/**
+ * The test sandbox's checkout of `input.sha`: a local sandbox's made by the host alone
+ * (host-checkout.ts: only what differs from what it holds is written), a cloud sandbox's by git in
+ * it, whole. A flaky test run's retry (attempt 2 on) also finds the scratch directory, its $HOME
+ * in a local sandbox, emptied: nothing an earlier run left there takes part.
+ */
+async function checkoutForTests(
+  deps: ActivityDeps,
+  ws: Workspace,
+  staging: StagingRepo,
+  input: TestInput,
+): Promise<void> {
+  const at = { sandboxKey: input.sandbox.key, runKey: input.runKey, baseSha: input.baseSha, sha: input.sha };
+  if ((input.attempt ?? 1) > 1) await emptyScratch(ws.sb);
+  const host = ws.sb.host;
+  if (!host) return checkoutCommit(ws, staging, deps.dataDir, at);
+  // The run mirror (the base's history), acquired for this sandbox: what its alternates name.
+  await baseObjects(ws.sb, staging, deps.dataDir, at);
+  const alternates =
+    ws.sb.isolation === 'bubblewrap' ? SANDBOX_OBJECTS : mountedObjects(deps.dataDir, input.sandbox.key)!;
+  await checkoutOnHost(host, staging.dir, { sha: input.sha, baseSha: input.baseSha, alternates });
+}
+
+async function emptyScratch(sb: Sandbox): Promise<void> {
+  const dir = sh(sb.scratch);
+  const r = await sb.exec(`chmod -R u+rwX -- ${dir} 2>/dev/null; find ${dir} -mindepth 1 -delete`, {
+    timeoutMs: 60_000,
+  });
+  if (r.exitCode !== 0)
+    throw new Error(`emptying the test sandbox's scratch directory failed: ${r.output.slice(-500)}`);
+}
+
+/**
+ * Runs the setup and test commands on `sha` in the test sandbox, with the hidden tests placed
+ * read-only. Afterwards: a hidden test changed or gone fails the run; whatever the commands
+ * committed or changed is reported, and discarded by the next checkout (with hidden tests, every
+ * untracked and ignored file goes at once): the host never takes anything from this sandbox.
+ */
+async function runTests(deps: ActivityDeps, input: TestInput): Promise<TestRun> {
+  const ws = await openWorkspace(deps, input.sandbox);
+  const staging = await deps.staging(input.runKey);
+  await checkoutForTests(deps, ws, staging, input);
+  const oracles = await readOracles(staging.dir, input.oracleSha);
+  const oraclePaths = oracles.map((f) => f.path);
+  const redact = oracleRedactor(oracles);
+  if (oracles.length) {
+    const clash = await filesAtOraclePaths(staging.dir, input.sha, oraclePaths);
+    if (clash)
+      return { ...NOT_RUN, problem: `the integrated tree has ${clash} file(s) of its own at hidden test paths` };
+    await placeOracles(ws.sb, oracles);
+  }
+  const last = await runCommands(deps, ws.sb, input, redact, oracles.length > 0);
+  const measure = await runMeasure(deps, ws.sb, input, redact, oracles.length > 0);
+  const altered = await alteredOracles(ws.sb, oracles);
+  const trace = ws.sb.host ? await traceTestRun(ws.sb.host, staging.dir) : await testRunChanges(ws);
+  const discarded = testRunChangesLine(trace, input.sha, oraclePaths, redact);
+  await discardTestRun(ws, input.sha, staging.dir, oracles.length > 0);
+  const problem = altered
+    ? `the test run changed or removed ${altered} hidden test file(s); its result does not count`
+    : undefined;
+  const run = { ...last, passed: last.passed && !problem, discarded, problem };
+  return measure ? { ...run, measure } : run;
+}
+
 export function testActivities(deps: ActivityDeps) {
   const activities = {
-    /**
-     * Runs the setup and test commands on `sha` in the test sandbox, with the hidden tests placed
-     * read-only. Afterwards: a hidden test changed or gone fails the run; whatever the commands
-     * committed or changed is reported and discarded (the host never takes anything from this
-     * sandbox); the checkout is cleaned, hidden tests included.
-     */
+    /** The setup and test commands on `sha` in the test sandbox (see runTests above). */
     async runTests(input: TestInput): Promise<TestRun> {
-      const ws = await openWorkspace(deps, input.sandbox);
-      const staging = await deps.staging(input.runKey);
-      await checkoutCommit(ws, staging, deps.dataDir, { ...input, sandboxKey: input.sandbox.key });
-      const oracles = await readOracles(staging.dir, input.oracleSha);
-      const oraclePaths = oracles.map((f) => f.path);
-      const redact = oracleRedactor(oracles);
-      if (oracles.length) {
-        const clash = await filesAtOraclePaths(staging.dir, input.sha, oraclePaths);
-        if (clash)
-          return { ...NOT_RUN, problem: `the integrated tree has ${clash} file(s) of its own at hidden test paths` };
-        await placeOracles(ws.sb, oracles);
-      }
-      const last = await runCommands(deps, ws.sb, input, redact, oracles.length > 0);
-      const measure = await runMeasure(deps, ws.sb, input, redact, oracles.length > 0);
-      const altered = await alteredOracles(ws.sb, oracles);
-      const discarded = await testRunChanges(ws, input.sha, oraclePaths, redact);
-      await discardTestRun(ws, input.sha, staging.dir);
-      const problem = altered
-        ? `the test run changed or removed ${altered} hidden test file(s); its result does not count`
-        : undefined;
-      const run = { ...last, passed: last.passed && !problem, discarded, problem };
-      return measure ? { ...run, measure } : run;
+      return sandboxUse(deps).during(input.sandbox.key, () => runTests(deps, input));
     },
 
     /**
@@ -193,7 +236,8 @@ export function testActivities(deps: ActivityDeps) {
       // A run that could not count says nothing about the base: the next run tries again.
       if (!run.problem) {
         await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-        const tmp = `${file}.${process.pid}.tmp`;
+        // Runs of the same base on this host may write it at once (while their agents run): each its own file.
+        const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
         await writeFile(tmp, JSON.stringify(run), { mode: 0o600 });
         await rename(tmp, file);
       }

@@ -272,7 +272,7 @@ const LimitFields = z
      */
     autoResume: z.boolean().optional().meta({ default: false }),
     /**
-     * Times a failing test run is run again, each in a fresh test sandbox, before its failure
+     * Times a failing test run is run again, each in the test sandbox reset as new, before its failure
      * counts; a pass after a failure is marked flaky, the failing output kept. Default 0: a
      * failure counts at once (a retry costs a whole test run, and can hide a real failure).
      */

@@ -9,7 +9,8 @@ import { clashesWithOracle, oraclePaths } from './oracle';
 import { SharedStoreError } from './shared-store';
 import { type StagingRepo, runRef } from './staging';
 import { BUNDLE_REF, bundleScript } from './bundles';
-import { setHostTree } from './host-tree';
+import { cleanHostTree } from './host-tree';
+import type { TestRunTrace } from './host-checkout';
 import { type Workspace, sh } from './workspace';
 
 /** A report names at most this many offending paths. */
@@ -119,30 +120,20 @@ export async function acceptEdits(
 /**
  * What a test run committed or changed in its checkout of `sha`, in words (hidden test paths
  * left out, the rest redacted with `redact`, no file named when there are hidden tests);
- * undefined when nothing.
+ * undefined when nothing. `trace` is what was found after the run: where HEAD is (undefined when
+ * git could not read it) and the paths that differ from `sha`.
  */
-export async function testRunChanges(
-  ws: Workspace,
+export function testRunChangesLine(
+  trace: TestRunTrace,
   sha: string,
   oracles: string[],
   redact: (t: string) => string,
-): Promise<string | undefined> {
-  // Both commands whatever the first does: the exit code is the status's.
-  const r = await ws.run(
-    'set +e\ngit rev-parse HEAD; git -c core.quotepath=off status --porcelain --no-renames --untracked-files=all -z',
-    { timeoutMs: 60_000 },
-  );
-  const [headLine, ...rest] = r.output.split('\n');
-  const head = headLine.trim();
-  const changed = rest
-    .join('\n')
-    .split('\0')
-    .filter(Boolean)
-    .map((e) => e.slice(3))
-    .filter((p) => p && !clashesWithOracle(p, oracles));
+): string | undefined {
+  const changed = trace.changed.filter((p) => p && !clashesWithOracle(p, oracles));
   const said: string[] = [];
-  if (r.exitCode !== 0) said.push('the test run left the checkout unreadable by git');
-  else if (head !== sha) said.push(`the test run moved HEAD to ${head.slice(0, 12)}: its commits were discarded`);
+  if (trace.head === undefined) said.push('the test run left the checkout unreadable by git');
+  else if (trace.head !== sha)
+    said.push(`the test run moved HEAD to ${trace.head.slice(0, 12)}: its commits were discarded`);
   // With hidden tests, the names a test process gives files could spell them out.
   if (changed.length)
     said.push(
@@ -151,18 +142,36 @@ export async function testRunChanges(
   return said.length ? redact(said.join('; ')) : undefined;
 }
 
+/** What a test run did to its checkout, asked of git in the sandbox (a sandbox the host cannot read: E2B). */
+export async function testRunChanges(ws: Workspace): Promise<TestRunTrace> {
+  // Both commands whatever the first does: the exit code is the status's.
+  const r = await ws.run(
+    'set +e\ngit rev-parse HEAD; git -c core.quotepath=off status --porcelain --no-renames --untracked-files=all -z',
+    { timeoutMs: 60_000 },
+  );
+  const [headLine, ...rest] = r.output.split('\n');
+  const changed = rest
+    .join('\n')
+    .split('\0')
+    .filter(Boolean)
+    .map((e) => e.slice(3));
+  return { head: r.exitCode === 0 ? headLine.trim() : undefined, changed };
+}
+
 /** Puts the checkout back at `sha` after a command ran in it (what it left untracked stays). */
 export async function resetCheckout(ws: Workspace, sha: string, what: string): Promise<void> {
   await ws.script(`git reset -q --hard ${sh(sha)}`, what);
 }
 
 /**
- * Puts the checkout back at `sha` and removes every untracked and ignored file, hidden tests
- * included: by the host, in a local sandbox (host-tree.ts), else by git in the sandbox.
+ * After a test run: a local sandbox's checkout is left as the run left it, since the next checkout
+ * (host-tree.ts) resets whatever differs and a sandbox that is not used again is destroyed; with
+ * `hidden` tests, every untracked and ignored file goes at once (the hidden tests with them), by
+ * the host. Elsewhere git in the sandbox puts the checkout back at `sha` and cleans it.
  */
-export async function discardTestRun(ws: Workspace, sha: string, stagingDir: string): Promise<void> {
+export async function discardTestRun(ws: Workspace, sha: string, stagingDir: string, hidden: boolean): Promise<void> {
   if (ws.sb.host) {
-    await setHostTree(ws.sb.host, stagingDir, sha);
+    if (hidden) await cleanHostTree(ws.sb.host, stagingDir);
     return;
   }
   await ws.script(

@@ -43,11 +43,16 @@ async function handOver(hw: HostWorkspace): Promise<void> {
   });
 }
 
+/** Removes every untracked and ignored file (nested repositories too) from a workspace the host has set. */
+export async function cleanHostTree(hw: HostWorkspace, stagingDir: string): Promise<void> {
+  if (existsSync(indexOf(hw))) await gitOn(hw, stagingDir)(['clean', '-ffdxq']);
+}
+
 /** Moves the workspace to `sha` from whatever it holds now; throws when git could not. */
 async function moveTo(hw: HostWorkspace, stagingDir: string, sha: string): Promise<void> {
   const run = gitOn(hw, stagingDir);
   // Untracked and ignored files go first: read-tree keeps an untracked file that is in its way.
-  if (existsSync(indexOf(hw))) await run(['clean', '-ffdxq']);
+  await cleanHostTree(hw, stagingDir);
   await run(['read-tree', '--reset', '-u', sha]);
   await handOver(hw);
   // The hand-over changed ctimes: the index learns them (re-reading only what was just written).
@@ -73,7 +78,10 @@ async function wipe(hw: HostWorkspace): Promise<void> {
  * was emptied first (nothing there yet, or the move failed or left a difference).
  */
 export async function setHostTree(hw: HostWorkspace, stagingDir: string, sha: string): Promise<'moved' | 'fresh'> {
-  await mkdir(hw.state, { recursive: true, mode: 0o700 });
+  // Not recursive: a sandbox destroyed meanwhile (its directory gone) is not made again.
+  await mkdir(hw.state, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EEXIST') throw err;
+  });
   if (existsSync(indexOf(hw))) {
     const moved = await moveTo(hw, stagingDir, sha).then(
       () => true,

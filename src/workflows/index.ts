@@ -1,2 +1,3 @@
 export { leaderWorkflow } from './leader/leader';
 export { workerWorkflow } from './subtask/subtask';
+export { sandboxKeeperWorkflow } from './integration/keeper';

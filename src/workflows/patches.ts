@@ -92,4 +92,10 @@ export const PATCHES = {
     before:
       'a run takes its objective from the request alone and lands by pushing to the target ref (requests before it had no land or issue field)',
   },
+  keptSandboxes: {
+    id: 'integration-sandboxes-kept',
+    since: 'issue 19 (wave 4): integration that costs the change',
+    before:
+      'the test sandbox is provisioned and checked out when the first test run needs it, after the merges, and the base is tested then; the leader destroys the integration sandboxes itself before the push (a terminated leader leaves them behind), and a flaky retry gets a new test sandbox',
+  },
 } as const satisfies Record<string, Patch>;

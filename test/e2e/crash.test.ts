@@ -4,9 +4,12 @@
  * mid-run; the run still finishes, nothing is lost and the push happens once. Uses its own dev
  * server (so it can restart it) and real worker processes.
  */
-import { Client, Connection } from '@temporalio/client';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { addSubTask, awaitRun, startRun } from '../../src/client/index';
+import { runKeyOf } from '../../src/contracts/names';
 import { parseLeaderRequest } from '../../src/contracts/request';
 import { type TemporalTarget, ensureTemporal } from '../../src/temporal/server';
 import { statusQuery } from '../../src/contracts/messages';
@@ -86,6 +89,30 @@ function noteTakingAgent(id: string, marker: string): string {
 /** Heartbeats every 3 s: a dead worker's activity is retried within seconds. */
 const QUICK = { limits: { heartbeatTimeoutSeconds: 3 } };
 
+/** The sandbox directories of a run (named after its key, which starts with the workflow id's characters). */
+function sandboxesOf(workflowId: string): string[] {
+  const dir = path.join(dataDir, 'sandboxes');
+  return existsSync(dir) ? readdirSync(dir).filter((d) => d.startsWith(workflowId)) : [];
+}
+
+/** Whether the run's test sandbox holds `file` in its workspace. */
+function integrationFiles(workflowId: string, file: string): boolean {
+  return sandboxesOf(workflowId).some(
+    (d) => /_integration-[0-9a-f]{10}$/.test(d) && existsSync(path.join(dataDir, 'sandboxes', d, 'workspace', file)),
+  );
+}
+
+/** The key a run names its refs and sandboxes by. */
+async function runKeyOfHandle(handle: WorkflowHandle): Promise<string> {
+  return runKeyOf(handle.workflowId, (await handle.describe()).runId);
+}
+
+/** What is left of the run's mirror of its base (git/run-mirror.ts): gone with its last sandbox. */
+function runObjectsOf(runKey: string): string[] {
+  const dir = path.join(dataDir, 'run-objects');
+  return existsSync(dir) ? readdirSync(dir).filter((d) => d.startsWith(runKey)) : [];
+}
+
 describe('crash safety', () => {
   it('kill -9 of the worker during an agent run and again during integration: a new worker finishes, one push', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
@@ -101,7 +128,8 @@ describe('crash safety', () => {
         shellRequest(
           remote.url,
           [subTask('alpha', noteTakingAgent('alpha', agentMarker)), subTask('beta', noteTakingAgent('beta', 'true'))],
-          { ...QUICK, testCmd: `${testMarker}; true` },
+          // The marker runs on the merged tree only, not on the base (tested while the agents run).
+          { ...QUICK, testCmd: `if [ -f alpha/greeting.txt ]; then ${testMarker}; fi; true` },
         ),
       ),
       { taskQueue, workflowId: `crash-${Date.now()}` },
@@ -286,7 +314,11 @@ describe('crash safety', () => {
             subTask('quick', writeAgent('quick/greeting.txt', 'hello')),
             subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'hello')}`),
           ],
-          { testCmd: `${testMarker}; true`, limits: { ...QUICK.limits, testEachMerge: true } },
+          {
+            // On merged trees only: the base, tested while the agents run, does not hold the marker.
+            testCmd: `if [ -f quick/greeting.txt ]; then ${testMarker}; fi; true`,
+            limits: { ...QUICK.limits, testEachMerge: true },
+          },
         ),
       ),
       { taskQueue, workflowId: `crash-merge-${Date.now()}` },
@@ -316,6 +348,119 @@ describe('crash safety', () => {
       'Integrate quick: do quick',
     ]);
     expect(end.result?.head?.integrated).toEqual(['quick', 'held']);
+  });
+
+  it('kill -9 of the worker while the warmed test sandbox waits for the agent, and again during the tests: one push, no sandbox left', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n', 'lib/util.txt': 'util\n' });
+    const hold = holdCommand();
+    const testMarker = `sleep 3.${Math.floor(Math.random() * 1e6)}`;
+    const workflowId = `crash-warm-${Date.now()}`;
+    const client = await connect();
+    let worker = await startWorker();
+    const handle = await startRun(
+      client,
+      parseLeaderRequest(
+        shellRequest(remote.url, [subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'hello')}`)], {
+          ...QUICK,
+          // The marker runs on the merged tree only, not on the base (tested while the agent runs).
+          testCmd: `if [ -f held/greeting.txt ]; then ${testMarker}; fi; test -f lib/util.txt`,
+        }),
+      ),
+      { taskQueue, workflowId },
+    );
+    // The test sandbox holds the base's files while the agent still runs.
+    await waitFor('the warmed test sandbox', async () =>
+      (await processesRunning(hold)).length && integrationFiles(workflowId, 'lib/util.txt') ? true : undefined,
+    );
+    await worker.stop('SIGKILL');
+    worker = await startWorker();
+    await waitFor('held to hold again', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
+    await letGo(hold);
+    await waitFor(
+      'the tests to run',
+      async () => ((await processesRunning(testMarker)).length ? true : undefined),
+      60_000,
+    );
+    await worker.stop('SIGKILL');
+    await startWorker();
+
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(remote.pushes()).toBe(1);
+    expect(await remote.show('main', 'held/greeting.txt')).toBe('hello\n');
+    expect(sandboxesOf(workflowId)).toEqual([]);
+    expect(runObjectsOf(await runKeyOfHandle(handle))).toEqual([]);
+  });
+
+  it('a leader terminated while the warmed test sandbox waits for the agent: its keeper destroys it, nothing is left running', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n', 'lib/util.txt': 'util\n' });
+    const hold = holdCommand();
+    const workflowId = `crash-terminated-${Date.now()}`;
+    const client = await connect();
+    await startWorker();
+    const handle = await startRun(
+      client,
+      parseLeaderRequest(
+        shellRequest(remote.url, [subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'hello')}`)], QUICK),
+      ),
+      { taskQueue, workflowId },
+    );
+    await waitFor('the warmed test sandbox', async () =>
+      (await processesRunning(hold)).length && integrationFiles(workflowId, 'lib/util.txt') ? true : undefined,
+    );
+    const runKey = await runKeyOfHandle(handle);
+    await handle.terminate('operator pulled the plug');
+    const keeper = client.workflow.getHandle(`${workflowId}/integration-sandboxes.1`);
+    await waitFor('the keeper to close', async () =>
+      (await keeper.describe()).status.name === 'CANCELLED' ? true : undefined,
+    );
+    await waitFor('every sandbox of the run to go', async () =>
+      sandboxesOf(workflowId).length === 0 && (await processesMatching(hold)).length === 0 ? true : undefined,
+    );
+    expect(runObjectsOf(runKey)).toEqual([]);
+    expect(remote.pushes()).toBe(0);
+  });
+
+  it('a leader terminated while the tests run: the keeper waits for them to stop, then destroys the sandbox; nothing is left', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const testHold = holdCommand();
+    const workflowId = `crash-terminated-tests-${Date.now()}`;
+    const client = await connect();
+    await startWorker();
+    const handle = await startRun(
+      client,
+      parseLeaderRequest(
+        shellRequest(remote.url, [subTask('quick', writeAgent('quick/greeting.txt', 'hello'))], {
+          ...QUICK,
+          testCmd: `if [ -f quick/greeting.txt ]; then ${testHold}; fi; true`,
+        }),
+      ),
+      { taskQueue, workflowId },
+    );
+    await waitFor('the tests to run', async () => ((await processesRunning(testHold)).length ? true : undefined));
+    const runKey = await runKeyOfHandle(handle);
+    await handle.terminate('operator pulled the plug');
+    // The test command stops once its activity finds the leader gone (its next heartbeat), and
+    // only then does the keeper destroy the sandbox: never while a command of the run still runs in it.
+    let destroyedUnderIt = false;
+    await waitFor(
+      'the tests to stop and the sandbox to go',
+      async () => {
+        const running = (await processesMatching(testHold)).length > 0;
+        const left = sandboxesOf(workflowId).length;
+        if (running && !left) destroyedUnderIt = true;
+        return !running && !left ? true : undefined;
+      },
+      60_000,
+    );
+    expect(destroyedUnderIt).toBe(false);
+    const keeper = client.workflow.getHandle(`${workflowId}/integration-sandboxes.1`);
+    await waitFor('the keeper to close', async () =>
+      (await keeper.describe()).status.name === 'CANCELLED' ? true : undefined,
+    );
+    expect(sandboxesOf(workflowId)).toEqual([]);
+    expect(runObjectsOf(runKey)).toEqual([]);
   });
 
   it('kill -9 of the worker while an added sub-task runs: the amendment is kept, the run finishes, one push', async () => {

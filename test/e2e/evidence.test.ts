@@ -1,7 +1,7 @@
 /**
  * Evidence a reviewer can weigh (issue 18 item 5), in real runs with shell agents: tests lost
  * against the base, flagged at the push gate and refused under policy.testCount: refuse; the
- * base tested once per commit; a flaky test run retried in a fresh sandbox; a measured
+ * base tested once per commit; a flaky test run retried in the test sandbox reset as new; a measured
  * regression holding the push; the evidence tier in the status, the result and the Web UI.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -84,7 +84,7 @@ describe('evidence', () => {
     expect(end.result?.evidence?.base?.logRef).toBe(refused.result?.evidence?.base?.logRef);
   });
 
-  it('a test run that fails once passes when retried in a fresh sandbox: marked flaky, its failing output kept, pushed', async () => {
+  it('a test run that fails once passes when retried in the test sandbox reset as new: marked flaky, its failing output kept, pushed', async () => {
     const remote = await library();
     const task = subTask('flaky', "echo yes > flaky && git add -A && git commit -qm 'a flaky suite'", {
       ownedPaths: ['flaky'],

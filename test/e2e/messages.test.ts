@@ -295,7 +295,8 @@ describe('ending a run', () => {
     await waitFor('the agent to be killed', async () =>
       (await processesMatching(marker)).length === 0 ? true : undefined,
     );
-    expect(env.sandboxesLeft()).toEqual([]);
+    // The integration's test sandbox, made ready while the agent ran, goes with its keeper.
+    await waitFor('every sandbox to go', async () => (env.sandboxesLeft().length === 0 ? true : undefined));
   });
 
   it('a permanent failure ends the run at once with its cause; a refused request does not crash `flotilla result`', async () => {

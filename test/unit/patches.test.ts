@@ -85,6 +85,7 @@ describe('patches', () => {
       'best-of-n',
       'early-stops',
       'host-affinity',
+      'integration-sandboxes-kept',
       'living-plan',
       'plan-validated-by-activity',
       'progress-in-background',

@@ -14,7 +14,15 @@
  * holds them. Every attempt shows in the status and the result as it happens; history carries
  * only SHAs, refs and short (redacted) tails. The sandboxes are destroyed however it ends.
  */
-import { CancellationScope, isCancellation, patched, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  ParentClosePolicy,
+  isCancellation,
+  patched,
+  proxyActivities,
+  startChild,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities, SandboxRef } from '../../activities';
 import type { FixerRound, TestRun } from '../../activities/integration';
 import type { RunStatus } from '../../contracts/messages';
@@ -38,6 +46,7 @@ import { activityOptions, commandOptions } from '../options';
 import { type SubTaskInput, subTaskWorkflowId } from '../subtask/subtask';
 import { type EndAttempt, type Failure, conflictLine, how, repairablePaths, track } from './attempts';
 import { type BaseRun, weigh } from './evidence';
+import { keeperWorkflowId, sandboxKeeperWorkflow } from './keeper';
 
 export interface IntegrationInput {
   req: PlannedRequest;
@@ -75,6 +84,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
     return await integration.record(tests);
   } finally {
     await integration.destroySandboxes();
+    if (integration.keepsSandboxes) await integration.sandboxesGone();
   }
 }
 
@@ -85,6 +95,17 @@ type Fixer = 'resolver' | 'repair';
 type SandboxOps = ReturnType<Integration['sandboxOps']>;
 /** A fixer round that did not start: its rounds or its budget are spent. */
 type NoRound = { stop: 'rounds' | 'budget' };
+/** The keeper of the sandboxes on one host (keeper.ts), and what the integration knows of it. */
+interface Keeper {
+  host: string;
+  /** Cancelling it releases the sandboxes: the keeper destroys them. */
+  scope: CancellationScope;
+  /** Settles once the keeper has ended (its sandboxes destroyed, or its host given up). */
+  gone: Promise<void>;
+  released: boolean;
+  /** Its host was lost and left: its end is not waited for. */
+  left: boolean;
+}
 
 /** One integration's state: the integration head, its sandboxes and their host, the fixers' spend. */
 export class Integration {
@@ -112,6 +133,16 @@ export class Integration {
   private evidenceOn?: boolean;
   /** Test runs that failed before a run of the same tests, in a fresh sandbox, passed. */
   private readonly flaky: FlakyRun[] = [];
+  /**
+   * Whether keepers own the sandboxes (PATCHES.keptSandboxes), which are then made ready while
+   * the agents run and reset rather than replaced between test runs; asked once, as it starts.
+   */
+  private readonly keeping: boolean;
+  private readonly keepers: Keeper[] = [];
+  /** The sandboxes being made ready while the agents run (prepareSandboxes): every sandbox step waits for it. */
+  private warming?: Promise<void>;
+  /** The tests on the base, run while the agents ran. */
+  private base?: BaseRun;
 
   constructor(private readonly input: IntegrationInput) {
     const { req, runKey, heartbeatTimeoutMs } = input;
@@ -127,6 +158,12 @@ export class Integration {
     this.at = Math.floor(Date.now() / 1000);
     this.head = input.startSha ?? input.baseSha;
     input.status.integration = input.result.integration = this.report;
+    this.keeping = this.home.affinity && patched(PATCHES.keptSandboxes.id);
+  }
+
+  /** Whether keepers own its sandboxes: destroySandboxes then only releases them (see sandboxesGone). */
+  get keepsSandboxes(): boolean {
+    return this.keeping;
   }
 
   /** The integration head: the commit the last merge, resolution or repair left. */
@@ -157,10 +194,11 @@ export class Integration {
     const { home, agentTimeoutMs } = this;
     const { commandTimeoutMs, heartbeatTimeoutMs } = this.input;
     const commands = this.req.measure ? 3 : 2;
-    const { provisionSandbox, destroySandbox } = home.on(activityOptions(heartbeatTimeoutMs));
+    const { provisionSandbox, destroySandbox, warmSandbox } = home.on(activityOptions(heartbeatTimeoutMs));
     return {
       provisionSandbox,
       destroySandbox,
+      warmSandbox,
       // Setup, tests and (when asked for) the measure command run one after the other within one activity.
       runTests: home.on(commandOptions(commands * commandTimeoutMs, heartbeatTimeoutMs)).runTests,
       testBase: home.on(commandOptions(commands * commandTimeoutMs, heartbeatTimeoutMs)).testBase,
@@ -170,12 +208,84 @@ export class Integration {
     };
   }
 
-  /** Claims the host when no sandbox has one yet, and provisions `sandbox` there when it is not yet. */
+  /**
+   * While the agents run: claims the integration's host, provisions the test sandbox there (its
+   * keeper first) and has its files set to the head, then tests the base in it, so that after the
+   * merges the first test run writes only what they changed and the base's result is ready. Every
+   * later step in the integration's sandboxes waits for this. A failure here is forgotten: the
+   * steps that need the sandbox make it, and test the base, as they always did.
+   */
+  prepareSandboxes(): void {
+    if (!this.keeping) return;
+    // Settles, never rejects: a cancellation reaches the next step on its own.
+    this.warming = this.warm().catch(() => undefined);
+  }
+
+  private async warm(): Promise<void> {
+    const { runKey, baseSha } = this.input;
+    const sandbox = this.testSandbox;
+    await this.prepare(sandbox);
+    await this.sandboxOps().warmSandbox.executeWithOptions({ summary: 'make the test sandbox ready' }, [
+      { sandbox, runKey, baseSha, sha: this.head },
+    ]);
+    if (this.weighs() && !this.base) this.base = await this.baseTests(this.sandboxOps());
+  }
+
+  /**
+   * Claims the host when no sandbox has one yet, and provisions `sandbox` there when it is not
+   * yet; waits for the sandboxes being made ready first (warm() itself runs before `warming` is
+   * set, or when the last warming has settled, so it never waits for itself).
+   */
   private async prepare(sandbox: SandboxRef): Promise<void> {
+    if (this.warming) await this.warming;
     if (!this.home.bound) await this.home.claim();
     if (this.ready.has(sandbox.key)) return;
+    if (this.keeping) await this.keep();
     await this.sandboxOps().provisionSandbox(sandbox);
     this.ready.add(sandbox.key);
+  }
+
+  /**
+   * Has a keeper (keeper.ts) hold the sandboxes on the current host before one is made there,
+   * unless one holds them already. A keeper of a host the sandboxes moved from (it was lost) is
+   * released and left to end when it can; one released earlier on this host must have destroyed
+   * them before they are made again.
+   */
+  private async keep(): Promise<void> {
+    const { host, taskQueue } = this.home.placement!;
+    for (const k of this.keepers.filter((k) => !k.released && k.host !== host)) this.release(k, true);
+    if (this.keepers.some((k) => !k.released && k.host === host)) return;
+    await Promise.all(this.keepers.filter((k) => k.host === host).map((k) => k.gone));
+    // Cancelled only by release(): neither the step that first needs a sandbox nor the run's own cancellation ends it.
+    const scope = new CancellationScope({ cancellable: true, parent: new CancellationScope({ cancellable: false }) });
+    const { req, heartbeatTimeoutMs } = this.input;
+    const child = await scope.run(() =>
+      startChild(sandboxKeeperWorkflow, {
+        workflowId: keeperWorkflowId(workflowInfo().workflowId, this.keepers.length + 1),
+        args: [
+          {
+            sandboxes: [this.testSandbox, this.fixerSandbox],
+            placement: { host, taskQueue },
+            hostTimeoutMs: msOfSeconds(req.limits.hostTimeoutSeconds),
+            heartbeatTimeoutMs,
+          },
+        ],
+        // Temporal cancels it when the leader closes without releasing it: its sandboxes go then too.
+        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        staticSummary: `keeps the integration's sandboxes on ${host}`,
+      }),
+    );
+    const gone = child.result().then(
+      () => undefined,
+      () => undefined,
+    );
+    this.keepers.push({ host, scope, gone, released: false, left: false });
+  }
+
+  private release(keeper: Keeper, left = false): void {
+    keeper.released = true;
+    keeper.left = left;
+    keeper.scope.cancel();
   }
 
   /**
@@ -454,30 +564,36 @@ export class Integration {
    * never made up).
    */
   private async testBase(): Promise<BaseRun | undefined> {
-    const { req } = this;
-    const { runKey, baseSha, oracleSha, commandTimeoutMs } = this.input;
-    if (this.head === baseSha) return undefined;
-    const summary = `tests on the base: ${req.testCmd}`.slice(0, 200);
+    if (this.head === this.input.baseSha) return undefined;
+    // Tested while the agents ran, once that is done (a failure there is tried again here).
+    if (this.warming) await this.warming;
+    if (this.base) return this.base;
     try {
-      return await this.inSandbox(this.testSandbox, (ops) =>
-        ops.testBase.executeWithOptions({ summary }, [
-          {
-            sandbox: this.testSandbox,
-            runKey,
-            baseSha,
-            sha: baseSha,
-            setupCmd: req.setupCmd,
-            testCmd: req.testCmd,
-            timeoutMs: commandTimeoutMs,
-            oracleSha,
-            measureCmd: req.measure?.cmd,
-          },
-        ]),
-      );
+      return await this.inSandbox(this.testSandbox, (ops) => this.baseTests(ops));
     } catch (err) {
       if (isCancellation(err)) throw err;
       return undefined;
     }
+  }
+
+  /** The testBase activity in the test sandbox (a host that is lost fails it, to be moved). */
+  private baseTests(ops: SandboxOps): Promise<BaseRun> {
+    const { req } = this;
+    const { runKey, baseSha, oracleSha, commandTimeoutMs } = this.input;
+    const summary = `tests on the base: ${req.testCmd}`.slice(0, 200);
+    return ops.testBase.executeWithOptions({ summary }, [
+      {
+        sandbox: this.testSandbox,
+        runKey,
+        baseSha,
+        sha: baseSha,
+        setupCmd: req.setupCmd,
+        testCmd: req.testCmd,
+        timeoutMs: commandTimeoutMs,
+        oracleSha,
+        measureCmd: req.measure?.cmd,
+      },
+    ]);
   }
 
   private async testAndRepairTree(): Promise<TestRun | Failure> {
@@ -564,8 +680,13 @@ export class Integration {
     }
   }
 
-  /** The next test run gets a test sandbox of its own: this one is destroyed, and provisioned again when needed. */
+  /**
+   * The next test run gets a test sandbox of its own: this one is destroyed, and provisioned again
+   * when needed. A kept local one is reset instead, by the next run's checkout, which also empties
+   * its scratch directory (its $HOME) for a retry: it is then as a new one would be.
+   */
   private async freshTestSandbox(): Promise<void> {
+    if (this.keeping && this.testSandbox.provider === 'local') return;
     if (!this.ready.delete(this.testSandbox.key)) return;
     await this.sandboxOps()
       .destroySandbox(this.testSandbox)
@@ -688,9 +809,20 @@ export class Integration {
     return { ok: true, sha: recorded.sha, diffstat: recorded.diffstat, testSummary: summarizeTests(tests.tail) };
   }
 
-  /** Destroys both sandboxes, however the integration ended; not cancellable. */
+  /**
+   * Destroys both sandboxes, however the integration ended; not cancellable. Kept ones are
+   * released: their keepers destroy them while the run goes on (sandboxesGone waits for that).
+   */
   async destroySandboxes(): Promise<void> {
     await CancellationScope.nonCancellable(async () => {
+      // A later review round provisions them again.
+      if (this.keeping) {
+        // A sandbox still being made ready must be made before it can be released.
+        await this.warming;
+        for (const k of this.keepers.filter((k) => !k.released)) this.release(k);
+        this.ready.clear();
+        return;
+      }
       if (!this.home.bound) return; // no host was claimed: no sandbox was made
       const { destroySandbox } = this.sandboxOps();
       // A lost host took its sandboxes with it (`flotilla gc` prunes them if it comes back).
@@ -698,8 +830,12 @@ export class Integration {
         if (!this.home.lost(err)) throw err;
       };
       await Promise.all([destroySandbox(this.testSandbox).catch(gone), destroySandbox(this.fixerSandbox).catch(gone)]);
-      // A later review round provisions them again.
       this.ready.clear();
     });
+  }
+
+  /** Resolves once the keepers released on the sandboxes' current host have destroyed them. */
+  async sandboxesGone(): Promise<void> {
+    await Promise.all(this.keepers.filter((k) => k.released && !k.left).map((k) => k.gone));
   }
 }

@@ -60,6 +60,22 @@ async function runToThePush(run: Run, parsed: LeaderRequest): Promise<RunResult>
   const adopted = await adopt(run, plan, baseSha);
   const living = new PlanRun(run, plan, { baseSha, oracleSha, adopted });
   setHandler(planQuery, () => ({ subTasks: living.standingPlan() }));
+  try {
+    return await landPlan(run, req, living, { baseSha, targetSha, forge });
+  } finally {
+    // The integration's sandboxes are destroyed while the run pushes: it ends once they are gone.
+    if (living.integration.keepsSandboxes) await living.integration.sandboxesGone();
+  }
+}
+
+/** The plan run to its end, then the push gate and the push (or the pull request, or the review phase). */
+async function landPlan(
+  run: Run,
+  req: LeaderRequest,
+  living: PlanRun,
+  at: { baseSha: string; targetSha: string | null; forge: ReturnType<typeof ForgeRun.of> },
+): Promise<RunResult> {
+  const { baseSha, targetSha, forge } = at;
   const integrated = await living.settle();
   if (!integrated.ok) run.fail(integrated.outcome, integrated.message);
   run.result.integratedSha = run.status.integratedSha = integrated.sha;

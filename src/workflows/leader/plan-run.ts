@@ -142,6 +142,7 @@ export class PlanRun {
   async settle(): Promise<IntegrationOutcome> {
     const { status } = this.run;
     status.phase = 'running';
+    this.integration.prepareSandboxes();
     // A review round settles the plan again: the last settle cancelled its integrator's scope.
     if (this.integratorScope.consideredCancelled) this.integratorScope = new CancellationScope();
     const integrator = this.integratorScope

@@ -84,11 +84,12 @@ echo tampered >> README.md`,
       'Flotilla integration|Integrate alpha: write alpha/greeting.txt and its test',
       'Flotilla worker alpha|alpha and its test',
     ]);
-    // Reported, with what was thrown away.
+    // Reported, with what was thrown away: every file that differs from the commit tested, the
+    // one its commit added included.
     const [said, ...more] = end.result!.integration!.discarded!;
     expect(more).toEqual([]);
     expect(said).toMatch(
-      /^the test run moved HEAD to [0-9a-f]{12}: its commits were discarded; the test run changed 1 file\(s\), discarded: README\.md$/,
+      /^the test run moved HEAD to [0-9a-f]{12}: its commits were discarded; the test run changed 2 file\(s\), discarded: README\.md, evil\/backdoor\.sh$/,
     );
   });
 
