@@ -19,7 +19,7 @@ import { TestEnv } from '../support/env';
 import { flotilla, holdCommand, letGo, processesRunning, waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
 import { greet, shell, shellRequest, subTask, writeAgent } from '../support/requests';
-import { historyFacts, waitForStatus } from '../support/runs';
+import { historyFacts, subTaskChildren, waitForStatus } from '../support/runs';
 
 const LIMIT = 64 * 1024;
 
@@ -275,10 +275,7 @@ describe('continues.runId, as a script or the Temporal CLI may send it', () => {
     expect(end.failureMessage).toBeUndefined();
     expect(await remote.show('main', 'a/greeting.txt')).toBe('hello from a\n');
     expect(await remote.show('main', 'later/greeting.txt')).toBe('later\n');
-    const history = await env.client.workflow.getHandle(next).fetchHistory();
-    const children = (history.events ?? []).flatMap(
-      (e) => e.childWorkflowExecutionStartedEventAttributes?.workflowExecution?.workflowId ?? [],
-    );
+    const children = await subTaskChildren(env.client, next);
     expect(children).toEqual([`${next}/a`, `${next}/later`]);
     const s = await env.client.workflow.getHandle(next).query(statusQuery);
     expect(line(s, 'a').reusedFrom).toBeUndefined();

@@ -19,7 +19,7 @@ import { flotilla, holdCommand, letGo, processesMatching, processesRunning, wait
 import { makeRemote } from '../support/remotes';
 import { describeReplay } from '../support/replay';
 import { greet, shell, shellRequest, subTask, withGates, writeAgent } from '../support/requests';
-import { waitForStatus } from '../support/runs';
+import { subTaskChildren, waitForStatus } from '../support/runs';
 import { tempDir } from '../support/temp';
 
 let env: TestEnv;
@@ -399,10 +399,7 @@ describe('flotilla continue', () => {
     expect(await remote.show('main', 'd/greeting.txt')).toBe('hello\n');
 
     // Agent starts: the new run started one sub-task workflow, d's, and only d's agent ran.
-    const history = await env.client.workflow.getHandle(next).fetchHistory();
-    const children = (history.events ?? []).flatMap(
-      (e) => e.childWorkflowExecutionStartedEventAttributes?.workflowExecution?.workflowId ?? [],
-    );
+    const children = await subTaskChildren(env.client, next);
     expect(children).toEqual([`${next}/d`]);
     expect(end.result?.workers.filter((w) => w.runs > 0).map((w) => w.workerId)).toEqual(['d']);
     // One push: each sub-task's merge is on main once.

@@ -67,3 +67,14 @@ export async function historyFacts(client: Client, workflowId: string) {
     updatesRejected: events.filter((e) => e.workflowExecutionUpdateRejectedEventAttributes).length,
   };
 }
+
+/** The sub-task workflows a run started, by id (its integration's sandbox keepers left out). */
+export async function subTaskChildren(client: Client, workflowId: string): Promise<string[]> {
+  const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  return events.flatMap((e) => {
+    const started = e.childWorkflowExecutionStartedEventAttributes;
+    return started?.workflowType?.name === 'workerWorkflow'
+      ? (started.workflowExecution?.workflowId ?? [])
+      : [];
+  });
+}
