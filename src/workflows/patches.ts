@@ -92,4 +92,10 @@ export const PATCHES = {
     before:
       'a run takes its objective from the request alone and lands by pushing to the target ref (requests before it had no land or issue field)',
   },
+  runMirrorPerRun: {
+    id: 'run-mirror-per-run',
+    since: 'issue 19 (wave 4): a lighter path per sub-task',
+    before:
+      "the leader does nothing for the run's mirrors as it ends: each host removed a run's mirror with the last sandbox that used it, so a run's planner, sub-tasks and integration could each make it again",
+  },
 } as const satisfies Record<string, Patch>;
