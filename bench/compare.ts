@@ -159,6 +159,7 @@ async function main(): Promise<void> {
         `${build.padEnd(5)} wall ${secs.toFixed(2)} s, integration ${integrate?.toFixed(2) ?? '-'} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
           `peak RSS ${(rss / 1e6).toFixed(0)} MB${p ? `, ${p.execs} execs / ${p.forks} forks (${(p.execs / subTasks).toFixed(1)} programs per sub-task)` : ''}`,
       );
+      if (p) console.log(`      programs: ${p.programs.map(([name, n]) => `${name} ${n}`).join(', ')}`);
       if (values.steps) {
         console.log(`      while the sub-tasks ran: ${before.join(', ')}`);
         console.log(`      integration steps: ${steps.join(', ')}`);

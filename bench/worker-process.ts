@@ -137,16 +137,42 @@ function cpuOf(pid: number): { self: number; children: number } {
 
 /**
  * Processes a traced worker created after `fromByte` of the strace file: programs started
- * (execve that succeeded) and forks (clones that are not threads).
+ * (execve that succeeded), forks (clones that are not threads), and the programs by name (git by
+ * its command), most started first.
  */
-export function countProcesses(straceFile: string, fromByte = 0): { execs: number; forks: number } {
+export function countProcesses(
+  straceFile: string,
+  fromByte = 0,
+): { execs: number; forks: number; programs: [string, number][] } {
   const lines = readFileSync(straceFile, 'utf8').slice(fromByte).split('\n');
   let execs = 0;
   let forks = 0;
+  const programs = new Map<string, number>();
+  // An interrupted call is split: its arguments on one line, "<... execve resumed>" and the result
+  // on another, both starting with the pid.
+  const pending = new Map<string, string>();
   for (const line of lines) {
-    // An interrupted call is split: its arguments on one line, "<... execve resumed>" and the result on another.
-    if (/execve(\(| resumed>).*= 0$/.test(line)) execs++;
-    else if (/\b(clone3?|v?fork)\(/.test(line) && !line.includes('CLONE_THREAD')) forks++;
+    const pid = /^(\d+)\s/.exec(line)?.[1] ?? '';
+    const call = /execve\("([^"]*)", \[(.*)/.exec(line);
+    if (call && line.endsWith('<unfinished ...>')) pending.set(pid, programOf(call[1], call[2]));
+    if (/execve(\(| resumed>).*= 0$/.test(line)) {
+      execs++;
+      const name = call ? programOf(call[1], call[2]) : (pending.get(pid) ?? '?');
+      programs.set(name, (programs.get(name) ?? 0) + 1);
+      pending.delete(pid);
+    } else if (/\b(clone3?|v?fork)\(/.test(line) && !line.includes('CLONE_THREAD')) forks++;
   }
-  return { execs, forks };
+  return { execs, forks, programs: [...programs].sort((a, b) => b[1] - a[1]) };
+}
+
+/** A program's name as the counts show it: its file's name, and git's command after it. */
+function programOf(file: string, args: string): string {
+  const name = path.basename(file);
+  if (name !== 'git') return name;
+  const words = [...args.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]).slice(1);
+  for (let i = 0; i < words.length; i++) {
+    if (words[i] === '-c' || words[i] === '-C') i++;
+    else if (!words[i].startsWith('-')) return `git ${words[i]}`;
+  }
+  return 'git';
 }

@@ -2,7 +2,7 @@
 import { Context } from '@temporalio/activity';
 import type { Isolation } from '../contracts/reports';
 import { dropCheckpoints } from '../git/checkpoint';
-import { releaseRunObjects } from '../git/run-mirror';
+import { removeRunObjects } from '../git/run-mirror';
 import { seedWorkspace } from '../git/seeding';
 import { type ActivityDeps, type SandboxRef, openSandbox, openWorkspace, runOfSandbox, sandboxOptions } from './deps';
 import { type AgentKind, refuseAgentsWorkerLacks } from './agent-preflight';
@@ -29,16 +29,20 @@ export function sandboxActivities(deps: ActivityDeps) {
     },
 
     /**
-     * The run mirror on this host goes with the last sandbox that used it, and a sub-task's
-     * checkpoints with its sandbox: the sub-task has ended.
+     * A sub-task's checkpoints go with its sandbox: the sub-task has ended. The run mirror stays
+     * for the run's other sandboxes on this host (removeRunMirror).
      */
     async destroySandbox(ref: SandboxRef): Promise<void> {
       await deps.provider(ref).destroy(ref.key);
-      await releaseRunObjects(deps.dataDir, ref.key);
       const subTask = new RegExp(`^([A-Za-z0-9_-]+)/worker/(${SUB_TASK_WORKFLOW_ID.source})$`).exec(ref.key);
       if (!subTask) return;
       const left = await dropCheckpoints(await deps.stagingHere(), subTask[1], subTask[2]);
       if (left) Context.current().log.warn(`${left}; \`flotilla gc\` removes it with the run`);
+    },
+
+    /** The run has ended: its mirror on this host goes (see src/git/run-mirror.ts). */
+    async removeRunMirror(input: { runKey: string }): Promise<void> {
+      await removeRunObjects(deps.dataDir, input.runKey);
     },
 
     /** While its sub-task is suspended, a cloud sandbox is paused (files kept, nothing billed). */

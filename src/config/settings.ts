@@ -33,10 +33,7 @@ export function hostId(env: NodeJS.ProcessEnv = process.env): string {
   return setting('FLOTILLA_HOST_ID', env);
 }
 
-/** The task queue only the workers of `host` poll: activities that need that host's sandboxes go there. */
-export function hostTaskQueue(queue: string, host: string): string {
-  return `${queue}@${host}`;
-}
+export { hostTaskQueue } from '../contracts/names';
 
 export function namespace(): string {
   return setting('TEMPORAL_NAMESPACE');

@@ -16,6 +16,11 @@ export function runKeyOf(workflowId: string, runId: string): string {
   return `${readable}-${runId.slice(0, 8)}`;
 }
 
+/** The task queue only the workers of `host` poll: activities that need that host's sandboxes go there. */
+export function hostTaskQueue(queue: string, host: string): string {
+  return `${queue}@${host}`;
+}
+
 /** Names git resolves to refs of its own before any branch: a branch so named is shadowed, or refused. */
 const GIT_OWN_REFS = [
   'HEAD',

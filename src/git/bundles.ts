@@ -24,14 +24,16 @@ export function checkImportSize(bytes: number, what = "the worker's commits", ma
 }
 
 /**
- * The bash lines that write to `file`, in a sandbox's workspace, a bundle of BUNDLE_REF without
- * the history of `exclude`. Not `git bundle create`, whose pack is thin (its deltas lean on
- * objects of `exclude`'s side): this pack is whole, so the host can take every object from the
- * bundle alone and refuse one that leans on anything else (see import.ts).
+ * The bash lines that write to `file`, in a sandbox's workspace, a bundle of the commit `head` (a
+ * bash word: by default, what BUNDLE_REF names) under the name BUNDLE_REF, without the history of
+ * `exclude`. Not `git bundle create`, whose pack is thin (its deltas lean on objects of
+ * `exclude`'s side): this pack is whole, so the host can take every object from the bundle alone
+ * and refuse one that leans on anything else (see import.ts).
  */
-export function bundleScript(file: string, exclude: string): string {
-  return `{ printf '# v2 git bundle\n-%s\n%s %s\n\n' ${sh(exclude)} "$(git rev-parse --verify ${BUNDLE_REF})" ${BUNDLE_REF}
-  printf '%s\n^%s\n' ${BUNDLE_REF} ${sh(exclude)} | git pack-objects --revs --stdout -q --delta-base-offset; } > ${sh(file)}`;
+export function bundleScript(file: string, exclude: string, head?: string): string {
+  const named = head ?? `"$(git rev-parse --verify ${BUNDLE_REF})"`;
+  return `{ printf '# v2 git bundle\n-%s\n%s %s\n\n' ${sh(exclude)} ${named} ${BUNDLE_REF}
+  printf '%s\n^%s\n' ${head ?? BUNDLE_REF} ${sh(exclude)} | git pack-objects --revs --stdout -q --delta-base-offset; } > ${sh(file)}`;
 }
 
 /** The private directory beside the repository `dir` where bundles and quarantines are made. */

@@ -20,7 +20,7 @@
  * in the staging repository.
  */
 import { stat } from 'node:fs/promises';
-import { BUNDLE_REF, bundleScript, checkImportSize } from './bundles';
+import { bundleScript, checkImportSize } from './bundles';
 import { CheckpointPacks } from './checkpoint-packs';
 import { SharedStoreError } from './shared-store';
 import { type StagingRepo, runRef } from './staging';
@@ -88,8 +88,7 @@ echo; echo "TREE $tree"; echo "PARENT $parent"; echo "SKIPPED $(tr -cd '\\0' < $
 head -z -n ${LISTED_SKIPS} ${skip} | while IFS= read -r -d '' p; do n="\${p#./}"; n="\${n//[$'\\n\\r']/ }"; printf 'SKIP %s\\n' "\${n:0:300}"; done
 if [ "$tree $parent" = ${sh(previous)} ]; then exit 0; fi
 wip=$(GIT_AUTHOR_DATE='@0 +0000' GIT_COMMITTER_DATE='@0 +0000' git -c user.name=Flotilla -c user.email=flotilla@localhost commit-tree "$tree" -p "$parent" -m ${sh(`flotilla: checkpoint of ${c.workerId}`)})
-git update-ref --no-deref ${BUNDLE_REF} "$wip"
-${bundleScript(`${scratch}/checkpoint.bundle`, c.baseSha)}
+${bundleScript(`${scratch}/checkpoint.bundle`, c.baseSha, '"$wip"')}
 echo "SIZE $(stat -c %s ${bundle})"`,
   };
 }

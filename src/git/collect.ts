@@ -9,7 +9,7 @@ import { stat } from 'node:fs/promises';
 import { permanent } from '../contracts/failures';
 import type { CommitPolicy } from '../contracts/request';
 import { tail } from '../store/artifacts';
-import { BUNDLE_REF, bundleScript, checkImportSize } from './bundles';
+import { bundleScript, checkImportSize } from './bundles';
 import { mountedObjects } from './run-mirror';
 import { SEEDED_MARKER, lendObjects } from './seeding';
 import { type StagingRepo, runRef } from './staging';
@@ -48,19 +48,20 @@ export async function bundleWork(ws: Workspace, dataDir: string, c: WorkOf): Pro
   const base = sh(c.baseSha);
   // The agent's processes are gone by now, so an index.lock is stale (a git it killed).
   // The base's objects come through the run mirror, whatever the agent made of alternates.
+  // Programs only where needed: a lock that is not there is not removed, nothing is committed
+  // when nothing is left, and the bundle is made from the head's SHA without a ref for it.
   const r = await ws.run(
-    `rm -f ${sh(bundle)}
-[ -d .git ] || exit ${EXIT_NO_REPOSITORY}
+    `[ -d .git ] || exit ${EXIT_NO_REPOSITORY}
 ${lendObjects(ws.sb, mountedObjects(dataDir, c.sandboxKey))}
 newer=(); if [ -f ${SEEDED_MARKER} ]; then newer=(-newer ${SEEDED_MARKER}); fi
 big=$(find . -path ./.git -prune -o -type f -size +${c.policy.maxFileBytes}c "\${newer[@]}" -print -quit)
 if [ -n "$big" ]; then echo; echo "BIG $(stat -c %s -- "$big") $big"; exit ${EXIT_TOO_BIG}; fi
-rm -rf .git/index.lock
+if [ -e .git/index.lock ] || [ -L .git/index.lock ]; then rm -rf .git/index.lock; fi
 git add -A
 git diff --cached --quiet || git commit -q --no-verify -m ${sh(`flotilla: uncommitted work left by ${c.workerId}`)}
-if [ "$(git rev-parse HEAD)" = ${base} ]; then exit ${EXIT_NO_COMMITS}; fi
-git update-ref --no-deref ${BUNDLE_REF} HEAD
-${bundleScript(bundle, c.baseSha)}
+head=$(git rev-parse --verify HEAD^{commit})
+if [ "$head" = ${base} ]; then exit ${EXIT_NO_COMMITS}; fi
+${bundleScript(bundle, c.baseSha, '"$head"')}
 echo; echo "SIZE $(stat -c %s ${sh(bundle)})"`,
   );
   const last = r.output.trimEnd().split('\n').pop() ?? '';
@@ -98,14 +99,18 @@ export async function importWork(
   bundle: string,
 ): Promise<CollectedWork> {
   const ref = runRef(c.runKey, `workers/${c.workerId}`);
-  const { head } = await staging.withBundleFile(async (file) => {
+  const { head, walked } = await staging.withBundleFile(async (file) => {
     await ws.sb.copyOut(bundle, file);
     checkImportSize((await stat(file)).size);
-    return staging.importBundle(file, ref, { what: "the worker's commits", seed: c.baseSha });
+    return staging.importBundle(file, ref, {
+      what: "the worker's commits",
+      seed: c.baseSha,
+      largeBlob: c.policy.maxFileBytes,
+    });
   });
   try {
     const { baseSha, allowedPaths, policy } = c;
-    const work = await verifyWork(staging, { ref, headSha: head, baseSha, allowedPaths, policy });
+    const work = await verifyWork(staging, { ref, headSha: head, baseSha, allowedPaths, policy }, walked);
     return { ...work, ref };
   } catch (err) {
     // Nothing may build on refused commits.

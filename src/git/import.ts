@@ -19,13 +19,13 @@
  * the caller names the head in a ref. A refused bundle leaves nothing behind.
  */
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { permanent } from '../contracts/failures';
 import { type HeldSecret, heldSecrets, redact } from '../store/secrets';
 import { MAX_IMPORT_BYTES, readBundleHeader, transferDir } from './bundles';
 import { type GitEnv, hostGitEnv } from './env';
-import { GitError, git, gitPipe, runGit } from './spawn';
+import { GitError, gitPipe, runGit } from './spawn';
 
 /** Objects one bundle may carry: far more than any sub-task's work, far fewer than exhaust the host. */
 export const MAX_IMPORT_OBJECTS = 1_000_000;
@@ -40,6 +40,26 @@ export interface ImportOf {
   descends?: boolean;
   /** The most bytes its pack may take (by default MAX_IMPORT_BYTES). */
   maxBytes?: number;
+  /** Note the first object the head brings that is a blob of more bytes than this (Walked.large). */
+  largeBlob?: number;
+}
+
+/**
+ * What the walk over the objects the head brings showed of its commits and blobs, taken while
+ * they were checked (one `rev-list` and one `cat-file`): the commit checks of verify.ts need no
+ * git of their own.
+ */
+export interface Walked {
+  /** Commits the head brings beyond the seed. */
+  commits: number;
+  /** The seed is the parent of one of those commits, or the head itself: the head descends from it. */
+  descends: boolean;
+  /** A commit among them with no parent (history from elsewhere), the first one met. */
+  root?: string;
+  /** The head is one of those commits. */
+  headIsCommit: boolean;
+  /** The first blob over ImportOf.largeBlob bytes among the objects. */
+  large?: { oid: string; size: number };
 }
 
 export interface ImportedPack {
@@ -50,6 +70,7 @@ export interface ImportedPack {
   bytes: number;
   /** False when the repository held that very pack already (the same bytes imported before). */
   fresh: boolean;
+  walked: Walked;
 }
 
 /**
@@ -68,13 +89,16 @@ export async function importBundleInto(dir: string, file: string, of: ImportOf):
   await mkdir(parent, { recursive: true, mode: 0o700 });
   const quarantine = await mkdtemp(path.join(parent, 'quarantine-'));
   try {
-    // The quarantine's files become the staging repository's: private like its own (staging.ts).
-    await git(['init', '--quiet', '--bare', '--shared=0600', quarantine], { env: hostGitEnv() });
+    await makeQuarantine(quarantine);
     const pack = await indexInto(dir, quarantine, file, packOffset, of.what);
-    await checkObjects(dir, quarantine, head, of);
-    if (of.descends) await checkDescends(dir, quarantine, head, of);
+    const walked = await checkObjects(dir, quarantine, head, of);
+    if (of.descends && !walked.descends)
+      throw permanent(
+        'LineageBroken',
+        `${of.what}: the bundle names ${head.slice(0, 12)}, which does not descend from ${of.seed.slice(0, 12)}, the commit its sandbox was given`,
+      );
     const fresh = await moveInto(dir, quarantine, pack);
-    return { head, pack, bytes, fresh };
+    return { head, pack, bytes, fresh, walked };
   } finally {
     await rm(quarantine, { recursive: true, force: true });
   }
@@ -94,6 +118,22 @@ async function checkObjectCount(file: string, offset: number, what: string): Pro
   const count = header.readUInt32BE(8);
   if (count > MAX_IMPORT_OBJECTS)
     throw permanent('TooLarge', `${what}: ${count} objects, over the import limit of ${MAX_IMPORT_OBJECTS}`);
+}
+
+/**
+ * A bare repository to take the pack in, made without git: what git needs to know it for one (HEAD,
+ * objects/, refs/), and the staging repository's private modes, as its files become the staging
+ * repository's (staging.ts).
+ */
+async function makeQuarantine(dir: string): Promise<void> {
+  await mkdir(path.join(dir, 'objects', 'pack'), { recursive: true, mode: 0o700 });
+  await mkdir(path.join(dir, 'refs'), { mode: 0o700 });
+  await writeFile(path.join(dir, 'HEAD'), 'ref: refs/heads/main\n', { mode: 0o600 });
+  await writeFile(
+    path.join(dir, 'config'),
+    '[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tsharedrepository = 0600\n',
+    { mode: 0o600 },
+  );
 }
 
 /** Git on the staging repository `dir` that also sees the objects of `quarantine`, or the other way round. */
@@ -118,14 +158,17 @@ async function indexInto(dir: string, quarantine: string, file: string, offset: 
 
 /**
  * Every object the head needs beyond the seed is in the quarantine's pack and holds no secret the
- * worker holds. rev-list sees both repositories (so it can walk the seed's side); cat-file, which
- * reads each object it lists, sees the quarantine alone.
+ * worker holds; returns what the walk showed of them. rev-list sees both repositories (so it can
+ * walk the seed's side); cat-file, which reads each object it lists, sees the quarantine alone.
  */
-async function checkObjects(dir: string, quarantine: string, head: string, of: ImportOf): Promise<void> {
-  const scanner = new ObjectScanner(heldSecrets());
+async function checkObjects(dir: string, quarantine: string, head: string, of: ImportOf): Promise<Walked> {
+  const scanner = new ObjectScanner(heldSecrets(), { head, seed: of.seed, largeBlob: of.largeBlob });
   try {
     await gitPipe(
-      { args: ['rev-list', '--objects', head, '--not', of.seed], opts: { repo: dir, env: seeing(quarantine) } },
+      {
+        args: ['rev-list', '--objects', '--parents', head, '--not', of.seed],
+        opts: { repo: dir, env: seeing(quarantine) },
+      },
       {
         args: ['cat-file', '--batch=%(objectname) %(objecttype) %(objectsize) %(rest)'],
         opts: { repo: quarantine, env: hostGitEnv() },
@@ -139,7 +182,7 @@ async function checkObjects(dir: string, quarantine: string, head: string, of: I
     throw err;
   }
   const found = scanner.found;
-  if (!found) return;
+  if (!found) return scanner.walked;
   if (found.kind === 'missing')
     throw permanent(
       'CorruptObjects',
@@ -149,16 +192,6 @@ async function checkObjects(dir: string, quarantine: string, head: string, of: I
     'SecretExposed',
     `${of.what}: ${found.where} holds the value of ${found.name}, a secret this worker holds`,
   );
-}
-
-/** The head descends from the seed, in the staging repository with the quarantine's objects. */
-async function checkDescends(dir: string, quarantine: string, head: string, of: ImportOf): Promise<void> {
-  const r = await runGit(['merge-base', '--is-ancestor', of.seed, head], { repo: dir, env: seeing(quarantine) });
-  if (r.code !== 0)
-    throw permanent(
-      'LineageBroken',
-      `${of.what}: the bundle names ${head.slice(0, 12)}, which does not descend from ${of.seed.slice(0, 12)}, the commit its sandbox was given`,
-    );
 }
 
 /**
@@ -177,12 +210,15 @@ async function moveInto(dir: string, quarantine: string, pack: string): Promise<
 type Finding = { kind: 'missing'; oid: string } | { kind: 'secret'; name: string; where: string };
 
 /**
- * Reads `cat-file --batch` output (a header line "<oid> <type> <size> <path>", the content, a
+ * Reads `cat-file --batch` output (a header line "<oid> <type> <size> <rest>", the content, a
  * newline) as it streams, and looks for each secret's value in each object's content, across the
- * chunks it arrives in. Stops at the first object that is missing or holds one.
+ * chunks it arrives in. Stops at the first object that is missing or holds one. Fed by
+ * `rev-list --objects --parents`, a commit's rest is its parents and another object's its path:
+ * it notes what `walked` says of them on the way.
  */
 export class ObjectScanner {
   found?: Finding;
+  readonly walked: Walked = { commits: 0, descends: false, headIsCommit: false };
   private header = Buffer.alloc(0);
   /** Content bytes of the current object still to come; -1 while a header is being read. */
   private left = -1;
@@ -192,9 +228,13 @@ export class ObjectScanner {
   private readonly secrets: { name: string; value: Buffer }[];
   private readonly keep: number;
 
-  constructor(secrets: readonly HeldSecret[]) {
+  constructor(
+    secrets: readonly HeldSecret[],
+    private readonly walk: { head?: string; seed?: string; largeBlob?: number } = {},
+  ) {
     this.secrets = secrets.map((s) => ({ name: s.name, value: Buffer.from(s.value) }));
     this.keep = Math.max(0, ...this.secrets.map((s) => s.value.length - 1));
+    if (walk.head !== undefined && walk.head === walk.seed) this.walked.descends = true;
   }
 
   /** Reads a chunk; false once something is found (nothing more need be read). */
@@ -233,7 +273,20 @@ export class ObjectScanner {
     this.object = { oid, type, path: rest.join(' ') };
     this.carry = Buffer.alloc(0);
     this.left = Number(size);
+    this.note(oid, type, this.left, rest);
     if (this.left === 0) this.endObject();
+  }
+
+  /** What a listed object says of the walk: a commit's parents, a blob's size. */
+  private note(oid: string, type: string, size: number, rest: string[]): void {
+    const { walked, walk } = this;
+    if (type === 'commit') {
+      const parents = rest.filter(Boolean);
+      walked.commits++;
+      if (oid === walk.head) walked.headIsCommit = true;
+      if (walk.seed !== undefined && parents.includes(walk.seed)) walked.descends = true;
+      if (parents.length === 0) walked.root ??= oid;
+    } else if (type === 'blob' && walk.largeBlob !== undefined && size > walk.largeBlob) walked.large ??= { oid, size };
   }
 
   private endObject(): void {

@@ -5,18 +5,19 @@
  * alternates instead of receiving its own copy of the history: seeding is a checkout, and a
  * sandbox's disk holds its work tree, its index and the objects its agent creates.
  *
- * local.ts mounts the mirror's objects/ read-only at SANDBOX_OBJECTS in the sandboxes of its run
- * only (see mountedObjects). The mirror's files belong to the worker's user and are readable by
- * all, so a sandbox under its own uid can read them through that mount; the data directory above
- * them stays private, and no sandbox of another run gets the mount.
+ * The local provider lends a sandbox of the run the mirror's packs as links of its own, mounted
+ * read-only at SANDBOX_OBJECTS (see mountedObjects and sandbox/local/objects.ts). The mirror's
+ * files belong to the worker's user and are readable by all, so a sandbox under its own uid can
+ * read them; the data directory above them stays private, and no sandbox of another run gets them.
  *
- * The sandboxes that use a mirror are recorded beside it (`<runKey>.users/`); it is removed when
- * the last of them is destroyed (release), so it lives exactly as long as some sandbox on this
- * host may read it. One worker process per data directory: the lock is in this process.
+ * A mirror is made by the first sandbox of its run on this host that needs it, and kept for the
+ * run's later sandboxes (its planner, sub-tasks and integration share it) until the run ends: the
+ * leader removes it on every host its sandboxes used (removeRunObjects), and `flotilla gc` removes
+ * what a crash left. Sandboxes that still hold links keep working. One worker process per data
+ * directory: the lock is in this process.
  */
-import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { hostGitEnv } from './env';
 import { GitError, commandOf, gitText } from './spawn';
@@ -38,8 +39,6 @@ function mirrorDir(dataDir: string, runKey: string): string {
   return path.join(dataDir, 'run-objects', `${runKey}.git`);
 }
 
-const usersDir = (dataDir: string, runKey: string) => mirrorDir(dataDir, runKey).replace(/\.git$/, '.users');
-
 /** The host directory of the objects a sandbox of `sandboxKey` may read, when its run has a mirror here. */
 export function mountedObjects(dataDir: string, sandboxKey: string): string | undefined {
   const runKey = runKeyOfSandbox(sandboxKey);
@@ -58,7 +57,7 @@ async function git(args: string[], input = ''): Promise<string> {
   }
 }
 
-/** Operations on one run mirror, one at a time, so a release never removes it under a seed. */
+/** Operations on one run mirror, one at a time, so a removal never happens in the middle of making it. */
 const queues = new Map<string, Promise<unknown>>();
 function serialized<T>(key: string, fn: () => Promise<T>): Promise<T> {
   const next = (queues.get(key) ?? Promise.resolve()).catch(() => undefined).then(fn);
@@ -67,14 +66,11 @@ function serialized<T>(key: string, fn: () => Promise<T>): Promise<T> {
   return next;
 }
 
-const userFile = (dataDir: string, runKey: string, sandboxKey: string) =>
-  path.join(usersDir(dataDir, runKey), createHash('sha256').update(sandboxKey).digest('hex').slice(0, 32));
-
 /**
- * Records `sandboxKey` as a user of its run mirror and returns the mirror's objects directory
- * on the host, making the mirror first if this host has none: the commit `baseRef` names in the
- * staging repository at `stagingDir`, and its history only. It is built aside and renamed into
- * place, so a mirror that exists is complete; sandboxes of the run seeded at once wait for it.
+ * Returns the run mirror's objects directory on the host for a sandbox of `sandboxKey`, making the
+ * mirror first if this host has none: the commit `baseRef` names in the staging repository at
+ * `stagingDir`, and its history only. It is built aside and renamed into place, so a mirror that
+ * exists is complete; sandboxes of the run seeded at once wait for it.
  */
 export function acquireRunObjects(
   dataDir: string,
@@ -85,9 +81,8 @@ export function acquireRunObjects(
   const runKey = runKeyOfSandbox(sandboxKey);
   const dir = mirrorDir(dataDir, runKey);
   return serialized(runKey, async () => {
-    await mkdir(usersDir(dataDir, runKey), { recursive: true, mode: 0o700 });
-    await writeFile(userFile(dataDir, runKey, sandboxKey), `${sandboxKey}\n`);
     if (!existsSync(dir)) {
+      await mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
       await removeLeftovers(dataDir, runKey);
       const tmp = await mkdtemp(`${dir}.new-`);
       try {
@@ -123,21 +118,18 @@ async function removeLeftovers(dataDir: string, runKey: string): Promise<void> {
 }
 
 /**
- * Forgets `sandboxKey` as a user of its run mirror; removes the mirror once no sandbox uses it.
- * Releasing a key that never used it, or a mirror that is gone, is fine.
+ * Removes run `runKey`'s mirror from this host (the run has ended); one that is not here is fine.
+ * Sandboxes still holding links to its packs keep them.
  */
-export function releaseRunObjects(dataDir: string, sandboxKey: string): Promise<void> {
-  const runKey = runKeyOfSandbox(sandboxKey);
+export function removeRunObjects(dataDir: string, runKey: string): Promise<void> {
   if (!RUN_KEY.test(runKey)) return Promise.resolve();
   return serialized(runKey, async () => {
-    const users = usersDir(dataDir, runKey);
-    await rm(userFile(dataDir, runKey, sandboxKey), { force: true });
-    if ((await readdir(users).catch(() => [])).length > 0) return;
     const dir = mirrorDir(dataDir, runKey);
     // Renamed away first: a mirror that exists under its name is always whole.
     const doomed = `${dir}.old-${process.pid}-${Date.now()}`;
     if (existsSync(dir)) await rename(dir, doomed);
     await rm(doomed, { recursive: true, force: true });
-    await rmdir(users).catch(() => undefined);
+    // What a worker of an earlier release recorded of the mirror's users.
+    await rm(mirrorDir(dataDir, runKey).replace(/\.git$/, '.users'), { recursive: true, force: true });
   });
 }

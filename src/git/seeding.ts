@@ -10,7 +10,7 @@ import { permanent } from '../contracts/failures';
 import { hostIndex, setHostTree } from './host-tree';
 import { SANDBOX_OBJECTS, acquireRunObjects } from './run-mirror';
 import { type StagingRepo, runRef } from './staging';
-import { type Workspace, scriptFailed, sh } from './workspace';
+import { type Workspace, freshConfig, scriptFailed, sh } from './workspace';
 import type { Sandbox } from '../sandbox/types';
 
 /** Written into .git when seeding completed; its presence means the workspace may hold progress. */
@@ -46,8 +46,9 @@ git fetch -q ${sh(bundle)} ${sh(`+${baseRef}:refs/flotilla/base`)}
 rm -f ${sh(bundle)}`;
   }
   const objects = await acquireRunObjects(dataDir, c.sandboxKey, staging.dir, baseRef);
+  // The base's ref, written as git packs refs: the repository is fresh, and a file costs no process.
   return `${lendObjects(sb, objects)}
-git update-ref refs/flotilla/base ${sh(c.baseSha)}`;
+printf '%s refs/flotilla/base\\n' ${sh(c.baseSha)} > .git/packed-refs`;
 }
 
 /**
@@ -71,7 +72,8 @@ async function requireBase(staging: StagingRepo, baseRef: string, c: WorkspaceOf
  */
 export function lendObjects(sb: Sandbox, hostObjects: string | undefined): string {
   if (sb.isolation === 'e2b' || !hostObjects) return '';
-  return `mkdir -p .git/objects/info && echo ${sh(sb.isolation === 'bubblewrap' ? SANDBOX_OBJECTS : hostObjects)} > .git/objects/info/alternates`;
+  const at = sh(sb.isolation === 'bubblewrap' ? SANDBOX_OBJECTS : hostObjects);
+  return `if [ ! -d .git/objects/info ]; then mkdir -p .git/objects/info; fi; echo ${at} > .git/objects/info/alternates`;
 }
 
 /**
@@ -86,17 +88,19 @@ export async function seedWorkspace(
   c: WorkspaceOf & { branch: string; author: string },
 ): Promise<{ reused: boolean }> {
   const base = await baseObjects(ws.sb, staging, dataDir, c);
-  // One command: the "seeded before?" check and the checkout (each command starts a sandbox).
+  const bundle = sh(`${ws.sb.scratch}/base.bundle`);
+  // One command: the "seeded before?" check and the checkout (each command starts a sandbox), with
+  // as few programs as it takes: a workspace that holds nothing is not emptied, the config is
+  // written whole, the marker by the shell.
   const r = await ws.run(
-    `if [ -f ${SEEDED_MARKER} ]; then rm -f ${sh(`${ws.sb.scratch}/base.bundle`)}; exit ${EXIT_SEEDED}; fi
-find . -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+    `if [ -f ${SEEDED_MARKER} ]; then if [ -e ${bundle} ]; then rm -f ${bundle}; fi; exit ${EXIT_SEEDED}; fi
+shopt -s nullglob dotglob; __left=(*); shopt -u nullglob dotglob
+if [ \${#__left[@]} -gt 0 ]; then rm -rf -- "\${__left[@]}"; fi
 git init -q .
+${freshConfig(c.author, 'flotilla@localhost')}
 ${base}
 git checkout -q -b ${sh(c.branch)} ${sh(c.baseSha)}
-git config user.name ${sh(c.author)}
-git config user.email flotilla@localhost
-git config commit.gpgsign false
-touch ${SEEDED_MARKER}`,
+: > ${SEEDED_MARKER}`,
   );
   if (r.exitCode === EXIT_SEEDED) return { reused: true };
   if (r.exitCode !== 0) throw scriptFailed('seeding the workspace', r);
@@ -173,9 +177,7 @@ export async function checkoutCommit(
   await ws.script(
     `${host ? '' : 'chmod -R u+w . 2>/dev/null || true\nfind . -mindepth 1 -maxdepth 1 -exec rm -rf {} +'}
 git init -q .
-git config user.name 'Flotilla integration'
-git config user.email flotilla@localhost
-git config commit.gpgsign false
+${freshConfig('Flotilla integration', 'flotilla@localhost')}
 ${base}
 ${c.sha !== c.baseSha ? `git fetch -q ${sh(bundle)} ${sh(`+${ref}:${ref}`)}\nrm -f ${sh(bundle)}` : ''}
 ${host ? `git update-ref --no-deref HEAD ${sh(c.sha)}` : `git checkout -q --detach ${sh(c.sha)}`}${c.indexAt ? `\ngit reset -q ${sh(c.indexAt)}` : ''}`,

@@ -180,8 +180,9 @@ export class StagingRepo {
    */
   async importBundle(file: string, ref: string, of: ImportOf): Promise<ImportedPack> {
     const imported = await importBundleInto(this.dir, file, of);
-    const { head } = imported;
-    if ((await this.revParse(head)) !== head)
+    const { head, walked } = imported;
+    // The walk met the head as a commit, unless it brings nothing new (the head is the seed's own history).
+    if (!walked.headIsCommit && (await this.revParse(head)) !== head)
       throw permanent('CorruptObjects', `${of.what}: the bundle names ${head.slice(0, 12)}, which is not a commit`);
     await git(['update-ref', ref, head], this.local);
     await this.store?.publish(ref, head);

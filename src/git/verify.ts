@@ -6,6 +6,7 @@
  */
 import path from 'node:path';
 import { permanent } from '../contracts/failures';
+import type { Walked } from './import';
 import type { StagingRepo } from './staging';
 import { redact } from '../store/secrets';
 import { type CommitPolicy } from '../contracts/request';
@@ -35,12 +36,16 @@ interface Change {
 export async function verifyWork(
   staging: StagingRepo,
   input: { ref: string; headSha?: string; baseSha: string; allowedPaths: string[]; policy: CommitPolicy },
+  /** What the import's walk showed of the commits (from the base), when they were just imported: no git walks them again. */
+  walked?: Walked,
 ): Promise<VerifiedWork> {
   const { baseSha, policy } = input;
   // The import names the commit it brought: no git to ask which one the ref names.
   const headSha = input.headSha ?? (await staging.revParse(input.ref));
   if (!headSha) throw permanent('CorruptObjects', `${input.ref} is not a commit in the staging repository`);
-  const commits = await checkLineage(staging, baseSha, headSha);
+  const commits = walked
+    ? await lineageOf(staging, baseSha, walked.commits, walked.descends, walked.root)
+    : await checkLineage(staging, baseSha, headSha);
 
   const scope = new ScopeCheck(input.allowedPaths);
   let filesChanged = 0;
@@ -97,7 +102,8 @@ export async function verifyWork(
       }
     }
   }
-  await checkFileSizes(staging, baseSha, headSha, policy.maxFileBytes, added);
+  const large = walked ? walked.large?.oid : await largeBlob(staging, baseSha, headSha, policy.maxFileBytes);
+  if (large) await refuseLarge(staging, large, policy.maxFileBytes, added);
   return { headSha, commits, filesChanged, ...scope.findings };
 }
 
@@ -111,38 +117,48 @@ export async function verifyWork(
 async function checkLineage(staging: StagingRepo, baseSha: string, headSha: string): Promise<number> {
   let commits = 0;
   let onBase = headSha === baseSha;
-  const roots: string[] = [];
+  let root: string | undefined;
   await staging.stream(['rev-list', '--parents', headSha, `^${baseSha}`], '\n', (line) => {
     if (!line) return true;
     const [commit, ...parents] = line.split(' ');
     commits++;
     if (parents.includes(baseSha)) onBase = true;
-    if (parents.length === 0 && roots.length < MAX_LISTED_PATHS) roots.push(commit);
+    if (parents.length === 0) root ??= commit;
     return true;
   });
+  return lineageOf(staging, baseSha, commits, onBase, root);
+}
+
+/** `commits`, once the lineage they show is the base's: a failure naming what breaks it otherwise. */
+async function lineageOf(
+  staging: StagingRepo,
+  baseSha: string,
+  commits: number,
+  onBase: boolean,
+  root: string | undefined,
+): Promise<number> {
   if (!onBase)
     throw permanent(
       'LineageBroken',
       `the worker's commits do not descend from the base commit ${baseSha.slice(0, 12)}`,
     );
-  if (roots.length > 0) {
-    const subject = redact((await staging.raw(['log', '-1', '--format=%s', roots[0]])).trim().slice(0, 120));
+  if (root) {
+    const subject = redact((await staging.raw(['log', '-1', '--format=%s', root])).trim().slice(0, 120));
     throw permanent(
       'LineageBroken',
-      `the worker's commits bring in unrelated history: root commit ${roots[0].slice(0, 12)} ("${subject}") does not descend from the base commit ${baseSha.slice(0, 12)}`,
+      `the worker's commits bring in unrelated history: root commit ${root.slice(0, 12)} ("${subject}") does not descend from the base commit ${baseSha.slice(0, 12)}`,
     );
   }
   return commits;
 }
 
-/** Every blob the new commits add, in any of them, is within the size limit. */
-async function checkFileSizes(
+/** The first blob the new commits add, in any of them, past the size limit. */
+async function largeBlob(
   staging: StagingRepo,
   baseSha: string,
   headSha: string,
   maxBytes: number,
-  paths: Map<string, string>,
-): Promise<void> {
+): Promise<string | undefined> {
   let big: string | undefined;
   // blob:limit=n omits blobs of n bytes or more and --filter-print-omitted lists them as "~<sha>".
   await staging.stream(
@@ -154,7 +170,16 @@ async function checkFileSizes(
       return false;
     },
   );
-  if (!big) return;
+  return big;
+}
+
+/** Refuses the blob `big`, over the size limit, naming its path when the head has it (`paths`). */
+async function refuseLarge(
+  staging: StagingRepo,
+  big: string,
+  maxBytes: number,
+  paths: Map<string, string>,
+): Promise<never> {
   const size = Number((await staging.raw(['cat-file', '-s', big])).trim());
   const where = paths.has(big)
     ? `"${redact(paths.get(big)!)}"`

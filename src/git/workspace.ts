@@ -15,30 +15,63 @@ export function sh(value: string): string {
 }
 
 /**
+ * The repository config Flotilla gives a workspace: git's usual core settings, no signing, no
+ * background maintenance (a process after each of the agent's commits, for a repository that lives
+ * as long as its sandbox), and the commit identity.
+ */
+const FIXED_CONFIG =
+  '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n' +
+  '[commit]\n\tgpgsign = false\n[maintenance]\n\tauto = false\n';
+
+/** A value as `__flotilla_config` quotes it: in double quotes, `\`, `"`, newline and tab escaped. */
+const QUOTED_VALUE = '"([^"\\\n]|\\\\[\\\\"nt])*"';
+
+/** Bash functions: the config itself (`__flotilla_config NAME EMAIL`, an empty value left out), and whether .git/config is exactly such a config. */
+const CONFIG_FUNCTIONS = `__flotilla_quote() { local v=$1; v=\${v//\\\\/\\\\\\\\}; v=\${v//\\"/\\\\\\"}; v=\${v//$'\\n'/\\\\n}; v=\${v//$'\\t'/\\\\t}; printf '"%s"' "$v"; }
+__flotilla_config() {
+  printf %s ${sh(FIXED_CONFIG)}
+  if [ -n "$1$2" ]; then printf '[user]\\n'; fi
+  if [ -n "$1" ]; then printf '\\tname = %s\\n' "$(__flotilla_quote "$1")"; fi
+  if [ -n "$2" ]; then printf '\\temail = %s\\n' "$(__flotilla_quote "$2")"; fi
+}
+__flotilla_config_is_ours() {
+  local c= more= re=${sh(`^${FIXED_CONFIG.replace(/[[\]]/g, '\\$&')}(\\[user\\]\n(\tname = ${QUOTED_VALUE}\n)?(\temail = ${QUOTED_VALUE}\n)?)?$`)}
+  [ -f .git/config ] && [ ! -L .git/config ] || return 1
+  { IFS= read -r -d '' -n 4096 c; IFS= read -r -d '' -n 1 more; } < .git/config || true
+  [ -z "$more" ] && [[ $c =~ $re ]]
+}`;
+
+/**
  * Replaces the workspace's `.git/config` with Flotilla's own, keeping only the commit identity
  * (read without following includes, and only from a regular file: a FIFO would hang us). The new
  * config is written beside the old one and renamed over it, so a rewrite that fails (a full disk)
- * leaves the old config, and the identity, where they were. A `.git` that is a file or a link
- * (pointing git at a directory the agent prepared elsewhere) is refused, and `commondir`, which
- * would make git read its config from another directory, is removed: Flotilla's workspaces are
- * never linked worktrees.
+ * leaves the old config, and the identity, where they were. A config that is exactly Flotilla's
+ * already (the common case: the agent did not touch it) is left as it is, without starting a
+ * program. A `.git` that is a file or a link (pointing git at a directory the agent prepared
+ * elsewhere) is refused, and `commondir`, which would make git read its config from another
+ * directory, is removed: Flotilla's workspaces are never linked worktrees.
  */
-const REPO_CONFIG_PREAMBLE = `if [ -e .git ] || [ -L .git ]; then
+const REPO_CONFIG_PREAMBLE = `${CONFIG_FUNCTIONS}
+if [ -e .git ] || [ -L .git ]; then
   if [ -L .git ] || [ ! -d .git ]; then echo "the workspace's .git is not a directory; refusing to run git in it" >&2; exit 90; fi
-  rm -rf .git/commondir
-  __name= __email= __new=.git/config.flotilla-new
-  if [ -f .git/config ] && [ ! -L .git/config ]; then
-    __name=$(git config --file .git/config --get user.name 2>/dev/null || true)
-    __email=$(git config --file .git/config --get user.email 2>/dev/null || true)
+  for __f in .git/commondir .git/config.worktree; do if [ -e "$__f" ] || [ -L "$__f" ]; then rm -rf "$__f"; fi; done
+  if ! __flotilla_config_is_ours; then
+    __name= __email= __new=.git/config.flotilla-new
+    if [ -f .git/config ] && [ ! -L .git/config ]; then
+      __name=$(git config --file .git/config --get user.name 2>/dev/null || true)
+      __email=$(git config --file .git/config --get user.email 2>/dev/null || true)
+    fi
+    rm -rf "$__new" "$__new.lock"
+    __flotilla_config "$__name" "$__email" > "$__new"
+    if [ -d .git/config ] && [ ! -L .git/config ]; then rm -rf .git/config; fi
+    mv -fT "$__new" .git/config
   fi
-  rm -rf "$__new" "$__new.lock"
-  printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfilemode = true\\n\\tbare = false\\n\\tlogallrefupdates = true\\n[commit]\\n\\tgpgsign = false\\n' > "$__new"
-  if [ -n "$__name" ]; then git config --file "$__new" user.name "$__name"; fi
-  if [ -n "$__email" ]; then git config --file "$__new" user.email "$__email"; fi
-  if [ -d .git/config ] && [ ! -L .git/config ]; then rm -rf .git/config; fi
-  mv -fT "$__new" .git/config
-  rm -rf .git/config.worktree
 fi`;
+
+/** The bash lines that give a fresh repository in the workspace Flotilla's config, with this identity. */
+export function freshConfig(name: string, email: string): string {
+  return `${CONFIG_FUNCTIONS}\n__flotilla_config ${sh(name)} ${sh(email)} > .git/config`;
+}
 
 export interface ScriptResult {
   exitCode: number;

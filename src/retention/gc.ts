@@ -217,7 +217,8 @@ async function doom(f: Found, removable: Set<string>, cutoff: number, report: Gc
   const stagingBytes = await sizeOf(f.stagingDir);
   const refs = [...removable].flatMap((k) => f.refs.get(k) ?? []);
   const sandboxes = report.removedRuns.flatMap((r) => r.sandboxes.map((s) => path.join(f.sandboxDir, s)));
-  // A run mirror (src/git/run-mirror.ts) normally went with its last sandbox; not when that sandbox went here.
+  // A run mirror (src/git/run-mirror.ts) normally went as its run ended; not on a host the run's
+  // end could not reach (and `.users`, what an earlier release kept beside it).
   const mirrors = [...removable].flatMap((k) => [`${k}.git`, `${k}.users`].map((n) => path.join(f.runObjectsDir, n)));
   // What this host recorded of the run's checkpoints' packs (those packs go with the compaction).
   const records = [...removable].map((k) => checkpointRecordsOf(f.stagingDir, k));

@@ -18,6 +18,7 @@ import {
   TimeoutFailure,
   patched,
   proxyActivities,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, HostPlacement } from '../activities';
 import { permanent } from '../contracts/failures';
@@ -41,6 +42,30 @@ export function hostLost(err: unknown): string | undefined {
   if (cause instanceof ApplicationFailure && cause.type === 'SandboxMissing')
     return `its host no longer has the sandbox (${err.activityType})`;
   return undefined;
+}
+
+/**
+ * Where the leader's own sandboxes (its planner's, its integration's) were placed, by leader run:
+ * the leader cleans up after the run on each of those hosts as it ends (leader/run-mirrors.ts).
+ * Keyed by the run's id, as module state may be shared by the workflows a worker runs; rebuilt by
+ * a replay, which claims again.
+ */
+const leaderPlacements = new Map<string, Map<string, HostPlacement>>();
+
+/** The placements of this leader run's own sandboxes, each host once, forgotten as they are taken (at the run's end). */
+export function takeLeaderPlacements(): HostPlacement[] {
+  const { runId } = workflowInfo();
+  const placed = [...(leaderPlacements.get(runId)?.values() ?? [])];
+  leaderPlacements.delete(runId);
+  return placed;
+}
+
+function notePlacement(placement: HostPlacement): void {
+  const { runId, workflowType } = workflowInfo();
+  if (workflowType !== 'leaderWorkflow') return;
+  const placed = leaderPlacements.get(runId) ?? new Map<string, HostPlacement>();
+  placed.set(placement.host, placement);
+  leaderPlacements.set(runId, placed);
 }
 
 /** Makes the sandbox ready again on the host a move just claimed. */
@@ -83,6 +108,7 @@ export class SandboxHome {
     if (!this.affinity) return;
     const { claimHost } = proxyActivities<Activities>(activityOptions(this.heartbeatTimeoutMs));
     this.placement = await claimHost.executeWithOptions({ summary: `claim a host for ${this.what}` }, []);
+    notePlacement(this.placement);
   }
 
   /** Activities with `options`, sent to the sandbox's current host (or the shared queue). */

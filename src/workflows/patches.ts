@@ -98,4 +98,10 @@ export const PATCHES = {
     before:
       'the test sandbox is provisioned and checked out when the first test run needs it, after the merges, and the base is tested then; the leader destroys the integration sandboxes itself before the push (a terminated leader leaves them behind), and a flaky retry gets a new test sandbox',
   },
+  runMirrorPerRun: {
+    id: 'run-mirror-per-run',
+    since: 'issue 19 (wave 4): a lighter path per sub-task',
+    before:
+      "the leader does nothing for the run's mirrors as it ends: each host removed a run's mirror with the last sandbox that used it, so a run's planner, sub-tasks and integration could each make it again",
+  },
 } as const satisfies Record<string, Patch>;

@@ -61,6 +61,9 @@ describe('a full FLOTILLA_HOME', () => {
     await env.run(acts.seedWorkspace, { sandbox: ref, runKey, baseSha, branch: 'b', author: 'Flotilla worker w' });
     const ws = new Workspace(await openSandbox(deps, ref));
     const identity = () => ws.run('git var GIT_AUTHOR_IDENT | cut -d" " -f1-4');
+    // The agent changed the config, so the next script rewrites it (one left as Flotilla wrote it is kept as it is).
+    const agentConfig = await ws.run('git config --file .git/config core.editor vi', { beside: true });
+    expect(agentConfig.exitCode).toBe(0);
 
     const filler = fill(home);
     const full = await identity();

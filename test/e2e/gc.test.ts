@@ -124,12 +124,12 @@ describe('flotilla gc', () => {
     expect(await remote.head('gamma')).toMatch(/^[0-9a-f]{40}$/);
   });
 
-  it("removes the object store a finished run's lost sandbox left behind", async () => {
+  it("removes the object store a finished run's lost host left behind", async () => {
     const remote = await makeRemote({ 'README.md': 'gc\n' });
     const end = await env.run(request(remote.url, 'delta'));
     expect(end.result?.outcome).toBe('pushed');
     const key = (await stagingRefs()).map((r) => r.split('/')[2]).find((k) => k.startsWith(`${end.workflowId}-`))!;
-    // A sandbox of the run that was never destroyed (its worker died) still holds the store.
+    // A host that could not remove the run's store as the run ended (its worker died) still has it.
     await acquireRunObjects(
       env.dataDir,
       `${key}/worker/lost`,
@@ -137,11 +137,11 @@ describe('flotilla gc', () => {
       `refs/flotilla/${key}/base`,
     );
     const stores = () => readdirSync(path.join(env.dataDir, 'run-objects')).sort();
-    expect(stores()).toEqual([`${key}.git`, `${key}.users`]);
+    expect(stores()).toEqual([`${key}.git`]);
     await waitFor('the run listed as closed', async () =>
       (await gc('--older-than', '0', '--dry-run')).removedRuns.length === 1 ? true : undefined,
     );
-    expect(stores(), '--dry-run removes nothing').toEqual([`${key}.git`, `${key}.users`]);
+    expect(stores(), '--dry-run removes nothing').toEqual([`${key}.git`]);
     await gc('--older-than', '0');
     expect(stores()).toEqual([]);
   });

@@ -226,7 +226,7 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
     }
   });
 
-  it('runs as an unprivileged host uid of its own, which owns the workspace and scratch but not the sandbox root', async () => {
+  it('runs as an unprivileged host uid of its own, which owns the workspace and scratch, and only traverses the sandbox root', async () => {
     const [a, b] = [await provision('uid-a'), await provision('uid-b')];
     const ids = [];
     for (const sb of [a, b]) {
@@ -240,9 +240,10 @@ describe.runIf(bwrapWorks)('local sandbox: bubblewrap confinement', () => {
       ids.push(uid);
     }
     expect(ids[0]).not.toBe(ids[1]);
-    // A sandbox's id is its directory's name.
+    // A sandbox's id is its directory's name: root's, and only its own uid may pass through it (its
+    // group is the uid's; nothing for others), to the directories bwrap mounts.
     const root = statSync(path.join(env.baseDir, a.id));
-    expect([root.uid, root.mode & 0o777]).toEqual([0, 0o700]);
+    expect([root.uid, root.gid, root.mode & 0o777]).toEqual([0, Number(ids[0]), 0o710]);
   });
 
   it('gives a setuid-root binary no effect', async () => {

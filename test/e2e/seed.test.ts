@@ -2,19 +2,20 @@
  * Seeding a workspace from a repository with deep history and many files: a local sandbox
  * borrows its run's objects, read-only, through git alternates (src/git/run-mirror.ts), gets only a
  * work tree and an index, cannot change that store nor reach another run's objects, and the store
- * goes with the run's last sandbox. A stale index.lock left by a killed git does not lose work.
+ * is made once for the whole run on a host and goes when the run ends. A stale index.lock left by
+ * a killed git does not lose work.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
-import { acquireRunObjects, releaseRunObjects } from '../../src/git/run-mirror';
+import { acquireRunObjects, removeRunObjects } from '../../src/git/run-mirror';
 import { runKeyOf } from '../../src/contracts/names';
 import { TestEnv } from '../support/env';
 import { waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
-import { shellRequest, subTask } from '../support/requests';
+import { shellRequest, subTask, writeAgent } from '../support/requests';
 import { waitForStatus } from '../support/runs';
 import { tempDir } from '../support/temp';
 
@@ -62,7 +63,7 @@ const inspect = (id: string) =>
 const request = (id: string, command = inspect(id), url = remote, testCmd = 'true') =>
   shellRequest(url, [subTask(id, command)], { testCmd });
 
-/** What the data directory holds of run object stores (stores, their user lists, leftovers). */
+/** What the data directory holds of run object stores (stores and leftovers). */
 function storesLeft(): string[] {
   const dir = path.join(env.dataDir, 'run-objects');
   return existsSync(dir) ? readdirSync(dir).sort() : [];
@@ -167,17 +168,17 @@ describe('seeding', () => {
       expect(end.result?.outcome, tail).toBe('pushed');
       // Run A's store is still there for run A: B's run ending took only its own.
       expect(existsSync(path.join(storeA, 'objects'))).toBe(true);
-      expect(storesLeft()).toEqual([`${runKeyA}.git`, `${runKeyA}.users`]);
+      expect(storesLeft()).toEqual([`${runKeyA}.git`]);
     } finally {
       await a.cancel();
       await awaitRun(a).catch(() => undefined);
     }
-    // Cancelled: its sandboxes are destroyed and its store with them.
+    // Cancelled: its sandboxes are destroyed, and its store goes as the run ends.
     await waitFor('run A to close', async () => ((await a.describe()).status.name !== 'RUNNING' ? true : undefined));
     expect(storesLeft()).toEqual([]);
   });
 
-  it('the store is made once for workers seeding at once, readable by all and writable by none, and goes with its last user', async () => {
+  it('the store is made once for workers seeding at once, readable by all and writable by none, and goes when removed', async () => {
     const dataDir = tempDir('stores');
     const staging = path.join(dataDir, 'staging.git');
     const runKey = 'concurrent-1234abcd';
@@ -186,13 +187,13 @@ describe('seeding', () => {
     execFileSync('git', ['init', '-q', '--bare', '--shared=0600', staging]);
     execFileSync('git', ['-C', staging, 'fetch', '-q', remote, `main:${baseRef}`]);
     const base = execFileSync('git', ['-C', staging, 'rev-parse', baseRef], { encoding: 'utf8' }).trim();
-    // What a worker killed while making the store leaves behind.
+    // What a worker killed while making the store leaves behind, and the user list an earlier release kept.
     mkdirSync(path.join(dataDir, 'run-objects', `${runKey}.git.new-x1y2z3`), { recursive: true });
     const keys = Array.from({ length: 6 }, (_, i) => `${runKey}/worker/w${i}`);
     const dirs = await Promise.all(keys.map((k) => acquireRunObjects(dataDir, k, staging, baseRef)));
     expect(new Set(dirs).size).toBe(1);
     const left = () => readdirSync(path.join(dataDir, 'run-objects')).sort();
-    expect(left()).toEqual([`${runKey}.git`, `${runKey}.users`]);
+    expect(left()).toEqual([`${runKey}.git`]);
     const store = path.dirname(dirs[0]);
     expect(execFileSync('git', ['-C', store, 'rev-list', '--count', base], { encoding: 'utf8' }).trim()).toBe(
       String(remoteCommits()),
@@ -206,11 +207,31 @@ describe('seeding', () => {
         expect(mode & 0o022, f).toBe(0);
       }
     }
-    // Released by all but one: kept. By the last: gone, with its list of users.
-    await Promise.all(keys.slice(1).map((k) => releaseRunObjects(dataDir, k)));
-    expect(existsSync(dirs[0])).toBe(true);
-    await Promise.all([releaseRunObjects(dataDir, keys[0]), releaseRunObjects(dataDir, `${runKey}/never-used`)]);
+    // A later sandbox of the run finds it as it is: not made again.
+    const pack = readdirSync(path.join(dirs[0], 'pack')).find((f) => f.endsWith('.pack'))!;
+    const inode = statSync(path.join(dirs[0], 'pack', pack)).ino;
+    await acquireRunObjects(dataDir, `${runKey}/integration`, staging, baseRef);
+    expect(statSync(path.join(dirs[0], 'pack', pack)).ino).toBe(inode);
+    mkdirSync(path.join(dataDir, 'run-objects', `${runKey}.users`));
+    await Promise.all([removeRunObjects(dataDir, runKey), removeRunObjects(dataDir, 'never-made-1234abcd')]);
     expect(left()).toEqual([]);
+  });
+
+  it('one store for the whole run on a host: a sub-task that starts after another has ended reads the same one', async () => {
+    // The agent reports which pack it reads: its sandbox's own link to the store's pack, whose
+    // inode and time of writing are the store file's (a store made again has a pack of its own).
+    const packInode = 'echo "pack=$(stat -c %i@%Y.%y /flotilla/objects/pack/*.pack | tr " " _)"';
+    const end = await env.run(
+      shellRequest(remote, [
+        subTask('first', `${packInode}; ${writeAgent('first/a.txt', 'a')}`),
+        subTask('then', `${packInode}; ${writeAgent('then/b.txt', 'b')}`, { dependsOn: ['first'] }),
+      ]),
+    );
+    expect(end.failureMessage).toBeUndefined();
+    const packs = end.result!.workers.map((w) => /pack=(\S+)/.exec(w.tail ?? '')?.[1]);
+    expect(packs[0]).toMatch(/^\d+@\d+\./);
+    expect(packs[1]).toBe(packs[0]);
+    expect(storesLeft()).toEqual([]);
   });
 
   it('a git the agent killed leaves index.lock behind: its staged work is still collected and pushed', async () => {

@@ -73,8 +73,6 @@ export async function subTaskChildren(client: Client, workflowId: string): Promi
   const events = (await client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
   return events.flatMap((e) => {
     const started = e.childWorkflowExecutionStartedEventAttributes;
-    return started?.workflowType?.name === 'workerWorkflow'
-      ? (started.workflowExecution?.workflowId ?? [])
-      : [];
+    return started?.workflowType?.name === 'workerWorkflow' ? (started.workflowExecution?.workflowId ?? []) : [];
   });
 }

@@ -4,12 +4,21 @@
  * same through real sandboxes and a whole run).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ExecOptions, ExecResult, Sandbox } from '../../src/sandbox/types';
-import { Workspace, sh } from '../../src/git/workspace';
+import { Workspace, freshConfig, sh } from '../../src/git/workspace';
 
 let dir: string;
 let work: string;
@@ -21,7 +30,7 @@ beforeEach(() => {
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
 /** `bash -c` in the workspace directory with exactly the given environment (plus PATH and HOME). */
-function hostDirectory(): Sandbox {
+function hostDirectory(pathFirst?: string): Sandbox {
   const unused = () => Promise.reject(new Error('not used here'));
   return {
     id: 'host-directory',
@@ -30,7 +39,7 @@ function hostDirectory(): Sandbox {
     scratch: dir,
     exec: (command: string, o: ExecOptions) =>
       new Promise<ExecResult>((resolve, reject) => {
-        const env = { PATH: process.env.PATH!, HOME: dir, ...o.env };
+        const env = { PATH: [pathFirst, process.env.PATH!].filter(Boolean).join(':'), HOME: dir, ...o.env };
         const child = spawn('bash', ['-c', command], { cwd: work, env, signal: o.signal });
         let output = '';
         child.stdout.on('data', (b: Buffer) => (output += b.toString()));
@@ -79,6 +88,36 @@ describe("Flotilla's git scripts in a workspace", () => {
     expect(existsSync(marker()), existsSync(marker()) ? readFileSync(marker(), 'utf8') : '').toBe(false);
     expect(out.trim()).toBe('Agent');
     expect(readFileSync(path.join(work, '.git', 'config'), 'utf8')).not.toMatch(/evil|fsmonitor|alias|include/);
+  });
+
+  it("leave a config that is exactly Flotilla's as it is, without running git for it, and keep any identity through a rewrite", async () => {
+    // Every git the scripts start, logged.
+    const shims = path.join(dir, 'shims');
+    mkdirSync(shims);
+    const real = (await new Workspace(hostDirectory()).script('command -v git', 'finding git')).trim();
+    writeFileSync(
+      path.join(shims, 'git'),
+      `#!/bin/sh\necho "$*" >> ${sh(path.join(dir, 'git.log'))}\nexec ${real} "$@"\n`,
+      {
+        mode: 0o755,
+      },
+    );
+    const calls = () => (existsSync(path.join(dir, 'git.log')) ? readFileSync(path.join(dir, 'git.log'), 'utf8') : '');
+    const ws = new Workspace(hostDirectory(shims));
+    const name = `Dr. "Q" O'Brien \\ tab\tand\nnewline`;
+    await ws.script(`git init -q .\n${freshConfig(name, 'q@localhost')}`, 'init', { beside: true });
+    const config = path.join(work, '.git', 'config');
+    const ours = readFileSync(config, 'utf8');
+    expect(await ws.script('git config --get user.name', 'identity', { beside: true })).toBe(`${name}\n`);
+    rmSync(path.join(dir, 'git.log'), { force: true });
+    await ws.script('true', 'nothing');
+    expect(readFileSync(config, 'utf8')).toBe(ours);
+    expect(calls()).toBe('');
+    // The agent adds to it: the next script rewrites it, keeping the identity and nothing else.
+    appendFileSync(config, '[alias]\n\tst = status\n');
+    await ws.script('true', 'rewrite');
+    expect(calls()).toMatch(/config --file \.git\/config --get user\.name/);
+    expect(readFileSync(config, 'utf8')).toBe(ours);
   });
 
   it('beside a running agent, leave its repository config as it is', async () => {

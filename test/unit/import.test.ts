@@ -151,6 +151,36 @@ describe('a bundle from a sandbox', () => {
     ).rejects.toThrow(/^the worker's commits: the bundle failed git's integrity check: .*unresolved delta/);
   });
 
+  it('tells what its walk showed: the commits, the lineage, the first root from elsewhere, the first large blob', async () => {
+    commit(work, { 'src/big.bin': 'x'.repeat(5000) }, 'big');
+    commit(work, { 'src/big.bin': 'small\n' }, 'smaller again');
+    const head = git(work, 'rev-parse', 'HEAD');
+    const imported = await staging.importBundle(sandboxBundle(base), 'refs/flotilla/run-1/workers/api', {
+      what: "the worker's commits",
+      seed: base,
+      largeBlob: 4096,
+    });
+    const big = git(work, 'rev-parse', 'HEAD~1:src/big.bin');
+    expect(imported.walked).toEqual({
+      commits: 2,
+      descends: true,
+      headIsCommit: true,
+      large: { oid: big, size: 5000 },
+    });
+    expect(imported.head).toBe(head);
+    // A merge of a history from elsewhere: its root is named.
+    git(work, 'checkout', '-q', '--orphan', 'elsewhere');
+    const stray = commit(work, { 'x.txt': 'x\n' }, 'stray');
+    git(work, 'checkout', '-q', 'main');
+    git(work, 'merge', '-q', '--allow-unrelated-histories', '-m', 'merge', 'elsewhere');
+    const merged = await staging.importBundle(sandboxBundle(base), 'refs/flotilla/run-1/workers/api', {
+      what: "the worker's commits",
+      seed: base,
+    });
+    expect(merged.walked).toMatchObject({ commits: 4, descends: true, headIsCommit: true, root: stray });
+    expect(merged.walked.large).toBeUndefined();
+  });
+
   it('that does not descend from its seed is refused when it must', async () => {
     git(work, 'checkout', '-q', '--orphan', 'elsewhere');
     commit(work, { 'x.txt': 'x\n' }, 'unrelated');

@@ -93,6 +93,7 @@ describe('patches', () => {
       'request-parsed-by-activity',
       'review-rounds',
       'run-limits',
+      'run-mirror-per-run',
       'salvage-failed-agent-runs',
       'search-attributes',
       'test-evidence',

@@ -3,17 +3,18 @@
  * capped, which uid it gets, and how a limit it hit is put into words. (That bubblewrap really
  * confines a command is test/e2e/sandbox.local.test.ts's job.)
  */
-import { chmodSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { SANDBOX_OBJECTS } from '../../src/git/run-mirror';
-import { type BwrapInput, bwrapArgv } from '../../src/sandbox/local/bwrap';
+import { BLOCK_FD, type BwrapInput, INFO_FD, bwrapArgv } from '../../src/sandbox/local/bwrap';
 import { cgroupLimitHit } from '../../src/sandbox/local/cgroups';
-import { tmpFull, usageOverLimit } from '../../src/sandbox/local/disk';
+import { tmpFull, usageOverLimit, walkSmall } from '../../src/sandbox/local/disk';
 import { hostPathIn } from '../../src/sandbox/local/files';
 import { DEFAULT_LIMITS, MAX_LIMITS, rlimitOptions } from '../../src/sandbox/local/limits';
 import { parseMaxLimits, parseUidRange } from '../../src/config/parse';
-import { preludeArgv, toolPoint } from '../../src/sandbox/local/prelude';
+import { enterArgv, holderArgv, sandboxesPoint, toolPoint } from '../../src/sandbox/local/namespace';
 import { probeArgv } from '../../src/sandbox/local/probe';
 import { LocalSandboxProvider } from '../../src/sandbox/local/provider';
 import { uidIn } from '../../src/sandbox/local/uids';
@@ -38,7 +39,7 @@ const input = (over: Partial<BwrapInput> = {}): BwrapInput => ({
   ],
   sources: { workspace: '/data/sb/workspace', scratch: '/data/sb/scratch' },
   readOnlyWorkspace: false,
-  net: { bwrapArgs: ['--unshare-net'], env: {}, command: (argv) => argv },
+  net: { bwrapArgs: ['--unshare-net'], env: {} },
   cwd: '/workspace/sub',
   rlimits: '-f 8192',
   command: 'echo "hi there"',
@@ -76,7 +77,7 @@ describe('the bubblewrap command line', () => {
     expect(argv).not.toContain('/sys');
   });
 
-  it('mounts a directory of the install from where the prelude lent it, at its own path', () => {
+  it('mounts a directory of the install from where the sandbox namespace lends it, at its own path', () => {
     const argv = bwrapArgv(input({ readOnly: [{ source: '/run/points/tools/ab12', path: '/root/.nvm/node' }] }));
     expect(after(argv, '--ro-bind')).toContainEqual(['/run/points/tools/ab12', '/root/.nvm/node']);
   });
@@ -104,84 +105,83 @@ describe('the bubblewrap command line', () => {
     );
   });
 
-  it('runs the command through the rlimit wrapper in the cwd, inside the network wrapper', () => {
-    const argv = bwrapArgv(
+  it('runs a plain command in a subshell of the rlimit wrapper, and a networked one through the bridge', () => {
+    const plain = bwrapArgv(input());
+    expect(after(plain, '--chdir', 1)).toEqual([['/workspace/sub']]);
+    const tail = plain.slice(plain.indexOf('--chdir') + 3);
+    expect(tail[0]).toBe('bash');
+    // One bash: $0 "bash" as under `bash -c`, the limits, then `-c` and the command's text.
+    expect(tail.slice(3)).toEqual(['bash', '-f 8192', '-c', 'echo "hi there"']);
+    // The wrapper keeps the limits it sets, and reports /tmp on a descriptor the command does not get.
+    expect(tail[2]).toMatch(/^ulimit \$1 \|\| exit 125; shift\n/);
+    expect(tail[2]).toContain('(exec 3>&-; eval "set --; $2")');
+    expect(tail[2]).toContain('"$@" 3>&-');
+    const bridged = bwrapArgv(
       input({
         net: {
           bwrapArgs: ['--unshare-net', '--ro-bind', '/h.sock', '/run/e.sock'],
           env: {},
-          command: (a) => ['bridge', ...a],
+          bridge: ['node', '-e', 'B'],
         },
       }),
     );
-    expect(after(argv, '--chdir', 1)).toEqual([['/workspace/sub']]);
-    expect(after(argv, '--ro-bind')).toContainEqual(['/h.sock', '/run/e.sock']);
-    const tail = argv.slice(argv.indexOf('--chdir') + 3);
-    expect(tail[0]).toBe('bash');
-    expect(tail.slice(3)).toEqual(['flotilla-sandbox', '-f 8192', 'bridge', 'bash', '-c', 'echo "hi there"']);
-    // The wrapper keeps the limits it sets, and reports /tmp on a descriptor the command does not get.
-    expect(tail[2]).toMatch(/^ulimit \$1 \|\| exit 125; shift; "\$@" 3>&-;/);
+    expect(after(bridged, '--ro-bind')).toContainEqual(['/h.sock', '/run/e.sock']);
+    const bridgedTail = bridged.slice(bridged.indexOf('--chdir') + 3);
+    expect(bridgedTail.slice(3)).toEqual(['bash', '-f 8192', 'node', '-e', 'B', 'bash', '-c', 'echo "hi there"']);
+  });
+
+  it("waits for its first process to join the command's cgroups when asked", () => {
+    expect(after(bwrapArgv(input()), '--block-fd', 1)).toEqual([]);
+    const admitted = bwrapArgv(input({ admission: true }));
+    expect(after(admitted, '--info-fd', 1)).toEqual([[String(INFO_FD)]]);
+    expect(after(admitted, '--block-fd', 1)).toEqual([[String(BLOCK_FD)]]);
+    expect(admitted.indexOf('--block-fd')).toBeLessThan(admitted.indexOf('--'));
   });
 });
 
-describe('the root prelude', () => {
-  it('binds the host directories onto the bind points in a mount namespace of its own, then drops to the uid', () => {
-    const argv = preludeArgv(
-      {
-        procsFiles: ['/cg/memory/cgroup.procs', '/cg/pids/cgroup.procs'],
-        workspace: '/data/sb/workspace',
-        scratch: '/data/sb/scratch',
-        passwd: '/data/sb/passwd',
-        tools: [],
-      },
-      200_123,
-    );
-    expect(argv.slice(0, 7)).toEqual(['unshare', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c']);
-    expect(argv.slice(8, 16)).toEqual([
-      'flotilla-prelude',
-      '/cg/memory/cgroup.procs /cg/pids/cgroup.procs',
-      '/data/sb/workspace',
-      '/data/sb/scratch',
-      '/data/sb/passwd',
-      '/run/flotilla-sandbox',
-      '',
-      '0',
-    ]);
-    expect(argv.slice(16)).toEqual([
-      'setpriv',
-      '--reuid',
-      '200123',
-      '--regid',
-      '200123',
-      '--clear-groups',
-      '--no-new-privs',
-      '--',
-    ]);
-    // The run objects are bound read-only.
-    expect(argv[7]).toContain('mount --bind -o ro "$objects"');
-  });
-
-  it("lends the worker's install, whose parents the sandbox uid may not traverse, through a bind point each", () => {
+describe('the sandbox namespace', () => {
+  it("is held by a process that binds the sandboxes directory and the install onto their points, in a mount namespace that is a slave of the host's", () => {
     const tools = ['/root/.nvm/versions/node/v20', '/root/flotilla/node_modules'];
-    const argv = preludeArgv({ procsFiles: [], workspace: '/w', scratch: '/s', passwd: '/p', tools }, 200_123);
-    const args = argv.slice(argv.indexOf('flotilla-prelude') + 1, argv.indexOf('setpriv'));
-    expect(args.slice(6)).toEqual(['2', tools[0], toolPoint(tools[0]), tools[1], toolPoint(tools[1])]);
+    const argv = holderArgv('/root/.flotilla/sandboxes', tools);
+    expect(argv.slice(0, 7)).toEqual(['unshare', '--mount', '--propagation', 'slave', '--', '/bin/sh', '-c']);
+    expect(argv.slice(8)).toEqual([
+      'flotilla-namespace',
+      '/root/.flotilla/sandboxes',
+      sandboxesPoint('/root/.flotilla/sandboxes'),
+      '2',
+      tools[0],
+      toolPoint(tools[0]),
+      tools[1],
+      toolPoint(tools[1]),
+    ]);
+    expect(argv[7]).toContain('mount --bind "$sandboxes" "$point"');
+    expect(argv[7]).toContain('mount --rbind "$1" "$2"');
     expect(new Set(tools.map(toolPoint)).size).toBe(2);
     expect(toolPoint(tools[0])).toMatch(/^\/run\/flotilla-sandbox\/tools\/[0-9a-f]{16}$/);
-    expect(argv[7]).toContain('mount --rbind "$1" "$2"');
+    expect(sandboxesPoint('/a')).not.toBe(sandboxesPoint('/b'));
+  });
+
+  it('is entered by each command with nsenter, which hands it to the uid with no other group', () => {
+    expect(enterArgv(21, 200_123)).toEqual([
+      'nsenter',
+      `--mount=/proc/${process.pid}/fd/21`,
+      '-S',
+      '200123',
+      '-G',
+      '200123',
+      '--',
+    ]);
   });
 
   it('is what the isolation probe tries too, as root; without root, bwrap alone', () => {
     const asRoot = probeArgv('bwrap', true, 200_000);
-    expect(asRoot.slice(0, 5)).toEqual(['unshare', '--mount', '--propagation', 'private', '--']);
-    expect(asRoot.slice(asRoot.indexOf('setpriv'), asRoot.indexOf('bwrap'))).toEqual([
-      'setpriv',
-      '--reuid',
+    expect(asRoot.slice(0, 5)).toEqual(['unshare', '--mount', '--propagation', 'slave', '--']);
+    expect(asRoot.slice(asRoot.indexOf('nsenter'), asRoot.indexOf('bwrap'))).toEqual([
+      'nsenter',
+      '-S',
       '200000',
-      '--regid',
+      '-G',
       '200000',
-      '--clear-groups',
-      '--no-new-privs',
       '--',
     ]);
     expect(probeArgv('/opt/bwrap', false, 200_000)).toEqual([
@@ -299,6 +299,36 @@ describe('limits', () => {
       'workspace holds 18 MiB; the limit is 8 MiB',
     );
     expect(usageOverLimit({ files: 5, bytes: 8 * MIB }, limits, 50)).toBeUndefined();
+  });
+});
+
+describe('counting a small sandbox in the worker', () => {
+  it('counts what find counts, never through a link, and leaves a tree past its bound to find', () => {
+    const root = tempDir('walk');
+    const [ws, scratch, outside] = ['ws', 'scratch', 'outside'].map((d) => path.join(root, d));
+    mkdirSync(path.join(ws, 'a/b'), { recursive: true });
+    mkdirSync(scratch);
+    mkdirSync(outside);
+    writeFileSync(path.join(ws, 'a/b/one'), 'x'.repeat(1000));
+    writeFileSync(path.join(ws, 'two'), 'yy');
+    writeFileSync(path.join(scratch, 'prompt'), 'z'.repeat(70));
+    writeFileSync(path.join(outside, 'big'), 'q'.repeat(100_000));
+    // A link to a directory outside, and one to a file: each an entry of its own, with no bytes.
+    symlinkSync(outside, path.join(ws, 'out'));
+    symlinkSync(path.join(outside, 'big'), path.join(ws, 'big'));
+    execFileSync('mkfifo', [path.join(scratch, 'fifo')]);
+    const found = execFileSync('find', [ws, scratch, '-mindepth', '1', '-printf', '%y %s\\n'], { encoding: 'utf8' })
+      .trim()
+      .split('\n');
+    const byFind = {
+      files: found.length,
+      bytes: found.filter((l) => l.startsWith('f ')).reduce((n, l) => n + Number(l.slice(2)), 0),
+    };
+    expect(byFind).toEqual({ files: 8, bytes: 1072 });
+    expect(walkSmall([ws, scratch])).toEqual(byFind);
+    // A directory not made yet holds nothing.
+    expect(walkSmall([ws, path.join(root, 'none')])).toEqual({ files: 6, bytes: 1002 });
+    expect(walkSmall([ws, scratch], 7)).toBeUndefined();
   });
 });
 

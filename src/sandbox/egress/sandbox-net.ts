@@ -24,8 +24,8 @@ export interface SandboxNet {
   bwrapArgs: string[];
   /** The proxy variables. */
   env: Record<string, string>;
-  /** Wraps the command's argv so the proxy bridge listens before it starts. */
-  command(argv: string[]): string[];
+  /** With the proxy: the program that runs the command's argv (which follows it) once the proxy bridge listens. */
+  bridge?: string[];
 }
 
 /**
@@ -57,7 +57,7 @@ export async function withSandboxNet(
   onOutput: ((chunk: string) => void) | undefined,
   run: (net: SandboxNet) => Promise<ExecResult>,
 ): Promise<ExecResult> {
-  if (!rules) return run({ bwrapArgs: ['--unshare-net'], env: {}, command: (argv) => argv });
+  if (!rules) return run({ bwrapArgs: ['--unshare-net'], env: {} });
   // Unix socket paths are short (108 bytes): a private directory of its own under /tmp.
   const dir = await mkdtemp(path.join(os.tmpdir(), 'flotilla-egress-'));
   const socketPath = path.join(dir, `${randomBytes(4).toString('hex')}.sock`);
@@ -72,7 +72,7 @@ export async function withSandboxNet(
     const result = await run({
       bwrapArgs: ['--unshare-net', '--ro-bind', socketPath, SOCKET_INSIDE],
       env: { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, NO_PROXY: '', no_proxy: '' },
-      command: (argv) => [process.execPath, '-e', BRIDGE, String(BRIDGE_PORT), SOCKET_INSIDE, ...argv],
+      bridge: [process.execPath, '-e', BRIDGE, String(BRIDGE_PORT), SOCKET_INSIDE],
     });
     const note = proxy.report();
     if (!note) return result;

@@ -16,10 +16,21 @@ export const INSIDE_SCRATCH = '/scratch';
  * Sets the command's rlimits ($1, options of bash's ulimit, which lowers soft and hard limit
  * alike: nothing in the sandbox may raise them again), runs it, then reports how full /tmp is
  * on fd 3, which the command itself does not get. The tmpfs is gone once bwrap exits, so this is
- * the only moment to look. Setting the limits here rather than with prlimit before bwrap saves a
- * process per command.
+ * the only moment to look; a /tmp left empty cannot be full, and is not looked at (no `df`).
+ *
+ * A plain command (`-c` and its text) runs in a subshell of this shell: one bash for both, where
+ * `bash -c` would exec a second one. Its positional parameters are cleared first, and $0 is
+ * "bash", as under `bash -c`. Anything else (the egress bridge) is run as a program.
  */
-const WRAPPER = 'ulimit $1 || exit 125; shift; "$@" 3>&-; rc=$?; df -Pk /tmp >&3 2>/dev/null; exit $rc';
+const WRAPPER = [
+  'ulimit $1 || exit 125; shift',
+  'if [ "$1" = -c ]; then (exec 3>&-; eval "set --; $2"); else "$@" 3>&-; fi; rc=$?',
+  'shopt -s nullglob dotglob; t=(/tmp/*); if [ ${#t[@]} -gt 0 ]; then df -Pk /tmp >&3 2>/dev/null; fi; exit $rc',
+].join('\n');
+
+/** Descriptors bwrap gets for the cgroups' admission (sandbox.ts): where it says its first process, and where it waits to go on. */
+export const INFO_FD = 4;
+export const BLOCK_FD = 5;
 
 export interface BwrapInput {
   bwrap: string;
@@ -39,10 +50,15 @@ export interface BwrapInput {
   cwd: string;
   /** Options of bash's ulimit (rlimitOptions). */
   rlimits: string;
+  /**
+   * bwrap says its first process on INFO_FD and waits for a byte on BLOCK_FD before it starts the
+   * command, so that the process can join the command's cgroups before anything of it runs.
+   */
+  admission?: boolean;
   command: string;
 }
 
-/** bwrap (user namespace and the sandbox's view) → wrapper (rlimits) → the command. */
+/** bwrap (user namespace and the sandbox's view) → the wrapper's bash (rlimits), which runs the command. */
 export function bwrapArgv(input: BwrapInput): string[] {
   const { sources } = input;
   const argv = [
@@ -83,15 +99,16 @@ export function bwrapArgv(input: BwrapInput): string[] {
     INSIDE_SCRATCH,
     ...(sources.objects ? ['--ro-bind', sources.objects, SANDBOX_OBJECTS] : []),
     ...input.net.bwrapArgs,
+    ...(input.admission ? ['--info-fd', String(INFO_FD), '--block-fd', String(BLOCK_FD)] : []),
     '--chdir',
     input.cwd,
     '--',
     'bash',
     '-c',
     WRAPPER,
-    'flotilla-sandbox',
+    'bash',
     input.rlimits,
-    ...input.net.command(['bash', '-c', input.command]),
+    ...(input.net.bridge ? [...input.net.bridge, 'bash', '-c', input.command] : ['-c', input.command]),
   );
   return argv;
 }

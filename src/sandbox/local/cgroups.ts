@@ -1,8 +1,8 @@
 /**
  * Memory and process cgroups (v1) for one command of a local sandbox, when this host lets us make
- * them (the worker is root, and both controllers are mounted). The command's first process joins
- * them in the prelude, before anything else runs; afterwards they say whether the kernel stopped
- * it at a limit. Without them, rlimits stand in (see limits.ts).
+ * them (the worker is root, and both controllers are mounted). The command's first process is
+ * moved into them before it starts anything (bwrap waits for it: sandbox.ts); afterwards they say
+ * whether the kernel stopped it at a limit. Without them, rlimits stand in (see limits.ts).
  */
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rmdir, writeFile } from 'node:fs/promises';
@@ -66,9 +66,9 @@ export class CommandCgroups {
     }
   }
 
-  /** The cgroup.procs files the command's first process joins before anything else runs. */
-  procsFiles(): string[] {
-    return [this.dirs.memory, this.dirs.pids].map((d) => path.join(d, 'cgroup.procs'));
+  /** Moves process `pid` (the command's first, before it has started anything) into both cgroups. */
+  async join(pid: number): Promise<void> {
+    for (const dir of [this.dirs.memory, this.dirs.pids]) await writeFile(path.join(dir, 'cgroup.procs'), String(pid));
   }
 
   /** What the kernel stopped, in words, when it did. */

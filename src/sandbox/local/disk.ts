@@ -4,8 +4,15 @@
  * long one cannot fill the disk before it ends) and once after it. One file past the size limit
  * is stopped by the kernel (the file size rlimit), and /tmp is a tmpfs bwrap sizes, read once as
  * the command ends.
+ *
+ * Each count is exact: what the filesystem holds below the directories, nothing estimated. After a
+ * command, a small sandbox (most of them, before an agent fills them) is counted in this process,
+ * which costs less than starting `find`: no process of the sandbox is left then to change the tree
+ * under the walk. While a command runs, and for a sandbox that is large, `find` counts.
  */
 import { spawn } from 'node:child_process';
+import { type Dirent, lstatSync, readdirSync } from 'node:fs';
+import path from 'node:path';
 import { constants as osConstants } from 'node:os';
 import { MIB, type SandboxLimits } from './limits';
 
@@ -62,6 +69,37 @@ function measure(dirs: string[], stopAt: number): Promise<DiskUsage> {
   });
 }
 
+/** Entries a count in this process goes through before it leaves the rest to `find`. */
+const WALK_AT_MOST = 500;
+
+/**
+ * Counts entries (and the bytes of regular files) below `dirs` as `find` does, without following
+ * symlinks; undefined once past `atMost` entries. Only for a tree nothing changes while it is
+ * walked (a path could otherwise be swapped for a link between the listing and the descent).
+ */
+export function walkSmall(dirs: string[], atMost = WALK_AT_MOST): DiskUsage | undefined {
+  const total = { bytes: 0, files: 0 };
+  const pending = [...dirs];
+  for (let dir = pending.pop(); dir !== undefined; dir = pending.pop()) {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (err) {
+      // A top directory not made yet holds nothing; anything else is find's to count.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && dirs.includes(dir)) continue;
+      return undefined;
+    }
+    total.files += entries.length;
+    if (total.files > atMost) return undefined;
+    for (const entry of entries) {
+      const at = path.join(dir, entry.name);
+      if (entry.isDirectory()) pending.push(at);
+      else if (entry.isFile()) total.bytes += lstatSync(at).size;
+    }
+  }
+  return total;
+}
+
 /** Which disk limit `used` is past, in words; `stopAt` is where the count was cut off. */
 export function usageOverLimit(used: DiskUsage, limits: SandboxLimits, stopAt: number): string | undefined {
   if (used.files > limits.workspaceFiles) {
@@ -104,11 +142,15 @@ export class SandboxDisk {
     return () => clearInterval(timer);
   }
 
-  /** What a command that ended with `exitCode` went past: one file's size limit, or the disk's. */
+  /**
+   * What a command that ended with `exitCode` went past: one file's size limit, or the disk's.
+   * Called once no process of the sandbox is left.
+   */
   async afterCommand(exitCode: number): Promise<string | undefined> {
     if (exitCode === EXIT_FILE_TOO_LARGE)
       return `a command in the sandbox wrote a file past the size limit (${this.limits.workspaceMiB} MiB)`;
-    return this.overLimit();
+    const small = walkSmall(this.dirs);
+    return small ? usageOverLimit(small, this.limits, Infinity) : this.overLimit();
   }
 
   private async overLimit(): Promise<string | undefined> {

@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import type { Isolation } from '../../contracts/reports';
-import { asSandboxUid, inOwnMountNamespace } from './prelude';
+
 import { setting } from '../../config/variables';
 import { asRoot } from './uids';
 
@@ -21,10 +21,11 @@ export function defaultBwrap(): string {
 }
 
 /**
- * As root, also what the prelude does: a bind mount in a mount namespace of its own (a
- * container without CAP_SYS_ADMIN cannot), then handing bwrap down to a sandbox uid.
+ * As root, also what the sandbox namespace needs (namespace.ts): a bind mount in a mount
+ * namespace of its own (a container without CAP_SYS_ADMIN cannot), then nsenter handing bwrap
+ * down to a sandbox uid.
  */
-const PROBE_PRELUDE = 'PATH=/usr/sbin:/usr/bin:/sbin:/bin mount --bind /usr /usr && exec "$@"';
+const PROBE_NAMESPACE = 'PATH=/usr/sbin:/usr/bin:/sbin:/bin mount --bind /usr /usr && exec "$@"';
 
 /** The probe's argv: bwrap as a sandbox command starts it, minus the sandbox's own mounts. */
 export function probeArgv(bwrap: string, root: boolean, uid: number): string[] {
@@ -42,7 +43,8 @@ export function probeArgv(bwrap: string, root: boolean, uid: number): string[] {
     'true',
   ];
   if (!root) return inner;
-  return [...inOwnMountNamespace(PROBE_PRELUDE, 'flotilla-probe'), ...asSandboxUid(uid), ...inner];
+  const namespace = ['unshare', '--mount', '--propagation', 'slave', '--', '/bin/sh', '-c', PROBE_NAMESPACE];
+  return [...namespace, 'flotilla-probe', 'nsenter', '-S', String(uid), '-G', String(uid), '--', ...inner];
 }
 
 const probes = new Map<string, BubblewrapProbe>();

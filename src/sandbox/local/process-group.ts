@@ -1,5 +1,6 @@
 /** A host process run as a group of its own, so that killing it reaches everything it started. */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
 import { OutputTail } from '../output';
@@ -14,6 +15,18 @@ function killTree(pid: number | undefined): void {
   }
 }
 
+/** What a sandboxed command's first programs say and wait for besides its output (see bwrap.ts). */
+export interface GroupChannels {
+  /** The command gets a pipe on fd 3 whose text goes here (bwrap's wrapper reports through it). */
+  onReport?: (text: string) => void;
+  /**
+   * The command says its first process's pid on fd 4 and waits on fd 5 (bwrap's --info-fd and
+   * --block-fd): `admit` is called with the pid, and the command goes on once it resolves. When it
+   * rejects, the command is killed before it starts, and the run fails with its error.
+   */
+  admit?: (pid: number) => Promise<void>;
+}
+
 /**
  * Runs argv as its own process group and enforces the deadline and abort signal by killing
  * the whole group, so no grandchild outlives the command.
@@ -22,9 +35,9 @@ export function runProcessGroup(
   argv: string[],
   cwd: string,
   options: ExecOptions,
-  /** When given, the command gets a pipe on fd 3 whose text goes here (bwrap's wrapper reports through it). */
-  onReport?: (text: string) => void,
+  channels: GroupChannels = {},
 ): Promise<ExecResult> {
+  const { onReport, admit } = channels;
   return new Promise((resolve, reject) => {
     if (options.signal?.aborted) {
       resolve({ exitCode: -1, output: '', timedOut: false, aborted: true });
@@ -34,9 +47,15 @@ export function runProcessGroup(
       cwd,
       env: options.env,
       detached: true,
-      stdio: onReport ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', onReport ? 'pipe' : 'ignore', ...(admit ? (['pipe', 'pipe'] as const) : [])],
     });
     if (onReport) child.stdio[3]!.on('data', (buf: Buffer) => onReport(buf.toString('utf8')));
+    let refused: unknown;
+    if (admit)
+      admitWhenSaid(child, admit, (err) => {
+        refused = err;
+        killTree(child.pid);
+      });
     const output = new OutputTail(options.onOutput);
     let timedOut = false;
     let aborted = false;
@@ -66,6 +85,10 @@ export function runProcessGroup(
       options.signal?.removeEventListener('abort', onAbort);
       // Whatever the command left running in its group goes with it.
       killTree(child.pid);
+      if (refused !== undefined) {
+        reject(refused);
+        return;
+      }
       output.push(decoders[0].end() + decoders[1].end());
       resolve({
         // Like a shell reports it (137 for SIGKILL), and as bwrap reports its child's death.
@@ -75,5 +98,29 @@ export function runProcessGroup(
         aborted,
       });
     });
+  });
+}
+
+/**
+ * Reads the first process's pid from the child's fd 4 (bwrap's JSON: `"child-pid": N`), calls
+ * `admit`, and lets the command go on (a byte on fd 5) once it resolves; `refuse` when it does not.
+ */
+function admitWhenSaid(child: ChildProcess, admit: (pid: number) => Promise<void>, refuse: (err: unknown) => void) {
+  const [info, go] = [child.stdio[4], (child.stdio as unknown[])[5]] as [Readable, Writable];
+  // Either end may go at any time: bwrap failed, or the command already ended.
+  info.on('error', () => undefined);
+  go.on('error', () => undefined);
+  let said = '';
+  let admitting = false;
+  info.setEncoding('utf8').on('data', (chunk: string) => {
+    if (admitting) return;
+    said += chunk;
+    const pid = /"child-pid":\s*(\d+)/.exec(said)?.[1];
+    if (!pid) return;
+    admitting = true;
+    admit(Number(pid)).then(
+      () => go.end('\n'),
+      (err: unknown) => refuse(err),
+    );
   });
 }

@@ -20,6 +20,7 @@ import { INSIDE_SCRATCH } from './bwrap';
 import { CommandCgroups } from './cgroups';
 import { MAX_LIMITS, type SandboxLimits, capLimits } from './limits';
 import { defaultBwrap, probeBubblewrap } from './probe';
+import { letIn } from './namespace';
 import { LocalSandbox } from './sandbox';
 import { type UidRange, asRoot, passwdWith, uidIn } from './uids';
 
@@ -110,12 +111,14 @@ export class LocalSandboxProvider implements SandboxProvider {
     const sandbox = this.open(key, options);
     const root = this.dirFor(key);
     const uid = sandbox.isolation === 'bubblewrap' ? this.uidFor(key) : undefined;
-    // Root's alone: no sandbox uid gets into another sandbox's directory, whatever the data directory's mode.
+    // Root's: no sandbox uid gets into another sandbox's directory, whatever the data directory's
+    // mode; its own uid only traverses it, in the sandbox namespace (namespace.ts).
     await mkdir(root, { recursive: true, mode: 0o700 });
     await chmod(root, 0o700);
     await mkdir(path.join(root, 'workspace'), { recursive: true });
     await mkdir(path.join(root, 'scratch'), { recursive: true });
     if (uid !== undefined) {
+      await letIn(root, uid);
       // The sandbox's own directories belong to its uid; the root holding them stays root's.
       await chown(path.join(root, 'workspace'), uid, uid);
       await chown(path.join(root, 'scratch'), uid, uid);

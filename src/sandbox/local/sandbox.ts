@@ -1,10 +1,11 @@
 /**
  * One local sandbox: a directory on the host whose commands run under bubblewrap (bwrap.ts) as
- * the sandbox's own uid (prelude.ts), inside memory and process cgroups (cgroups.ts), with the
+ * the sandbox's own uid (namespace.ts), inside memory and process cgroups (cgroups.ts), with the
  * disk counted (disk.ts) and the network only through the egress proxy. Without isolation (the
  * worker's explicit opt-out) commands run as plain processes in the host directories.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { permanent } from '../../contracts/failures';
 import type { Isolation } from '../../contracts/reports';
@@ -17,7 +18,8 @@ import { SandboxDisk, tmpFull } from './disk';
 import { type FileOptions, SandboxFiles } from './files';
 import { systemDirs, toolDirs } from './install';
 import { type SandboxLimits, rlimitOptions } from './limits';
-import { bindPoint, ensureBindPoints, preludeArgv, toolPoint } from './prelude';
+import { SandboxNamespace, letIn, toolPoint } from './namespace';
+import { lendPacks } from './objects';
 import { runProcessGroup } from './process-group';
 
 export interface LocalSandboxSpec {
@@ -32,7 +34,7 @@ export interface LocalSandboxSpec {
   bwrap: string;
   /** The host uid commands run as; undefined when the worker is not root and cannot hand one out. */
   uid: number | undefined;
-  /** The host directory of the run's objects, mounted read-only; see LocalProviderOptions.objectsFor. */
+  /** The host directory of the run's objects, lent read-only (linked into the sandbox's own objects/); see LocalProviderOptions.objectsFor. */
   objects: () => string | undefined;
 }
 
@@ -52,7 +54,7 @@ export class LocalSandbox implements Sandbox {
     const host = (name: string) => path.join(spec.root, name);
     this.workspace = isolated ? INSIDE_WORKSPACE : host('workspace');
     this.scratch = isolated ? INSIDE_SCRATCH : host('scratch');
-    // The root is root's alone (provider.ts), so `host-tree` is out of every sandbox uid's reach.
+    // `host-tree` is root's alone (mode 0700), out of every sandbox uid's reach.
     this.host = { dir: host('workspace'), state: host('host-tree'), uid: spec.uid };
     this.files = new SandboxFiles(
       spec.root,
@@ -84,7 +86,8 @@ export class LocalSandbox implements Sandbox {
   private async execIsolated(command: string, cwd: string, options: ExecOptions): Promise<ExecResult> {
     const { limits } = this.spec;
     const tools = toolDirs().map((t) => t.path);
-    if (this.spec.uid !== undefined) await ensureBindPoints(tools);
+    const ns = await this.namespace(tools);
+    const objects = await this.objects();
     const cgroups = await CommandCgroups.create(`${this.id}-${randomBytes(4).toString('hex')}`, limits);
     let tmpReport = '';
     // The command stops at the caller's signal, or once the disk watch finds it over a limit.
@@ -102,10 +105,14 @@ export class LocalSandbox implements Sandbox {
       const rules = this.spec.network ? sandboxRules(this.spec.allowHosts, options.egress) : undefined;
       const result = await withSandboxNet(rules, options.onOutput, (net) =>
         runProcessGroup(
-          this.argv(command, cwd, tools, options, cgroups, net),
+          this.argv({ command, cwd, tools, objects, readOnly: Boolean(options.readOnlyWorkspace) }, net, ns, cgroups),
           '/',
           { ...options, env: { ...options.env, ...net.env }, signal: stop.signal },
-          (text) => (tmpReport += text),
+          {
+            onReport: (text) => (tmpReport += text),
+            // Its first process joins the cgroups before it starts anything.
+            ...(cgroups && { admit: (pid: number) => cgroups.join(pid) }),
+          },
         ),
       );
       unwatch();
@@ -124,57 +131,57 @@ export class LocalSandbox implements Sandbox {
     }
   }
 
+  /** With a uid: the sandbox namespace, and the sandbox's directory open to that uid in it. */
+  private async namespace(tools: string[]): Promise<SandboxNamespace | undefined> {
+    const { root, uid } = this.spec;
+    if (uid === undefined) return undefined;
+    await letIn(root, uid);
+    return SandboxNamespace.of(path.dirname(root), tools);
+  }
+
   /**
-   * With a uid: unshare → prelude → setpriv (prelude.ts), then bwrap → wrapper → the command
-   * (bwrap.ts), bwrap finding the sandbox's directories and the worker's install `tools` on the
-   * bind points. Without one, bwrap binds the host directories itself.
+   * The sandbox's own links to its run's objects (the run store, see git/run-mirror.ts), made
+   * when the store is there and they are not yet: read-only for the sandbox, and its alone (no
+   * other run's sandbox can reach them), and they stay usable when the store goes.
+   */
+  private async objects(): Promise<string | undefined> {
+    const dir = path.join(this.spec.root, 'objects');
+    const store = this.spec.objects();
+    if (store) await lendPacks(store, dir);
+    return existsSync(dir) ? dir : undefined;
+  }
+
+  /**
+   * With a uid: nsenter into the sandbox namespace as the uid (namespace.ts), then bwrap → the
+   * wrapper's bash, which runs the command (bwrap.ts); bwrap finds the sandbox's directories and
+   * the worker's install on the namespace's points. Without a uid, bwrap binds the host
+   * directories itself.
    */
   private argv(
-    command: string,
-    cwd: string,
-    tools: string[],
-    options: ExecOptions,
-    cgroups: CommandCgroups | undefined,
+    c: { command: string; cwd: string; tools: string[]; objects?: string; readOnly: boolean },
     net: SandboxNet,
+    ns: SandboxNamespace | undefined,
+    cgroups: CommandCgroups | undefined,
   ): string[] {
     const { root, uid, limits } = this.spec;
-    const host = (name: string) => path.join(root, name);
-    const objects = this.spec.objects();
+    const at = (name: string) => (ns ? ns.pathOf(path.join(root, name)) : path.join(root, name));
     const sandbox = bwrapArgv({
       bwrap: this.spec.bwrap,
       tmpMiB: limits.tmpMiB,
       readOnly: [
         ...systemDirs().map((d) => ({ source: d, path: d })),
-        ...tools.map((t) => ({ source: uid === undefined ? t : toolPoint(t), path: t })),
+        ...c.tools.map((t) => ({ source: ns ? toolPoint(t) : t, path: t })),
       ],
-      sources:
-        uid === undefined
-          ? { workspace: host('workspace'), scratch: host('scratch'), objects }
-          : {
-              workspace: bindPoint('workspace'),
-              scratch: bindPoint('scratch'),
-              objects: objects && bindPoint('objects'),
-            },
-      passwd: uid === undefined ? undefined : bindPoint('passwd'),
-      readOnlyWorkspace: Boolean(options.readOnlyWorkspace),
+      sources: { workspace: at('workspace'), scratch: at('scratch'), objects: c.objects && at('objects') },
+      passwd: ns ? at('passwd') : undefined,
+      readOnlyWorkspace: c.readOnly,
       net,
-      cwd,
+      cwd: c.cwd,
       rlimits: rlimitOptions(limits, cgroups !== undefined),
-      command,
+      admission: cgroups !== undefined,
+      command: c.command,
     });
-    if (uid === undefined) return sandbox;
-    const prelude = preludeArgv(
-      {
-        procsFiles: cgroups?.procsFiles() ?? [],
-        workspace: host('workspace'),
-        scratch: host('scratch'),
-        passwd: host('passwd'),
-        objects,
-        tools,
-      },
-      uid,
-    );
-    return [...prelude, ...sandbox];
+    return ns && uid !== undefined ? [...ns.enter(uid), ...sandbox] : sandbox;
   }
 
   writeFile(inside: string, data: Uint8Array | string, options?: FileOptions): Promise<void> {

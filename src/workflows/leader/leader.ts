@@ -27,6 +27,7 @@ import { PlanRun } from './plan-run';
 import { ForgeRun } from './pull-request';
 import { parseRequest } from './request';
 import { Run } from './run';
+import { removeRunMirrors } from './run-mirrors';
 import { ReviewPhase } from './review';
 import { checkIsolation, fetchOracle, push, pushTo, resolveBase, settle } from './steps';
 
@@ -44,6 +45,7 @@ export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResu
     return run.failed(err);
   } finally {
     await run.close();
+    await removeRunMirrors(run);
   }
 }
 
