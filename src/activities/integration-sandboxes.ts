@@ -10,10 +10,28 @@
  * still writing a checkout would otherwise leave files behind in a sandbox already removed. One
  * worker process per data directory (see git/run-mirror.ts), so this process sees every one.
  */
+import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { type ActivityDeps, type SandboxRef, openWorkspace } from './deps';
 import { sandboxActivities } from './sandbox';
 import { setHostTree } from '../git/host-tree';
 import { baseObjects } from '../git/seeding';
+import { removeRunObjects } from '../git/run-mirror';
+
+/**
+ * Whether the leader has closed. A keeper is also released while its run goes on (a review round
+ * may need the run mirror again), so the mirror goes only with a leader that ended without
+ * removing it itself: terminated, or timed out. Unknown (no client, the server unreachable) is
+ * "not closed": `flotilla gc` removes what is left.
+ */
+async function leaderClosed(leaderId: string): Promise<boolean> {
+  try {
+    const { status } = await Context.current().client.workflow.getHandle(leaderId).describe();
+    return status.name !== 'RUNNING';
+  } catch (err) {
+    return err instanceof WorkflowNotFoundError;
+  }
+}
 
 /** The activities working in each of this host's integration sandboxes now, by sandbox key. */
 export class SandboxUse {
@@ -76,11 +94,13 @@ export function integrationSandboxActivities(deps: ActivityDeps) {
      * Destroys the integration's sandboxes, each once every activity still working in it here
      * has ended (their leader is gone: they end at their next heartbeat, if they do not finish first).
      */
-    async retireSandboxes(input: { sandboxes: SandboxRef[] }): Promise<void> {
+    async retireSandboxes(input: { sandboxes: SandboxRef[]; runKey?: string; leaderId?: string }): Promise<void> {
       for (const sandbox of input.sandboxes) {
         await sandboxUse(deps).idle(sandbox.key);
         await destroySandbox(sandbox);
       }
+      if (input.runKey && input.leaderId && (await leaderClosed(input.leaderId)))
+        await removeRunObjects(deps.dataDir, input.runKey);
     },
   };
 }

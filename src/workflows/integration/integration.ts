@@ -266,6 +266,7 @@ export class Integration {
           {
             sandboxes: [this.testSandbox, this.fixerSandbox],
             placement: { host, taskQueue },
+            runKey: this.input.runKey,
             hostTimeoutMs: msOfSeconds(req.limits.hostTimeoutSeconds),
             heartbeatTimeoutMs,
           },

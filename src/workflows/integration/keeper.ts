@@ -7,11 +7,14 @@
  * agents run) or keeps between its rounds never outlive the run. The leader starts it before the
  * first of them is provisioned on the host.
  *
+ * A leader that closed without its own end (terminated) never removed the run's mirror either: the
+ * keeper's host removes it too when it finds the leader closed (retireSandboxes).
+ *
  * A host that is lost takes its sandboxes with it: the destruction waits for the host as long as
  * any of the run's activities would, then gives up (`flotilla gc`, or FLOTILLA_RETENTION, removes
  * them if that host comes back).
  */
-import { CancellationScope, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities, HostPlacement, SandboxRef } from '../../activities';
 import { hostLost } from '../host-affinity';
 import { activityOptions } from '../options';
@@ -21,6 +24,8 @@ export interface KeeperInput {
   sandboxes: SandboxRef[];
   /** Their host. */
   placement: HostPlacement;
+  /** The run's key: its mirror on the host goes with the sandboxes when the leader is gone (absent in keepers started before). */
+  runKey?: string;
   hostTimeoutMs: number;
   heartbeatTimeoutMs: number;
 }
@@ -47,7 +52,12 @@ async function retire(input: KeeperInput): Promise<void> {
   try {
     await retireSandboxes.executeWithOptions(
       { summary: `destroy the integration's sandboxes on ${input.placement.host}` },
-      [{ sandboxes: input.sandboxes }],
+      [
+        {
+          sandboxes: input.sandboxes,
+          ...(input.runKey && { runKey: input.runKey, leaderId: workflowInfo().parent?.workflowId }),
+        },
+      ],
     );
   } catch (err) {
     if (!hostLost(err)) throw err;
