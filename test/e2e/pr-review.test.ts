@@ -3,7 +3,8 @@
  * remote: with land: pr and review, the run waits on its PR and reads it; a review comment starts
  * one round whose commit is pushed to the same PR and answered on the comment (Flotilla's own
  * reply starts nothing); "changes requested" twice, then an approval and the merge, end the run
- * with both rounds; the PR closed ends the run. The PR's body follows the rounds.
+ * with both rounds; the PR closed ends the run. The PR's body follows the rounds, and every run
+ * replays.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
@@ -13,6 +14,7 @@ import { TestEnv } from '../support/env';
 import { GitHubDouble } from '../support/github-double';
 import { waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
+import { describeReplay } from '../support/replay';
 import { reviewed, shellRequest } from '../support/requests';
 import { waitForStatus } from '../support/runs';
 
@@ -137,3 +139,5 @@ describe('review rounds on the pull request', () => {
     expect(end.result!.message).toContain(`pull request #${number} closed`);
   });
 });
+
+describeReplay(() => env, 2);
