@@ -5,6 +5,7 @@
  */
 import { Context } from '@temporalio/activity';
 import { permanent } from '../contracts/failures';
+import { REVIEW_COMMENT_MAX_CHARS } from '../contracts/review';
 import { clip } from '../contracts/text';
 import { connectForge } from '../forge/connect';
 import { type PullRequestFacts, pullRequestBody } from '../forge/pr-body';
@@ -58,7 +59,7 @@ export function forgeActivities(deps: ActivityDeps) {
       return onForge('cannot open the pull request', async () => {
         const forge = await connectForge(input.forge);
         const found = await forge.findPullRequest(input.head);
-        if (found) return reuse(forge, found, { title: input.title, body });
+        if (found) return reuse(forge, found, { body });
         const { head, base, title, draft, labels, reviewers } = input;
         const made = await forge
           .openPullRequest({ head, base, title, body, draft, labels, reviewers })
@@ -72,13 +73,26 @@ export function forgeActivities(deps: ActivityDeps) {
       });
     },
 
-    /** The PR's state and head, and the review activity after `cursor`. */
+    /** Brings the PR's body up to date with the run (the same body is not written again). */
+    async updatePullRequest(input: { forge: ForgeAddress; number: number; facts: PullRequestFacts }): Promise<void> {
+      const body = pullRequestBody(input.facts, uiLink(input.facts.runId));
+      await onForge('cannot update the pull request', async () => {
+        const forge = await connectForge(input.forge);
+        await reuse(forge, await forge.pullRequest(input.number), { body });
+      });
+    },
+
+    /**
+     * The PR's state and head, and the review activity after `cursor` (Flotilla's own comments
+     * left out by the forge), each body clipped to what a review round keeps.
+     */
     async pollPullRequest(input: { forge: ForgeAddress; number: number; cursor?: string }): Promise<PolledPullRequest> {
       return onForge('cannot read the pull request', async () => {
         const forge = await connectForge(input.forge);
         const pr = await forge.pullRequest(input.number);
         const activity = await forge.reviewActivity(input.number, input.cursor);
-        return { state: pr.state, headSha: pr.headSha, ...activity };
+        const comments = activity.comments.map((c) => ({ ...c, body: clip(c.body, REVIEW_COMMENT_MAX_CHARS) }));
+        return { state: pr.state, headSha: pr.headSha, comments, cursor: activity.cursor };
       });
     },
 
@@ -121,7 +135,7 @@ export function forgeActivities(deps: ActivityDeps) {
   };
 }
 
-async function reuse(forge: Forge, pr: PullRequest, want: { title: string; body: string }): Promise<OpenedPullRequest> {
+async function reuse(forge: Forge, pr: PullRequest, want: { body: string }): Promise<OpenedPullRequest> {
   if (pr.body !== want.body) await forge.updatePullRequest(pr.number, { body: want.body });
   return { number: pr.number, url: pr.url, reused: true };
 }

@@ -148,6 +148,8 @@ export interface PullRequestRef {
   branch: string;
   /** The branch it merges into. */
   base: string;
+  /** What became of it, once the run saw it merged or closed (land: pr with review). */
+  state?: 'merged' | 'closed';
 }
 
 /** The issue the run works on (`issue:`). */

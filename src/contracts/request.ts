@@ -553,6 +553,11 @@ export const ReviewSpec = z
     reviser: AgentSpec.optional(),
     /** How long the run waits for the next comment before it ends with its last push. Default a week. */
     timeoutMinutes: waitMinutes.default(7 * 24 * 60),
+    /**
+     * With land: pr, seconds between two reads of the PR's reviews and comments (a webhook
+     * receiver on the worker makes the run read at once). Default 30.
+     */
+    pollSeconds: z.number().int().min(1, 'must be at least 1').max(3600, 'must be at most 3600').default(30),
   })
   .strict();
 export type ReviewSpec = z.infer<typeof ReviewSpec>;
@@ -656,7 +661,8 @@ const LandPr = z
 /**
  * How the tested commit lands. push (the default): to repo.targetRef, with a compare-and-swap.
  * pr: to a branch of its own (with the same compare-and-swap), proposed as a pull request into
- * repo.targetRef; the run ends once the PR is open. `pr` alone is `{ kind: pr }`.
+ * repo.targetRef; the run ends once the PR is open, or with `review` once it is merged or closed.
+ * `pr` alone is `{ kind: pr }`.
  */
 export const LandSpec = z
   .union([
@@ -723,13 +729,6 @@ function checkForge(req: RequestFields, ctx: z.RefinementCtx): void {
     });
   if (!req.objective && req.issue === undefined)
     ctx.addIssue({ code: 'custom', path: ['objective'], message: 'is required unless the request names an issue' });
-  // Not yet joined: a run that opens a PR ends there, so its review would silently never happen.
-  if (req.review && req.land?.kind === 'pr')
-    ctx.addIssue({
-      code: 'custom',
-      path: ['review'],
-      message: 'is not available with land: pr yet (the run ends once its PR is open); use land: push to revise pushes',
-    });
 }
 
 const RequestFields = z
@@ -813,8 +812,10 @@ const RequestFields = z
     // ---- Review rounds and notifications (issue 20) ----
     /**
      * Review rounds: after the push the run waits in the review phase for comments (`flotilla
-     * revise`); each batch starts a revision round pushed to the same branch, until `flotilla
-     * finish`, the round limit, the budget or the timeout ends it. Absent: the run ends at its push.
+     * revise`, and with land: pr the PR's review comments); each batch starts a revision round
+     * pushed to the same branch, until `flotilla finish`, the timeout, or (land: pr) the PR merged
+     * or closed ends it; the round limit and the budget bound the rounds. Absent: the run ends at
+     * its push (land: pr: once its PR is open).
      */
     review: ReviewSpec.optional(),
     /** Webhooks told when the run needs a person or ends (JSON, or Slack's shape); never fail the run. */

@@ -1,7 +1,7 @@
 /**
  * The pull request's title and body, written by Flotilla from what the run did: the objective,
  * the plan with each sub-task's summary and cost, the tests at the tested commit, what was left
- * out, the attempts that failed, and where the run is. Pure: the same facts give the same body.
+ * out, the review rounds taken, the attempts that failed, and where the run is. Pure: the same facts give the same body.
  */
 import { clip } from '../contracts/text';
 
@@ -17,6 +17,8 @@ export interface PullRequestFacts {
   costUsd: number;
   /** The issue the run was started from, which the PR closes; `repo` when it is in another repository. */
   issue?: { number: number; repo?: string };
+  /** The review rounds taken so far (review on the PR), each with what it did. */
+  rounds?: { round: number; comments: number; outcome: string; message: string }[];
 }
 
 /** GitHub refuses bodies over 65,536 characters. */
@@ -48,6 +50,15 @@ export function pullRequestBody(facts: PullRequestFacts, webUiUrl?: string): str
     '',
     ...(facts.dropped?.length
       ? ['## Left out', ...facts.dropped.map((d) => `- \`${cell(d.id)}\`: ${inline(d.reason)}`), '']
+      : []),
+    ...(facts.rounds?.length
+      ? [
+          `## Review rounds (${facts.rounds.length})`,
+          ...facts.rounds.map(
+            (r) => `- round ${r.round}, ${r.comments} comment(s): ${r.outcome}: ${inline(r.message)}`,
+          ),
+          '',
+        ]
       : []),
     ...(attempts.length
       ? [

@@ -104,4 +104,10 @@ export const PATCHES = {
     before:
       "the leader does nothing for the run's mirrors as it ends: each host removed a run's mirror with the last sandbox that used it, so a run's planner, sub-tasks and integration could each make it again",
   },
+  pullRequestReview: {
+    id: 'pull-request-review',
+    since: 'issue 20 (wave 4), review rounds on the pull request',
+    before:
+      'a run with land: pr ends once its PR is open (outcome pr-opened): it neither polls the PR for review comments nor updates its body (requests before it could not ask for review with land: pr)',
+  },
 } as const satisfies Record<string, Patch>;

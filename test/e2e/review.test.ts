@@ -17,7 +17,7 @@ import { TestEnv } from '../support/env';
 import { flotilla, waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
 import { describeReplay } from '../support/replay';
-import { greet, shellRequest, subTask, withGates } from '../support/requests';
+import { greet, reviewed, shellRequest, subTask, withGates } from '../support/requests';
 import { historyHits, waitForStatus } from '../support/runs';
 
 const SECRET = 'test-notify-secret-0123456789';
@@ -58,13 +58,6 @@ async function closedPort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
-
-/** A sub-task that greets, and in a review round writes the comments' bodies to `<id>/review.txt`. */
-const reviewed = (id: string) =>
-  subTask(
-    id,
-    `mkdir -p ${id} && if printf '%s\\n' "$FLOTILLA_PROMPT" | grep -q '^\\[comment '; then printf '%s\\n' "$FLOTILLA_PROMPT" | sed -n '/^\\[comment /{n;p;}' > ${id}/review.txt; else printf 'hello from ${id}\\n' > ${id}/greeting.txt; fi && git add -A && git commit -qm ${id}`,
-  );
 
 let env: TestEnv;
 let hook: Awaited<ReturnType<typeof receiver>>;

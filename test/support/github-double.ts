@@ -186,6 +186,11 @@ export class GitHubDouble {
     Object.assign(this.pull(number)!, { state: 'closed', merged_at: now() });
   }
 
+  /** Closed without merging. */
+  close(number: number): void {
+    this.pull(number)!.state = 'closed';
+  }
+
   /**
    * The next request whose "METHOD path" matches `route` waits until the returned release is
    * called; `reached` resolves once it has arrived (and, for a write, been done).

@@ -26,6 +26,13 @@ export function subTask(
 }
 export type ShellSubTask = ReturnType<typeof subTask>;
 
+/** A sub-task that greets, and in a review round writes the comments' bodies to `<id>/review.txt`. */
+export const reviewed = (id: string) =>
+  subTask(
+    id,
+    `mkdir -p ${id} && if printf '%s\\n' "$FLOTILLA_PROMPT" | grep -q '^\\[comment '; then printf '%s\\n' "$FLOTILLA_PROMPT" | sed -n '/^\\[comment /{n;p;}' > ${id}/review.txt; else printf 'hello from ${id}\\n' > ${id}/greeting.txt; fi && git add -A && git commit -qm ${id}`,
+  );
+
 /** A sub-task whose agent writes and commits `<id>/greeting.txt`: "hello from <id>". */
 export const greet = (id: string) => subTask(id, writeAgent(`${id}/greeting.txt`, `hello from ${id}`));
 

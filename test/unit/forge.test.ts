@@ -291,9 +291,10 @@ describe('the request fields land, forge and issue', () => {
     expect(problems({ land: { kind: 'pr', reviewers: ['@alice'] } })).toEqual([
       'land.reviewers[0]: must be a login or org/team',
     ]);
-    expect(problems({ land: 'pr', review: { rounds: 2 } })).toEqual([
-      'review: is not available with land: pr yet (the run ends once its PR is open); use land: push to revise pushes',
+    expect(problems({ land: 'pr', review: { rounds: 2, pollSeconds: 0 } })).toEqual([
+      'review.pollSeconds: must be at least 1',
     ]);
+    expect(problems({ land: 'pr', review: { rounds: 2 } })).toEqual([]);
   });
 
   it('need an objective unless there is an issue, whose forge is the run’s', () => {

@@ -89,6 +89,7 @@ describe('patches', () => {
       'living-plan',
       'plan-validated-by-activity',
       'progress-in-background',
+      'pull-request-review',
       'pull-requests',
       'request-parsed-by-activity',
       'review-rounds',

@@ -8,7 +8,8 @@
  * failure, so the Web UI shows red and clients still get the report.
  *
  * With request.review the run does not end at its push: it waits in the review phase, and each
- * round of comments is revised, tested and pushed to the same branch (review.ts).
+ * round of comments is revised, tested and pushed to the same branch (review.ts); with land: pr
+ * too, the comments come from the PR itself, until it is merged or closed (pr-review.ts).
  *
  * Runs started before the living plan (PATCHES.livingPlan) keep the fixed plan they started with
  * (fixed-plan.ts): their first workflow task has no marker for it.
@@ -98,7 +99,8 @@ async function landPlan(
     ...(evidence && { evidence }),
     ...(held && { held }),
   });
-  if (forge?.opensPullRequest) return await forge.land({ sha, testSummary, landed: living.landed() }, targetSha);
+  if (forge?.opensPullRequest)
+    return await forge.land({ sha, testSummary, landed: living.landed() }, targetSha, living);
   if (!(req.review && patched(PATCHES.reviewRounds.id))) return await push(run, req, sha, targetSha, living.landed());
   // Review rounds: the run waits for comments, and pushes each round's commit to the same branch.
   const review = new ReviewPhase(run, req, living, await pushTo(run, req, sha, targetSha));

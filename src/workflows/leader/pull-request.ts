@@ -3,16 +3,21 @@
  * and says on the issue which run works on it, and it lands as a pull request: the tested commit
  * pushed to the PR's branch with the usual compare-and-swap, then exactly one PR opened (or the
  * one already open for that branch reused: a retried activity, a worker killed after GitHub made
- * it) with a body Flotilla writes. The run ends there, with outcome pr-opened.
+ * it) with a body Flotilla writes. The run ends there, with outcome pr-opened; with `review`
+ * (PATCHES.pullRequestReview) it waits for the PR's review instead (pr-review.ts) and ends once
+ * the PR is merged or closed, its body kept up to date.
  */
 import { CancellationScope, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
 import type { OpenPullRequestInput } from '../../activities/forge';
+import type { PullRequestFacts } from '../../forge/pr-body';
 import type { ForgeAddress } from '../../contracts/forge-address';
 import { issueObjective } from '../../contracts/prompts';
 import type { IssueRef, RunResult } from '../../contracts/reports';
 import { type LeaderRequest, forgeOf, issueOf } from '../../contracts/request';
 import { firstLine } from '../../contracts/text';
 import { PATCHES } from '../patches';
+import type { PlanRun } from './plan-run';
+import { reviewPullRequest } from './pr-review';
 import type { Run } from './run';
 import { hostless, pushTo } from './steps';
 
@@ -27,6 +32,8 @@ export class ForgeRun {
   private issue?: IssueRef & { forge: ForgeAddress; added: string };
   /** The branch the PR merges into; undefined when the run does not land as a PR. */
   private base?: string;
+  /** The last commit pushed to the PR's branch, and its tests: what the PR's body says. */
+  private tested?: Pick<Tested, 'sha' | 'testSummary'>;
 
   private constructor(
     private readonly run: Run,
@@ -68,50 +75,83 @@ export class ForgeRun {
     return this.base !== undefined;
   }
 
-  /** Pushes the tested commit to the PR's branch, opens (or reuses) the PR, and ends the run. */
-  async land(tested: Tested, expectedSha: string | null): Promise<RunResult> {
+  /**
+   * Pushes the tested commit to the PR's branch and opens (or reuses) the PR; then the run ends,
+   * or, with `review`, waits for the PR's review (pr-review.ts) until it is merged or closed.
+   */
+  async land(tested: Tested, expectedSha: string | null, living: PlanRun): Promise<RunResult> {
     const { run, req } = this;
-    await pushTo(run, req, tested.sha, expectedSha);
+    await this.pushHead(tested, expectedSha);
     const input = this.openInput(tested);
     const opened = await CancellationScope.nonCancellable(() => hostless(req).openPullRequest(input));
     const pr = { number: opened.number, url: opened.url, branch: input.head, base: input.base };
     run.status.pullRequest = run.result.pullRequest = pr;
     const how = opened.reused ? 'reused' : 'opened';
     setCurrentDetails(`**Pull request ${how}**: ${pr.url} (${pr.branch} into ${pr.base})`);
-    return run.succeed('pr-opened', `${tested.landed}, tests passed, pull request #${pr.number} ${how}: ${pr.url}`);
+    const message = `${tested.landed}, tests passed, pull request #${pr.number} ${how}: ${pr.url}`;
+    if (req.review && patched(PATCHES.pullRequestReview.id))
+      return await reviewPullRequest({ run, req, living, pr: this, tested }, message);
+    return run.succeed('pr-opened', message);
+  }
+
+  /**
+   * Every push to the PR's branch goes through here, the first and each review round's: the
+   * compare-and-swap against `expectedSha`; returns what the branch holds. The tested commit is
+   * kept for the PR's body.
+   */
+  async pushHead(tested: Pick<Tested, 'sha' | 'testSummary'>, expectedSha: string | null): Promise<string> {
+    const pushed = await pushTo(this.run, this.req, tested.sha, expectedSha);
+    this.tested = { sha: pushed, testSummary: tested.testSummary };
+    return pushed;
+  }
+
+  /** Rewrites the PR's body from the run as it is now: the last pushed commit's tests, the plan's costs, the rounds. */
+  async updateBody(rounds: PullRequestFacts['rounds']): Promise<void> {
+    const { run, req } = this;
+    const number = run.result.pullRequest!.number;
+    const facts = { ...this.factsOf(this.tested!), rounds };
+    await CancellationScope.nonCancellable(() =>
+      hostless(req).updatePullRequest({ forge: forgeOf(req)!, number, facts }),
+    );
   }
 
   private openInput(tested: Tested): OpenPullRequestInput {
     const { run, req, issue } = this;
     const land = req.land as Extract<LeaderRequest['land'], { kind: 'pr' }>;
-    const forge = forgeOf(req)!;
-    const objective = issue ? [issue.title, issue.added].filter(Boolean).join('\n\n') : req.objective;
     return {
-      forge,
+      forge: forgeOf(req)!,
       head: run.result.targetRef,
       base: this.base!,
       title: land.title ?? (firstLine(issue?.title ?? req.objective) || 'Flotilla run'),
       draft: land.draft,
       ...(land.labels && { labels: land.labels }),
       ...(land.reviewers && { reviewers: land.reviewers }),
-      facts: {
-        runId: run.id,
-        objective,
-        sha: tested.sha,
-        subTasks: run.result.workers.map((w) => ({
-          id: w.workerId,
-          status: w.status,
-          costUsd: w.costUsd,
-          ...(w.summary && { summary: w.summary }),
-          ...(w.reason && { reason: w.reason }),
-        })),
-        testSummary: tested.testSummary,
-        ...(run.status.dropped?.length && { dropped: run.status.dropped }),
-        costUsd: run.spent(),
-        ...(issue && {
-          issue: { number: issue.number, ...(issue.forge.repo !== forge.repo && { repo: issue.forge.repo }) },
-        }),
-      },
+      facts: this.factsOf(tested),
+    };
+  }
+
+  /** What the PR's body says of the run at the tested commit. */
+  private factsOf(tested: Pick<Tested, 'sha' | 'testSummary'>): PullRequestFacts {
+    const { run, req, issue } = this;
+    const forge = forgeOf(req)!;
+    const objective = issue ? [issue.title, issue.added].filter(Boolean).join('\n\n') : req.objective;
+    return {
+      runId: run.id,
+      objective,
+      sha: tested.sha,
+      subTasks: run.result.workers.map((w) => ({
+        id: w.workerId,
+        status: w.status,
+        costUsd: w.costUsd,
+        ...(w.summary && { summary: w.summary }),
+        ...(w.reason && { reason: w.reason }),
+      })),
+      testSummary: tested.testSummary,
+      ...(run.status.dropped?.length && { dropped: run.status.dropped }),
+      costUsd: run.spent(),
+      ...(issue && {
+        issue: { number: issue.number, ...(issue.forge.repo !== forge.repo && { repo: issue.forge.repo }) },
+      }),
     };
   }
 }

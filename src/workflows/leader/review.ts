@@ -7,7 +7,8 @@
  * expecting the last pushed commit. Each comment gets a reply saying what was done.
  *
  * Every source of comments comes through one door, `take` (after `problem`): the `revise` and
- * `finish` messages today; a forge's poller or webhook receiver later, with the same events.
+ * `finish` messages, and with land: pr the PR's poller (pr-review.ts), with the same events. A
+ * round's push goes through its Landing, so a run on a PR pushes (and reports) its own way.
  */
 import { condition, setCurrentDetails } from '@temporalio/workflow';
 import type { LeaderRequest, ReviewSpec } from '../../contracts/request';
@@ -37,6 +38,13 @@ export interface Reviewable {
   take(event: ReviewEvent): string;
 }
 
+/** How a round's tested commit lands, and what follows a round's end; the default pushes to the run's branch. */
+export interface Landing {
+  /** Pushes the tested commit with the compare-and-swap against `expected`; returns what the branch holds. */
+  push(tested: { sha: string; testSummary: string }, expected: string): Promise<string>;
+  roundEnded?(round: ReviewRound): Promise<void>;
+}
+
 export class ReviewPhase implements Reviewable {
   private readonly report: ReviewReport;
   private readonly spec: ReviewSpec;
@@ -50,6 +58,7 @@ export class ReviewPhase implements Reviewable {
     private readonly req: LeaderRequest,
     private readonly living: PlanRun,
     pushedSha: string,
+    private readonly landing: Landing = { push: (t, expected) => pushTo(run, req, t.sha, expected) },
   ) {
     this.spec = req.review!;
     this.report = { rounds: [], maxRounds: this.spec.rounds, headSha: pushedSha };
@@ -86,6 +95,15 @@ export class ReviewPhase implements Reviewable {
     this.pending = event;
     const to = [...this.routed(event.comments).keys()];
     return `review round ${this.report.rounds.length + 1} starts: its comments go to sub-task(s) ${to.join(', ')}`;
+  }
+
+  /** Whether the phase waits for comments: no round under way or about to start, not ended. */
+  get idle(): boolean {
+    return !this.inRound && !this.pending && !this.finished;
+  }
+
+  get ended(): boolean {
+    return this.finished !== undefined;
   }
 
   /** Waits for comments and runs their rounds, until a person finishes the phase or it times out. */
@@ -142,6 +160,7 @@ export class ReviewPhase implements Reviewable {
     await this.land(round, outcome);
     round.replies = repliesOf(round);
     round.endedAt = Date.now();
+    await this.landing.roundEnded?.(round);
     this.inRound = false;
     run.notify(
       'review-round-ended',
@@ -162,7 +181,7 @@ export class ReviewPhase implements Reviewable {
     const { sha, diffstat, testSummary } = outcome;
     run.result.integratedSha = run.status.integratedSha = sha;
     await passGate(run, 'push', this.req.gates.push, { sha, diffstat, testSummary });
-    report.headSha = await pushTo(run, this.req, sha, report.headSha);
+    report.headSha = await this.landing.push({ sha, testSummary }, report.headSha);
     Object.assign(round, {
       outcome: 'pushed',
       pushedSha: report.headSha,
