@@ -19,6 +19,7 @@ import {
   warnIfUnisolated,
 } from './temporal/preflight';
 import { workflowUrl } from './temporal/server';
+import { receiverSettings, startWebhookReceiver } from './webhooks/receiver';
 import { startTracing } from './temporal/telemetry';
 import { createFlotillaWorker, versionedWorkflows } from './temporal/worker';
 
@@ -44,6 +45,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   refuseUnreadableInstall();
   const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
   const retention = retentionPolicy();
+  const webhooks = receiverSettings();
   const versioned = await versionedWorkflows(deploymentSetting(), !!tracing);
   const dir = dataDir();
   const temporal = await connectWorker({ dataDir: dir });
@@ -70,6 +72,14 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
       ...versioned,
     });
     if (tracing) log.info(`Tracing to ${tracing.endpoint}`);
+    const receiver =
+      webhooks &&
+      (await startWebhookReceiver({
+        client: gc ? gc.client : new Client({ connection: temporal.connection, namespace: temporal.namespace }),
+        ...webhooks,
+        warn: (l) => log.warn(l),
+      }));
+    if (receiver) log.info(`Receiving GitHub's webhooks at ${receiver.url}`);
     if (gc)
       log.info(
         `Retention: the state of runs closed over ${gc.policy.setting} is removed every ${gc.policy.everyMs / 1000}s`,
@@ -83,6 +93,7 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
     const pruning = gc && startRetention(gc.client, dir, gc.policy, log);
     await worker.run();
     await pruning?.stop();
+    await receiver?.close();
     log.info('Flotilla worker stopped');
   } finally {
     await tracing?.flush();

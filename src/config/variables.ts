@@ -255,6 +255,20 @@ export const VARIABLES = {
     doc: "The key of every webhook delivery's signature (`X-Flotilla-Signature-256: sha256=<HMAC-SHA256 of the body>`, request.notify); unset: deliveries are unsigned. Redacted from output like the git token.",
     parse: text,
   }),
+  FLOTILLA_WEBHOOK_LISTEN: variable({
+    group: 'notify',
+    readBy: 'worker',
+    default: 'no receiver',
+    doc: "`host:port` where the worker receives GitHub's webhooks (pull request reviews, review comments, issue comments, pull requests): a run waiting on that PR's review reads it at once instead of at its next poll (`review.pollSeconds`). Needs `FLOTILLA_WEBHOOK_SECRET`. Port 0 takes a free port, logged at start.",
+    parse: matching(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, '`host:port` (e.g. `0.0.0.0:8787`)'),
+  }),
+  FLOTILLA_WEBHOOK_SECRET: variable({
+    group: 'notify',
+    readBy: 'worker',
+    default: UNSET,
+    doc: "The secret of the repository's webhook on GitHub: a delivery whose `X-Hub-Signature-256` is not the HMAC-SHA256 of its body under it is refused (401). Redacted from output like the git token.",
+    parse: text,
+  }),
   FLOTILLA_FORGE_TOKEN: variable({
     group: 'git',
     readBy: 'worker',

@@ -306,6 +306,13 @@ export const retrySubTaskUpdate = defineUpdate<string, [RetrySubTaskInput]>('ret
  * next interval. It carries nothing, and only makes a checkpoint come sooner.
  */
 export const agentTurnSignal = defineSignal('agentTurn');
+/**
+ * Sent by the worker's webhook receiver (src/webhooks/receiver.ts) to a run whose pull request
+ * GitHub says has new review activity: the run reads the PR now instead of at its next poll. It
+ * carries nothing: what the run takes comes from its own read of the forge, never from the
+ * webhook's payload.
+ */
+export const pullRequestActivitySignal = defineSignal('pullRequestActivity');
 /** A revision round's comments (the review phase); as a signal, a refusal is recorded like any other. */
 export const reviseSignal = defineSignal<[ReviseInput]>('revise');
 export const reviseUpdate = defineUpdate<string, [ReviseInput]>('revise');

@@ -14,6 +14,8 @@ import { TestEnv } from '../support/env';
 import { GitHubDouble } from '../support/github-double';
 import { waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
+import { startWebhookReceiver } from '../../src/webhooks/receiver';
+import { signBody } from '../../src/webhooks/signature';
 import { describeReplay } from '../support/replay';
 import { reviewed, shellRequest } from '../support/requests';
 import { waitForStatus } from '../support/runs';
@@ -37,16 +39,16 @@ async function forgeAndRemote() {
   return { remote, double };
 }
 
-/** A run on a PR, reviewed: reads the PR every second. */
-async function startReviewed(remote: { url: string }, double: GitHubDouble, rounds = 3) {
+/** A run on a PR, reviewed: reads the PR every second (unless told otherwise). */
+async function startReviewed(remote: { url: string }, double: GitHubDouble, rounds = 3, pollSeconds = 1) {
   const request = shellRequest(remote.url, [reviewed('a'), reviewed('b')], {
     forge: double.forge,
     land: 'pr',
-    review: { rounds, pollSeconds: 1 },
+    review: { rounds, pollSeconds },
   });
   const handle = await env.start(request);
   const waiting = await waitForStatus(handle, 'the PR under review', (s) => waitingAfter(s, 0));
-  return { handle, number: waiting.pullRequest!.number };
+  return { handle, number: waiting.pullRequest!.number, url: waiting.pullRequest!.url };
 }
 
 /** The run waits for review, `rounds` rounds taken. */
@@ -140,4 +142,71 @@ describe('review rounds on the pull request', () => {
   });
 });
 
-describeReplay(() => env, 2);
+describe("GitHub's webhooks", () => {
+  const SECRET = `whsec_${Math.random().toString(36).slice(2)}`;
+
+  /** Delivers `payload` as GitHub does: the event's name, and the body's HMAC under `secret`. */
+  async function deliver(url: string, event: string, payload: object, secret = SECRET) {
+    const body = JSON.stringify(payload);
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': event,
+        'x-hub-signature-256': signBody(secret, body),
+      },
+      body,
+    });
+    return { status: res.status, text: await res.text() };
+  }
+
+  it('a delivery makes the run read its PR at once (its poll is hourly); a bad signature is refused and wakes nothing', async () => {
+    const { remote, double } = await forgeAndRemote();
+    const { handle, number, url } = await startReviewed(remote, double, 3, 3600);
+    const receiver = await startWebhookReceiver({
+      client: env.client,
+      secret: SECRET,
+      listen: '127.0.0.1:0',
+      warn: () => {},
+    });
+    releaseAtEnd(() => receiver.close());
+    const pr = { html_url: url };
+    double.addReviewComment(number, 'ana', 'please say bonjour', 'a/greeting.txt', 1);
+    const commented = {
+      action: 'created',
+      pull_request: { number, html_url: pr.html_url },
+      comment: { body: 'ignored' },
+    };
+
+    const forged = await deliver(receiver.url, 'pull_request_review_comment', commented, 'not the secret');
+    expect(forged.status).toBe(401);
+    expect(forged.text).toMatch(/X-Hub-Signature-256/);
+    const signals = async () =>
+      ((await handle.fetchHistory()).events ?? []).filter(
+        (e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'pullRequestActivity',
+      ).length;
+    expect(await signals()).toBe(0);
+
+    const heard = await deliver(receiver.url, 'pull_request_review_comment', commented);
+    expect(heard).toEqual({ status: 202, text: `1 run(s) reading ${pr.html_url}\n` });
+    const after = await waitForStatus(handle, 'round 1 to end', (s) => waitingAfter(s, 1));
+    expect(after.review!.rounds[0]).toMatchObject({ by: 'ana', outcome: 'pushed' });
+
+    double.merge(number);
+    const closed = await deliver(receiver.url, 'pull_request', {
+      action: 'closed',
+      pull_request: { number, html_url: pr.html_url },
+    });
+    expect(closed.status).toBe(202);
+    const end = await awaitRun(handle);
+    expect(end.result).toMatchObject({ outcome: 'pr-opened', pullRequest: { number, state: 'merged' } });
+    expect(await signals()).toBe(2);
+    // Another PR's delivery, and an event that is not review activity, reach no run.
+    expect(
+      (await deliver(receiver.url, 'issue_comment', { issue: { pull_request: { html_url: `${pr.html_url}0` } } })).text,
+    ).toBe(`0 run(s) reading ${pr.html_url}0\n`);
+    expect((await deliver(receiver.url, 'push', { ref: 'refs/heads/main' })).text).toMatch(/^ignored: the push event/);
+  });
+});
+
+describeReplay(() => env, 3);

@@ -51,6 +51,7 @@ import {
   resumeUpdate,
   retrySubTaskSignal,
   retrySubTaskUpdate,
+  pullRequestActivitySignal,
   subTaskProgressSignal,
   finishSignal,
   finishUpdate,
@@ -85,6 +86,8 @@ export interface Crew {
   autoResume?: (line: SubTaskStatus, sliceUsd: number) => Promise<void>;
   /** The review phase, once the run has pushed (request.review). */
   review?: Reviewable;
+  /** Has the PR's reader read it now (pr-review.ts), while a run on a pull request waits for review. */
+  readPullRequest?: () => void;
   /** Tells the request's webhooks (request.notify), when it has any. */
   notify?: (event: NotifyEvent, title: string, commands: string[]) => void;
 }
@@ -118,6 +121,8 @@ export function openInbox(crew: Crew): void {
   inbox.register(inbox.revise());
   inbox.register(inbox.finish());
   setHandler(subTaskProgressSignal, (raw: unknown) => inbox.progress(raw));
+  // Carries nothing to validate; a run not reading a PR has no reader, and ignores it.
+  setHandler(pullRequestActivitySignal, () => crew.readPullRequest?.());
   setDefaultSignalHandler((name: string, ...args: unknown[]) =>
     inbox.refuse(name, args[0], `unknown signal "${clip(name, 100)}" (known: ${KNOWN})`),
   );

@@ -6,6 +6,9 @@
  * is pushed to the PR's branch (ForgeRun.pushHead), answered on each comment and written into the
  * PR's body. The PR merged or closed ends the phase, and the run.
  *
+ * A worker's webhook receiver (src/webhooks/receiver.ts) can have it read at once, so that the
+ * poll's interval may be long.
+ *
  * The forge leaves out Flotilla's own comments (they carry its mark), so its replies never start
  * a round; approvals alone start nothing. The cursor of what was read lives in the workflow, so a
  * worker restarted mid-wait reads on from it; reading twice is harmless (the cursor only moves
@@ -53,12 +56,16 @@ class PullRequestWatch implements Landing {
   private cursor?: string;
   /** Set once the run saw the PR merged or closed. */
   state?: PullRequestRef['state'];
+  /** Set by the webhook receiver's signal: read the PR now, not at the next poll. */
+  private nudged = false;
 
   constructor(
     private readonly run: Run,
     private readonly req: LeaderRequest,
     private readonly pr: ForgeRun,
-  ) {}
+  ) {
+    run.crew.readPullRequest = () => void (this.nudged = true);
+  }
 
   private get number(): number {
     return this.run.result.pullRequest!.number;
@@ -87,6 +94,7 @@ class PullRequestWatch implements Landing {
     for (;;) {
       await condition(() => review.idle || review.ended);
       if (review.ended) return;
+      this.nudged = false;
       const polled = await hostless(this.req).pollPullRequest({
         forge: forgeOf(this.req)!,
         number: this.number,
@@ -100,8 +108,8 @@ class PullRequestWatch implements Landing {
         waitMs = baseMs;
         continue;
       }
-      await condition(() => !review.idle, waitMs);
-      waitMs = Math.min(waitMs * 2, Math.max(baseMs, QUIET_POLL_MS));
+      await condition(() => !review.idle || this.nudged, waitMs);
+      if (!this.nudged) waitMs = Math.min(waitMs * 2, Math.max(baseMs, QUIET_POLL_MS));
     }
   }
 
