@@ -25,7 +25,12 @@ export interface HeldSecret {
  * one list.
  */
 export function heldSecrets(env: NodeJS.ProcessEnv = process.env): HeldSecret[] {
-  const names = new Set(['FLOTILLA_GIT_TOKEN', 'FLOTILLA_FORGE_TOKEN', 'FLOTILLA_NOTIFY_SECRET', 'FLOTILLA_WEBHOOK_SECRET']);
+  const names = new Set([
+    'FLOTILLA_GIT_TOKEN',
+    'FLOTILLA_FORGE_TOKEN',
+    'FLOTILLA_NOTIFY_SECRET',
+    'FLOTILLA_WEBHOOK_SECRET',
+  ]);
   for (const spec of EVERY_KIND)
     for (const name of harnessFor(spec).passEnv) if (SECRET_NAME.test(name)) names.add(name);
   const seen = new Set<string>();
