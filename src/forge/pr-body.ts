@@ -3,6 +3,7 @@
  * the plan with each sub-task's summary and cost, the tests at the tested commit, what was left
  * out, the attempts that failed, and where the run is. Pure: the same facts give the same body.
  */
+import type { ChecksReport } from '../contracts/checks';
 import { clip } from '../contracts/text';
 
 /** What the body says; every text in it is bounded by the run's own payload limits. */
@@ -17,6 +18,8 @@ export interface PullRequestFacts {
   costUsd: number;
   /** The issue the run was started from, which the PR closes; `repo` when it is in another repository. */
   issue?: { number: number; repo?: string };
+  /** The checks on the last push and the CI-fix rounds (land.checks). */
+  checks?: ChecksReport;
 }
 
 /** GitHub refuses bodies over 65,536 characters. */
@@ -46,6 +49,7 @@ export function pullRequestBody(facts: PullRequestFacts, webUiUrl?: string): str
     (facts.testSummary ?? 'passed').replace(/```/g, "'''"),
     '```',
     '',
+    ...checksSection(facts.checks),
     ...(facts.dropped?.length
       ? ['## Left out', ...facts.dropped.map((d) => `- \`${cell(d.id)}\`: ${inline(d.reason)}`), '']
       : []),
@@ -60,6 +64,32 @@ export function pullRequestBody(facts: PullRequestFacts, webUiUrl?: string): str
     `Opened by Flotilla, run \`${cell(runId)}\`${webUiUrl ? ` ([Web UI](${webUiUrl}))` : ''}: \`flotilla status ${shellWord(runId)}\``,
   ];
   return clip(sections.join('\n'), BODY_CHARS);
+}
+
+/**
+ * Each check's outcome on the last push, and each CI-fix round with how its agent mapped the
+ * checks. Names and reasons come from the CI and the agent: cells and inline text, defused.
+ */
+function checksSection(checks: ChecksReport | undefined): string[] {
+  if (!checks) return [];
+  const state = checks.waiting ? 'waiting' : (checks.ended ?? 'read');
+  const rows = checks.checks.map((c) => {
+    const by =
+      c.attribution && ('fix' in c.attribution ? `fixed: ${c.attribution.fix}` : `external: ${c.attribution.external}`);
+    return `| \`${cell(c.name)}\` | ${cell(c.conclusion)} | ${c.required === undefined ? '' : c.required ? 'yes' : 'no'} | ${by ? inline(cell(by)) : ''} |`;
+  });
+  const rounds = checks.rounds.map(
+    (r) =>
+      `- CI-fix round ${r.round} on \`${cell(r.checks.join(', '))}\`: ${r.outcome ?? 'running'}${r.message ? `, ${inline(r.message)}` : ''}`,
+  );
+  return [
+    `## Checks on \`${checks.headSha}\` (${inline(state)})`,
+    ...(rows.length
+      ? ['| check | outcome | required | attributed |', '| --- | --- | --- | --- |', ...rows]
+      : ['No check reported yet.']),
+    ...(rounds.length ? ['', ...rounds] : []),
+    '',
+  ];
 }
 
 /** Untrusted text as a block quote, its mentions defused. */

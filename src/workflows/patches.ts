@@ -104,4 +104,10 @@ export const PATCHES = {
     before:
       "the leader does nothing for the run's mirrors as it ends: each host removed a run's mirror with the last sandbox that used it, so a run's planner, sub-tasks and integration could each make it again",
   },
+  prChecks: {
+    id: 'pr-checks',
+    since: 'issue 20 (wave 3), item 4: checks after the push',
+    before:
+      'a run with land: pr ends once its PR is open: it reads no checks and takes no CI-fix round (requests before it had no land.checks field)',
+  },
 } as const satisfies Record<string, Patch>;

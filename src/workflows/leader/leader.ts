@@ -98,7 +98,8 @@ async function landPlan(
     ...(evidence && { evidence }),
     ...(held && { held }),
   });
-  if (forge?.opensPullRequest) return await forge.land({ sha, testSummary, landed: living.landed() }, targetSha);
+  if (forge?.opensPullRequest)
+    return await forge.land({ sha, testSummary, landed: living.landed() }, targetSha, living);
   if (!(req.review && patched(PATCHES.reviewRounds.id))) return await push(run, req, sha, targetSha, living.landed());
   // Review rounds: the run waits for comments, and pushes each round's commit to the same branch.
   const review = new ReviewPhase(run, req, living, await pushTo(run, req, sha, targetSha));

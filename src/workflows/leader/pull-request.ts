@@ -3,7 +3,8 @@
  * and says on the issue which run works on it, and it lands as a pull request: the tested commit
  * pushed to the PR's branch with the usual compare-and-swap, then exactly one PR opened (or the
  * one already open for that branch reused: a retried activity, a worker killed after GitHub made
- * it) with a body Flotilla writes. The run ends there, with outcome pr-opened.
+ * it) with a body Flotilla writes. The run ends there, with outcome pr-opened; with land.checks,
+ * once the PR's checks have passed or its CI-fix rounds have done what they could (checks.ts).
  */
 import { CancellationScope, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
 import type { OpenPullRequestInput } from '../../activities/forge';
@@ -13,6 +14,8 @@ import type { IssueRef, RunResult } from '../../contracts/reports';
 import { type LeaderRequest, forgeOf, issueOf } from '../../contracts/request';
 import { firstLine } from '../../contracts/text';
 import { PATCHES } from '../patches';
+import { CheckWatch } from './checks';
+import type { PlanRun } from './plan-run';
 import type { Run } from './run';
 import { hostless, pushTo } from './steps';
 
@@ -27,6 +30,8 @@ export class ForgeRun {
   private issue?: IssueRef & { forge: ForgeAddress; added: string };
   /** The branch the PR merges into; undefined when the run does not land as a PR. */
   private base?: string;
+  /** The PR's checks after each push (land.checks), once the PR is open. */
+  checkWatch?: CheckWatch;
 
   private constructor(
     private readonly run: Run,
@@ -68,8 +73,11 @@ export class ForgeRun {
     return this.base !== undefined;
   }
 
-  /** Pushes the tested commit to the PR's branch, opens (or reuses) the PR, and ends the run. */
-  async land(tested: Tested, expectedSha: string | null): Promise<RunResult> {
+  /**
+   * Pushes the tested commit to the PR's branch, opens (or reuses) the PR, and ends the run; with
+   * land.checks, once its checks have passed or CI-fix rounds have done what they could (`living`).
+   */
+  async land(tested: Tested, expectedSha: string | null, living?: PlanRun): Promise<RunResult> {
     const { run, req } = this;
     await pushTo(run, req, tested.sha, expectedSha);
     const input = this.openInput(tested);
@@ -78,7 +86,30 @@ export class ForgeRun {
     run.status.pullRequest = run.result.pullRequest = pr;
     const how = opened.reused ? 'reused' : 'opened';
     setCurrentDetails(`**Pull request ${how}**: ${pr.url} (${pr.branch} into ${pr.base})`);
-    return run.succeed('pr-opened', `${tested.landed}, tests passed, pull request #${pr.number} ${how}: ${pr.url}`);
+    const checked = living ? await this.awaitChecks(tested, living) : '';
+    return run.succeed(
+      'pr-opened',
+      `${tested.landed}, tests passed, pull request #${pr.number} ${how}: ${pr.url}${checked}`,
+    );
+  }
+
+  /**
+   * With land.checks (PATCHES.prChecks): waits for the checks on the pushed commit and runs the
+   * CI-fix rounds (checks.ts), keeping the PR's body current; what the run's message adds.
+   * `checkWatch` is kept for rounds that push later (review rounds call its afterPush).
+   */
+  private async awaitChecks(tested: Tested, living: PlanRun): Promise<string> {
+    const { run, req } = this;
+    const spec = req.land?.kind === 'pr' ? req.land.checks : undefined;
+    if (!spec || !patched(PATCHES.prChecks.id)) return '';
+    const update = async (sha: string, testSummary: string) => {
+      const input = this.openInput({ ...tested, sha, testSummary });
+      await CancellationScope.nonCancellable(() => hostless(req).openPullRequest(input));
+    };
+    const context = { run, req, living, spec, forge: forgeOf(req)!, base: this.base!, update };
+    this.checkWatch = new CheckWatch(context, tested.sha);
+    await this.checkWatch.afterPush(tested.sha, tested.testSummary);
+    return `; ${this.checkWatch.summary()}`;
   }
 
   private openInput(tested: Tested): OpenPullRequestInput {
@@ -107,6 +138,7 @@ export class ForgeRun {
         })),
         testSummary: tested.testSummary,
         ...(run.status.dropped?.length && { dropped: run.status.dropped }),
+        ...(run.result.checks && { checks: run.result.checks }),
         costUsd: run.spent(),
         ...(issue && {
           issue: { number: issue.number, ...(issue.forge.repo !== forge.repo && { repo: issue.forge.repo }) },
