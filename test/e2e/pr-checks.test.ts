@@ -12,6 +12,7 @@ import { releaseAtEnd } from '../support/cleanup';
 import { TestEnv } from '../support/env';
 import { GitHubDouble } from '../support/github-double';
 import { makeRemote } from '../support/remotes';
+import { describeReplay } from '../support/replay';
 import { shellRequest, subTask } from '../support/requests';
 
 const TOKEN = `ghp_e2e_${Math.random().toString(36).slice(2)}_checks_token`;
@@ -69,12 +70,12 @@ const checksRequest = (url: string, double: GitHubDouble, fix: string, checks: o
     land: { kind: 'pr', checks: { pollSeconds: 1, timeoutMinutes: 2, ...checks } },
   });
 
-describe('checks after the push', () => {
-  let env: TestEnv;
-  beforeAll(async () => {
-    env = await TestEnv.start();
-  });
+let env: TestEnv;
+beforeAll(async () => {
+  env = await TestEnv.start();
+});
 
+describe('checks after the push', () => {
   it('a failing required check starts a CI-fix round whose fix is pushed to the PR; the check passing ends the run', async () => {
     const { remote, double } = await forgeWithCi();
     const end = await awaitRun(await env.start(checksRequest(remote.url, double, FIX)));
@@ -183,3 +184,5 @@ describe('checks after the push', () => {
     );
   });
 });
+
+describeReplay(() => env, 3);
