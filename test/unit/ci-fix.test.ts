@@ -71,3 +71,35 @@ describe('land.checks', () => {
     );
   });
 });
+
+describe('formatChecks', () => {
+  it('shows each check with its attribution, and each round', async () => {
+    const { formatChecks } = await import('../../src/cli/format/checks');
+    const lines = formatChecks({
+      headSha: 'abc',
+      waiting: false,
+      ended: 'failing only as external: ci/deploy',
+      maxRounds: 2,
+      checks: [
+        { name: 'ci/test', conclusion: 'success', passed: true, required: true },
+        { name: 'ci/deploy', conclusion: 'error', passed: false, attribution: { external: 'runner down' } },
+      ],
+      rounds: [
+        {
+          round: 1,
+          sha: 'a0',
+          checks: ['ci/test', 'ci/deploy'],
+          subTaskId: 'one',
+          outcome: 'pushed',
+          message: 'tests passed, pushed abc',
+        },
+      ],
+    });
+    expect(lines).toEqual([
+      'checks:    on abc: failing only as external: ci/deploy (1 of 2 CI-fix round(s))',
+      '  ci/test: success (required)',
+      '  ci/deploy: error (external: runner down)',
+      '  CI-fix round 1 (ci/test, ci/deploy): pushed — tests passed, pushed abc',
+    ]);
+  });
+});
