@@ -1,8 +1,13 @@
 /** Running a sub-task's agent and collecting what it did. */
+import { CI_FIX_FILE } from '../contracts/checks';
 import { CommitPolicy } from '../contracts/request';
 import { type CollectedWork, bundleWork, importWork, noCommits } from '../git/collect';
 import { type ActivityDeps, type SandboxRef, openSandbox, openWorkspace, runOfSandbox } from './deps';
+import { readMapping } from './ci-fix';
 import { type AgentRunInput, type AgentRunReport, runHarness } from './invocation';
+
+/** How long looking at a CI-fix agent's mapping file in its sandbox may take. */
+const MAPPING_LOOK_MS = 30_000;
 
 export type { AgentRunReport } from './invocation';
 
@@ -11,7 +16,13 @@ export function agentActivities(deps: ActivityDeps) {
     /** One invocation of a sub-task's agent in its sandbox. */
     async runAgent(input: AgentRunInput & { sandbox: SandboxRef }): Promise<AgentRunReport> {
       const sb = await openSandbox(deps, input.sandbox);
-      return runHarness(deps, sb, input, runOfSandbox(input.sandbox), input.sandbox.key);
+      const run = runOfSandbox(input.sandbox);
+      if (!input.ciFix) return runHarness(deps, sb, input, run, input.sandbox.key);
+      // A CI-fix round's agent says what it did about each check in a file the host then validates.
+      const file = `${sb.scratch}/${CI_FIX_FILE}`;
+      const extraEnv = { ...input.extraEnv, FLOTILLA_CI_FIX_FILE: file };
+      const report = await runHarness(deps, sb, { ...input, extraEnv }, run, input.sandbox.key);
+      return { ...report, ciFix: await readMapping(sb, file, input.ciFix.checks, MAPPING_LOOK_MS) };
     },
 
     /**

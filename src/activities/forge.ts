@@ -9,7 +9,7 @@ import { REVIEW_COMMENT_MAX_CHARS } from '../contracts/review';
 import { clip } from '../contracts/text';
 import { connectForge } from '../forge/connect';
 import { type PullRequestFacts, pullRequestBody } from '../forge/pr-body';
-import type { Forge, ForgeAddress, PullRequest, PullRequestState, ReviewComment } from '../forge/types';
+import type { Check, Forge, ForgeAddress, PullRequest, PullRequestState, ReviewComment } from '../forge/types';
 import { scrubSecrets } from '../git/remote';
 import type { ActivityDeps } from './deps';
 
@@ -49,6 +49,9 @@ export interface ReadIssue {
 
 /** Characters of an issue's body the objective takes at most. */
 const ISSUE_BODY_CHARS = 12_000;
+/** Checks of a commit the run reads at most, and characters of each one's log excerpt. */
+const MAX_CHECKS = 50;
+const CHECK_EXCERPT_CHARS = 2_000;
 
 export function forgeActivities(deps: ActivityDeps) {
   const uiLink = (runId: string) => deps.workflowLink?.(Context.current().info.workflowNamespace ?? 'default', runId);
@@ -106,6 +109,20 @@ export function forgeActivities(deps: ActivityDeps) {
       await onForge('cannot reply on the pull request', async () =>
         (await connectForge(input.forge)).replyToComment(input.number, input.commentId, input.body),
       );
+    },
+
+    /** The check runs and commit statuses of `sha`; `base`'s branch protection says which are required. */
+    async readChecks(input: { forge: ForgeAddress; sha: string; base: string }): Promise<Check[]> {
+      return onForge('cannot read the checks', async () => {
+        const checks = await (await connectForge(input.forge)).checks(input.sha, input.base);
+        // Bounded for the history: the first MAX_CHECKS, each text clipped.
+        return checks.slice(0, MAX_CHECKS).map((c) => ({
+          ...c,
+          name: clip(c.name, 200),
+          ...(c.detailsUrl && { detailsUrl: clip(c.detailsUrl, 500) }),
+          ...(c.logExcerpt && { logExcerpt: clip(c.logExcerpt, CHECK_EXCERPT_CHARS) }),
+        }));
+      });
     },
 
     async readIssue(input: { forge: ForgeAddress; number: number }): Promise<ReadIssue> {

@@ -8,6 +8,7 @@ import { CarryingParser, readCarryOver } from '../agents/carry-over';
 import type { AgentOutcome, AgentProgress } from '../agents/types';
 import { agentTurnSignal } from '../contracts/messages';
 import type { BriefContext } from '../contracts/brief';
+import type { CiFixVerdict } from '../contracts/checks';
 import type { AgentSpec } from '../contracts/request';
 import { modelApiRules } from '../sandbox/egress/rules';
 import type { Sandbox } from '../sandbox/types';
@@ -24,6 +25,8 @@ export interface AgentRunReport extends CommandReport {
   sessionCostUsd: number;
   /** The agent was stopped because it printed nothing for the input's idleMs. */
   idle?: true;
+  /** A CI-fix round's agent (input.ciFix): its mapping of the checks, validated, or why it was refused. */
+  ciFix?: CiFixVerdict;
 }
 
 export interface AgentRunInput {
@@ -53,6 +56,8 @@ export interface AgentRunInput {
   notice?: string;
   /** Signal the workflow (agentTurnSignal) whenever the agent reports a new turn: a sub-task's early stops. */
   reportTurns?: boolean;
+  /** A CI-fix round (leader/checks.ts): the checks the agent must map in $FLOTILLA_CI_FIX_FILE. */
+  ciFix?: { checks: string[] };
 }
 
 /**

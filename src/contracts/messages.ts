@@ -24,6 +24,7 @@ import {
   type Refusal,
   type RunOutcome,
 } from './reports';
+import type { ChecksReport } from './checks';
 import type { Evidence } from './evidence';
 import { STATUS_QUERY } from './query-names';
 import type { FinishInput, ReviewReport, ReviseInput } from './review';
@@ -40,6 +41,8 @@ export type RunPhase =
   | 'pushing'
   /** Pushed, and waiting for review comments (request.review): `flotilla revise` or `flotilla finish`. */
   | 'review'
+  /** The PR is open, and the run waits for the checks on its last push, or fixes failing ones (land.checks). */
+  | 'checks'
   | 'done'
   | 'failed'
   | 'cancelled';
@@ -152,6 +155,8 @@ export interface RunStatus {
   evidence?: Evidence;
   /** The review phase and its rounds (request.review). */
   review?: ReviewReport;
+  /** The PR's checks on the last pushed commit, and the CI-fix rounds (land.checks). */
+  checks?: ChecksReport;
   /** Webhook deliveries (request.notify): how many went out, and the latest that failed. */
   notifications?: NotificationsReport;
   outcome?: RunOutcome;

@@ -228,6 +228,37 @@ export function reviewNote(
   return ['', '---', heading, untrustedBlock('review comments', text, nonce, 'head')].join('\n');
 }
 
+/** Characters of one check's log excerpt a CI-fix agent is told at most. */
+const CHECK_EXCERPT_CHARS = 2_000;
+
+/**
+ * What the agent of a CI-fix round is told: the failing checks (names, conclusions and log
+ * excerpts: the CI's output, untrusted), and how to say what it did about each, in the file
+ * $FLOTILLA_CI_FIX_FILE that the host validates once it ends.
+ */
+export function ciFixNote(
+  heading: string,
+  checks: { name: string; conclusion: string; detailsUrl?: string; logExcerpt?: string }[],
+  nonce: string,
+): string {
+  const text = checks
+    .map((c) => {
+      const excerpt = (c.logExcerpt ?? '(no log excerpt)').slice(0, CHECK_EXCERPT_CHARS);
+      return `[check] ${JSON.stringify(c.name)}: ${c.conclusion}${c.detailsUrl ? ` (${c.detailsUrl})` : ''}\n${excerpt}`;
+    })
+    .join('\n\n');
+  return [
+    '',
+    '---',
+    heading,
+    untrustedBlock('the failing checks and their log excerpts', text, nonce, 'head'),
+    'Fix what fails within your owned paths. Then write, to the file named by $FLOTILLA_CI_FIX_FILE, one JSON object',
+    'mapping the name of every check above (exactly as quoted) to what you did about it:',
+    '{"<check name>": {"fix": "what you changed"}, "<other check>": {"external": "why its failure is not this change\'s (a flaky runner, a secret CI lacks)"}}',
+    'A round whose file leaves out a check, names another, or is not such an object is refused and nothing is pushed.',
+  ].join('\n');
+}
+
 /** What the planner is told in a replan round (onFailure: replan). */
 export interface ReplanContext {
   round: number;

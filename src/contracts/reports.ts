@@ -2,6 +2,7 @@
  * The reports that come back from a run: small summaries and references only, since they live
  * in workflow history. Pure: workflow code imports it.
  */
+import type { ChecksReport, CiFixVerdict } from './checks';
 import type { Evidence } from './evidence';
 import type { GateName } from './request';
 import type { ReviewReport } from './review';
@@ -58,6 +59,8 @@ export interface SubTaskReport {
   summary?: string;
   /** The integration head it started from, when not the base (it had dependencies, waited for an overlap, or was retried). */
   seedSha?: string;
+  /** A CI-fix round's attempt: how its agent mapped the failing checks, or why the mapping was refused. */
+  ciFix?: CiFixVerdict;
 }
 
 /** The staging ref the run merges finished sub-tasks onto, and the commit it is at. */
@@ -208,6 +211,8 @@ export interface RunResult {
   refusedCount: number;
   /** The review phase's rounds, each comment's reply, and how it ended (request.review). */
   review?: ReviewReport;
+  /** The PR's checks on the last pushed commit, and the CI-fix rounds (land.checks). */
+  checks?: ChecksReport;
 }
 
 /** Who sent a message and what happened to it, when it was refused. Bounded: a run keeps the latest few (REFUSALS_KEPT, contracts/messages.ts). */

@@ -638,6 +638,24 @@ export const ForgeSpec = z
   })
   .strict();
 
+/**
+ * Checks after the push (land: pr): the run waits for the forge's checks on each commit it pushes
+ * to the PR's branch; failing ones start a bounded CI-fix round (leader/checks.ts).
+ */
+export const ChecksSpec = z
+  .object({
+    /** CI-fix rounds the run takes at most; 0 waits and reports only. Default 2. */
+    rounds: z.number().int().min(0, 'must be 0 or more').max(10, 'must be at most 10').default(2),
+    /** How long the run waits for a pushed commit's checks to complete. Default 60. */
+    timeoutMinutes: waitMinutes.default(60),
+    /** How often the run reads the checks while it waits. Default 30. */
+    pollSeconds: z.number().min(1, 'must be at least 1 second').max(3600, 'must be at most 3600 seconds').default(30),
+    /** The agent of a CI-fix round; default the agent of the sub-task that takes it (the first integrated one). */
+    fixer: AgentSpec.optional(),
+  })
+  .strict();
+export type ChecksSpec = z.infer<typeof ChecksSpec>;
+
 const LandPr = z
   .object({
     kind: z.literal('pr'),
@@ -655,6 +673,8 @@ const LandPr = z
       .optional(),
     /** The PR's title. Default: the issue's title, or the objective's first line. */
     title: boundedText(256).min(1, 'must not be empty').optional(),
+    /** Wait for the PR's checks after each push, and fix failing ones in CI-fix rounds (ChecksSpec); absent: the run ends once the PR is open. */
+    checks: ChecksSpec.optional(),
   })
   .strict();
 
@@ -887,6 +907,7 @@ function checkRoles(req: RequestFields, ctx: z.RefinementCtx): void {
     ['resolver', req.resolver?.agent],
     ['repair agent', req.repair?.agent],
     ['reviser', req.review?.reviser],
+    ['CI fixer', req.land?.kind === 'pr' ? req.land.checks?.fixer : undefined],
   ] as const) {
     if (agent && agent.kind !== 'shell' && !req.sandbox.network) {
       ctx.addIssue({

@@ -3,6 +3,7 @@
  * the plan with each sub-task's summary and cost, the tests at the tested commit, what was left
  * out, the review rounds taken, the attempts that failed, and where the run is. Pure: the same facts give the same body.
  */
+import type { ChecksReport } from '../contracts/checks';
 import { clip } from '../contracts/text';
 
 /** What the body says; every text in it is bounded by the run's own payload limits. */
@@ -19,6 +20,8 @@ export interface PullRequestFacts {
   issue?: { number: number; repo?: string };
   /** The review rounds taken so far (review on the PR), each with what it did. */
   rounds?: { round: number; comments: number; outcome: string; message: string }[];
+  /** The checks on the last push and the CI-fix rounds (land.checks). */
+  checks?: ChecksReport;
 }
 
 /** GitHub refuses bodies over 65,536 characters. */
@@ -48,6 +51,7 @@ export function pullRequestBody(facts: PullRequestFacts, webUiUrl?: string): str
     (facts.testSummary ?? 'passed').replace(/```/g, "'''"),
     '```',
     '',
+    ...checksSection(facts.checks),
     ...(facts.dropped?.length
       ? ['## Left out', ...facts.dropped.map((d) => `- \`${cell(d.id)}\`: ${inline(d.reason)}`), '']
       : []),
@@ -71,6 +75,32 @@ export function pullRequestBody(facts: PullRequestFacts, webUiUrl?: string): str
     `Opened by Flotilla, run \`${cell(runId)}\`${webUiUrl ? ` ([Web UI](${webUiUrl}))` : ''}: \`flotilla status ${shellWord(runId)}\``,
   ];
   return clip(sections.join('\n'), BODY_CHARS);
+}
+
+/**
+ * Each check's outcome on the last push, and each CI-fix round with how its agent mapped the
+ * checks. Names and reasons come from the CI and the agent: cells and inline text, defused.
+ */
+function checksSection(checks: ChecksReport | undefined): string[] {
+  if (!checks) return [];
+  const state = checks.waiting ? 'waiting' : (checks.ended ?? 'read');
+  const rows = checks.checks.map((c) => {
+    const by =
+      c.attribution && ('fix' in c.attribution ? `fixed: ${c.attribution.fix}` : `external: ${c.attribution.external}`);
+    return `| \`${cell(c.name)}\` | ${cell(c.conclusion)} | ${c.required === undefined ? '' : c.required ? 'yes' : 'no'} | ${by ? inline(cell(by)) : ''} |`;
+  });
+  const rounds = checks.rounds.map(
+    (r) =>
+      `- CI-fix round ${r.round} on \`${cell(r.checks.join(', '))}\`: ${r.outcome ?? 'running'}${r.message ? `, ${inline(r.message)}` : ''}`,
+  );
+  return [
+    `## Checks on \`${checks.headSha}\` (${inline(state)})`,
+    ...(rows.length
+      ? ['| check | outcome | required | attributed |', '| --- | --- | --- | --- |', ...rows]
+      : ['No check reported yet.']),
+    ...(rounds.length ? ['', ...rounds] : []),
+    '',
+  ];
 }
 
 /** Untrusted text as a block quote, its mentions defused. */

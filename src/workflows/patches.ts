@@ -110,4 +110,10 @@ export const PATCHES = {
     before:
       'a run with land: pr ends once its PR is open (outcome pr-opened): it neither polls the PR for review comments nor updates its body (requests before it could not ask for review with land: pr)',
   },
+  prChecks: {
+    id: 'pr-checks',
+    since: 'issue 20 (wave 4), item 4: checks after the push',
+    before:
+      'a run with land: pr ends once its PR is open: it reads no checks and takes no CI-fix round (requests before it had no land.checks field)',
+  },
 } as const satisfies Record<string, Patch>;

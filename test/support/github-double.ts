@@ -112,6 +112,11 @@ export class GitHubDouble {
   readonly protection = new Map<string, string[]>();
   /** Requests answered 403 on branch protection (a token that may not read it). */
   protectionForbidden = false;
+  /**
+   * CI: the check runs and statuses of a commit that `checkRuns` and `statuses` hold none for,
+   * made when they are read (a test's CI that looks at what was pushed).
+   */
+  ci?: (sha: string) => Promise<{ checkRuns?: DoubleCheck[]; statuses?: DoubleStatus[] }>;
   private nextId = 1000;
   private held?: { route: RegExp; reached: () => void; release: Promise<void> };
   readonly owner: string;
@@ -265,8 +270,8 @@ export class GitHubDouble {
       ],
       ['POST', r('/issues/(\\d+)/comments'), (m, b) => this.comment(+m[1], b)],
       ['GET', r('/issues/(\\d+)'), (m) => this.issueJson(+m[1])],
-      ['GET', r('/commits/([^/]+)/check-runs'), (m) => [200, this.checkRunsJson(m[1])]],
-      ['GET', r('/commits/([^/]+)/status'), (m) => [200, this.statusJson(m[1])]],
+      ['GET', r('/commits/([^/]+)/check-runs'), async (m) => [200, this.checkRunsJson(m[1], await this.ranCi(m[1]))]],
+      ['GET', r('/commits/([^/]+)/status'), async (m) => [200, this.statusJson(m[1], await this.ranCi(m[1]))]],
       [
         'GET',
         r('/branches/(.+)/protection/required_status_checks'),
@@ -407,8 +412,13 @@ export class GitHubDouble {
     ];
   }
 
-  private checkRunsJson(sha: string) {
-    const runs = (this.checkRuns.get(sha) ?? []).map((c, i) => ({
+  /** What `ci` says of `sha`, for what the maps do not hold. */
+  private async ranCi(sha: string) {
+    return (this.checkRuns.has(sha) && this.statuses.has(sha)) || !this.ci ? {} : await this.ci(sha);
+  }
+
+  private checkRunsJson(sha: string, ci: { checkRuns?: DoubleCheck[] }) {
+    const runs = (this.checkRuns.get(sha) ?? ci.checkRuns ?? []).map((c, i) => ({
       id: i + 1,
       name: c.name,
       head_sha: sha,
@@ -420,8 +430,8 @@ export class GitHubDouble {
     return { total_count: runs.length, check_runs: runs };
   }
 
-  private statusJson(sha: string) {
-    const statuses = (this.statuses.get(sha) ?? []).map((s, i) => ({
+  private statusJson(sha: string, ci: { statuses?: DoubleStatus[] }) {
+    const statuses = (this.statuses.get(sha) ?? ci.statuses ?? []).map((s, i) => ({
       id: i + 1,
       context: s.context,
       state: s.state,

@@ -88,6 +88,7 @@ describe('patches', () => {
       'integration-sandboxes-kept',
       'living-plan',
       'plan-validated-by-activity',
+      'pr-checks',
       'progress-in-background',
       'pull-request-review',
       'pull-requests',

@@ -1,4 +1,5 @@
 /** How a run ended, as `start --wait`, `result`, `watch` and `cancel` print it. */
+import { formatChecks } from './checks';
 import type { RunEnd } from '../../client/result';
 import type { SubTaskReport } from '../../contracts/reports';
 import { printableLines } from '../terminal';
@@ -26,6 +27,7 @@ export function formatRunEnd(end: RunEnd): string {
     lines.push(
       `  pull request #${r.pullRequest.number}: ${r.pullRequest.url} (${r.pullRequest.branch} into ${r.pullRequest.base})`,
     );
+  lines.push(...formatChecks(r.checks).map((l) => `  ${l}`));
   for (const w of r.workers) lines.push(...subTaskLines(w));
   lines.push(...formatCandidates(r.candidates).map((l) => `  ${l}`));
   lines.push(...formatDropped(r.dropped).map((l) => `  ${l}`));

@@ -1,4 +1,5 @@
 /** A run's status as `flotilla status` prints it, and as the facts `flotilla watch` logs when not on a terminal. */
+import { formatChecks } from './checks';
 import type { RunStatus, SubTaskStatus } from '../../contracts/messages';
 import { shellQuote as q } from '../../client/shell';
 import { evidenceLines } from '../../contracts/evidence';
@@ -36,6 +37,7 @@ export function formatStatus(s: RunStatus, runId: string, now = Date.now(), cont
           `pull request: #${s.pullRequest.number} ${s.pullRequest.url} (${s.pullRequest.branch} into ${s.pullRequest.base})`,
         ]
       : []),
+    ...formatChecks(s.checks),
     ...isolationLines(s),
     ...(s.deadlineAt !== undefined && s.endedAt === undefined
       ? [`deadline:  ${isoTime(s.deadlineAt)} (limits.runTimeoutMinutes)`]

@@ -39,8 +39,10 @@ export interface AttemptSpec {
   seed?: SubTaskSeed;
   /** Dollars its agent may spend. */
   budgetUsd?: number;
-  /** The agent it runs instead of the sub-task's own (a review round's reviser). */
+  /** The agent it runs instead of the sub-task's own (a review round's reviser, a CI-fix round's fixer). */
   agent?: AgentSpec;
+  /** A CI-fix round's attempt: the failing checks its agent must map. */
+  ciFix?: string[];
 }
 
 /** The id of attempt `n` of a sub-task: deterministic, and never a sub-task's own (ids have no dots). */
@@ -75,6 +77,7 @@ export function attemptInput(run: Run, plan: PlannedRequest, baseSha: string, ta
     others: otherSubTaskLines(plan.subTasks, task.id),
     ...(limits.idleMinutes !== undefined && { idleMs: msOfMinutes(limits.idleMinutes) }),
     ...(limits.stallCheckpoints !== undefined && { stallCheckpoints: limits.stallCheckpoints }),
+    ...(a.ciFix && { ciFix: { checks: a.ciFix } }),
   };
   return given;
 }

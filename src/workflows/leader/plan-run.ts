@@ -12,7 +12,8 @@
  */
 import { CancellationScope, condition, isCancellation, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
 import type { SubTaskStatus } from '../../contracts/messages';
-import { predecessorsNote, retryNote, reviewNote } from '../../contracts/prompts';
+import type { FailingCheck } from '../../contracts/checks';
+import { ciFixNote, predecessorsNote, retryNote, reviewNote } from '../../contracts/prompts';
 import type { ConflictReport, SubTaskReport } from '../../contracts/reports';
 import type { AgentSpec, PlannedRequest, SubTask } from '../../contracts/request';
 import type { ReviewComment } from '../../contracts/review';
@@ -75,6 +76,8 @@ export interface Note {
   /** A review round's comments for the sub-task (review.ts), and the agent that answers them when not its own. */
   comments?: ReviewComment[];
   agent?: AgentSpec;
+  /** A CI-fix round's failing checks (checks.ts), which the agent must map. */
+  checks?: FailingCheck[];
 }
 
 export class PlanRun {
@@ -388,15 +391,22 @@ export class PlanRun {
     const before = this.schedule.predecessors(entry);
     if (before.length) spec.prompt += predecessorsNote(await this.predecessors.describe(before), uuid4());
     const note = this.notes.get(entry.task.id);
-    if (note)
-      spec.prompt += note.comments ? reviewNote(note.heading, note.comments, uuid4()) : retryNote(note, uuid4());
+    if (note) spec.prompt += this.noteText(note);
     if (note?.agent) spec.agent = note.agent;
+    if (note?.checks) spec.ciFix = note.checks.map((c) => c.name);
     if (fromHead) spec.seed = await this.seedAt(spec.id);
     const given = attemptInput(this.run, this.plan, baseSha, entry.task, spec);
     const report = a.bestOf
       ? await this.bestOf.attempt(entry.task, given, a.line, a.width)
       : await runAttempt(this.run, entry.task, given, a.line);
     return { ...report, ...(spec.seed && { seedSha: spec.seed.sha }) };
+  }
+
+  /** What an attempt is told of its note: a review round's comments, a CI-fix round's checks, or why the last attempt failed. */
+  private noteText(note: Note): string {
+    if (note.comments) return reviewNote(note.heading, note.comments, uuid4());
+    if (note.checks) return ciFixNote(note.heading, note.checks, uuid4());
+    return retryNote(note, uuid4());
   }
 
   /**
@@ -419,9 +429,9 @@ export class PlanRun {
    * integration head (the pushed commit), told the comments; then the plan settles again and the
    * final tree is tested. `reviser`: the agent of the sub-tasks given comments on no path they own.
    */
-  async revise(routed: Map<string, { comments: ReviewComment[]; agent?: AgentSpec }>, heading: string) {
-    for (const [id, { comments, agent }] of routed) {
-      this.notes.set(id, { heading, reason: '', comments, agent });
+  async revise(routed: Map<string, Pick<Note, 'comments' | 'checks' | 'agent'>>, heading: string) {
+    for (const [id, given] of routed) {
+      this.notes.set(id, { heading, reason: '', ...given });
       this.schedule.retry(this.schedule.get(id)!);
     }
     Object.assign(this, { revising: true, phase: 'running' });

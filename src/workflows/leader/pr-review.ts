@@ -84,7 +84,7 @@ class PullRequestWatch implements Landing {
         hostless(this.req).replyToComment({ forge, number: this.number, commentId: reply.commentId, body }),
       );
     }
-    await this.quietly(() => this.pr.updateBody(roundsOf(this.run)));
+    await this.quietly(() => this.pr.updateBody());
   }
 
   /** Reads the PR while the phase waits for comments, until it ends: a round per batch, the end once the PR is merged or closed. */
@@ -153,14 +153,4 @@ class PullRequestWatch implements Landing {
       log.warn('the pull request could not be written to', { error: err instanceof Error ? err.message : String(err) });
     }
   }
-}
-
-/** The review rounds so far, as the PR's body says them. */
-function roundsOf(run: Run) {
-  return (run.result.review?.rounds ?? []).map((r) => ({
-    round: r.round,
-    comments: r.comments.length,
-    outcome: r.outcome ?? 'failed',
-    message: r.message ?? '',
-  }));
 }

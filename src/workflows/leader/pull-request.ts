@@ -3,9 +3,10 @@
  * and says on the issue which run works on it, and it lands as a pull request: the tested commit
  * pushed to the PR's branch with the usual compare-and-swap, then exactly one PR opened (or the
  * one already open for that branch reused: a retried activity, a worker killed after GitHub made
- * it) with a body Flotilla writes. The run ends there, with outcome pr-opened; with `review`
- * (PATCHES.pullRequestReview) it waits for the PR's review instead (pr-review.ts) and ends once
- * the PR is merged or closed, its body kept up to date.
+ * it) with a body Flotilla writes. The run ends there, with outcome pr-opened; with land.checks
+ * (PATCHES.prChecks) once the PR's checks have passed or its CI-fix rounds have done what they
+ * could (checks.ts); with `review` (PATCHES.pullRequestReview) it then waits for the PR's review
+ * (pr-review.ts) and ends once the PR is merged or closed, its body kept up to date.
  */
 import { CancellationScope, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
 import type { OpenPullRequestInput } from '../../activities/forge';
@@ -16,6 +17,7 @@ import type { IssueRef, RunResult } from '../../contracts/reports';
 import { type LeaderRequest, forgeOf, issueOf } from '../../contracts/request';
 import { firstLine } from '../../contracts/text';
 import { PATCHES } from '../patches';
+import { CheckWatch } from './checks';
 import type { PlanRun } from './plan-run';
 import { reviewPullRequest } from './pr-review';
 import type { Run } from './run';
@@ -34,6 +36,8 @@ export class ForgeRun {
   private base?: string;
   /** The last commit pushed to the PR's branch, and its tests: what the PR's body says. */
   private tested?: Pick<Tested, 'sha' | 'testSummary'>;
+  /** The PR's checks after each push (land.checks), once the PR is open. */
+  private checkWatch?: CheckWatch;
 
   private constructor(
     private readonly run: Run,
@@ -76,8 +80,9 @@ export class ForgeRun {
   }
 
   /**
-   * Pushes the tested commit to the PR's branch and opens (or reuses) the PR; then the run ends,
-   * or, with `review`, waits for the PR's review (pr-review.ts) until it is merged or closed.
+   * Pushes the tested commit to the PR's branch and opens (or reuses) the PR; with land.checks,
+   * awaits its checks and CI-fix rounds; then the run ends, or, with `review`, waits for the PR's
+   * review (pr-review.ts) until it is merged or closed.
    */
   async land(tested: Tested, expectedSha: string | null, living: PlanRun): Promise<RunResult> {
     const { run, req } = this;
@@ -88,31 +93,52 @@ export class ForgeRun {
     run.status.pullRequest = run.result.pullRequest = pr;
     const how = opened.reused ? 'reused' : 'opened';
     setCurrentDetails(`**Pull request ${how}**: ${pr.url} (${pr.branch} into ${pr.base})`);
-    const message = `${tested.landed}, tests passed, pull request #${pr.number} ${how}: ${pr.url}`;
+    const checked = await this.awaitChecks(tested, living);
+    const message = `${tested.landed}, tests passed, pull request #${pr.number} ${how}: ${pr.url}${checked.message}`;
     if (req.review && patched(PATCHES.pullRequestReview.id))
-      return await reviewPullRequest({ run, req, living, pr: this, tested }, message);
+      return await reviewPullRequest({ run, req, living, pr: this, tested: { ...tested, sha: checked.sha } }, message);
     return run.succeed('pr-opened', message);
   }
 
   /**
    * Every push to the PR's branch goes through here, the first and each review round's: the
-   * compare-and-swap against `expectedSha`; returns what the branch holds. The tested commit is
-   * kept for the PR's body.
+   * compare-and-swap against `expectedSha`, then (once they are awaited) the checks on it and
+   * their CI-fix rounds; returns what the branch holds. The tested commit is kept for the PR's body.
    */
   async pushHead(tested: Pick<Tested, 'sha' | 'testSummary'>, expectedSha: string | null): Promise<string> {
     const pushed = await pushTo(this.run, this.req, tested.sha, expectedSha);
     this.tested = { sha: pushed, testSummary: tested.testSummary };
-    return pushed;
+    return this.checkWatch ? await this.checkWatch.afterPush(pushed, tested.testSummary) : pushed;
   }
 
-  /** Rewrites the PR's body from the run as it is now: the last pushed commit's tests, the plan's costs, the rounds. */
-  async updateBody(rounds: PullRequestFacts['rounds']): Promise<void> {
+  /** Rewrites the PR's body from the run as it is now: the last pushed commit's tests, the plan's costs, the rounds, the checks. */
+  async updateBody(): Promise<void> {
     const { run, req } = this;
     const number = run.result.pullRequest!.number;
-    const facts = { ...this.factsOf(this.tested!), rounds };
+    const facts = this.factsOf(this.tested!);
     await CancellationScope.nonCancellable(() =>
       hostless(req).updatePullRequest({ forge: forgeOf(req)!, number, facts }),
     );
+  }
+
+  /**
+   * With land.checks (PATCHES.prChecks): waits for the checks on the pushed commit and runs the
+   * CI-fix rounds (checks.ts), keeping the PR's body current; what the branch then holds, and
+   * what the run's message adds. The watch stays for the pushes of review rounds (pushHead).
+   */
+  private async awaitChecks(tested: Tested, living: PlanRun): Promise<{ sha: string; message: string }> {
+    const { run, req } = this;
+    const spec = req.land?.kind === 'pr' ? req.land.checks : undefined;
+    if (!spec || !patched(PATCHES.prChecks.id)) return { sha: tested.sha, message: '' };
+    const update = async (sha: string, testSummary: string) => {
+      this.tested = { sha, testSummary };
+      await this.updateBody();
+    };
+    const context = { run, req, living, spec, forge: forgeOf(req)!, base: this.base!, update };
+    const watch = new CheckWatch(context, tested.sha);
+    const sha = await watch.afterPush(tested.sha, tested.testSummary);
+    this.checkWatch = watch;
+    return { sha, message: `; ${watch.summary()}` };
   }
 
   private openInput(tested: Tested): OpenPullRequestInput {
@@ -148,10 +174,22 @@ export class ForgeRun {
       })),
       testSummary: tested.testSummary,
       ...(run.status.dropped?.length && { dropped: run.status.dropped }),
+      ...(run.result.checks && { checks: run.result.checks }),
+      ...(run.result.review?.rounds.length && { rounds: roundsOf(run) }),
       costUsd: run.spent(),
       ...(issue && {
         issue: { number: issue.number, ...(issue.forge.repo !== forge.repo && { repo: issue.forge.repo }) },
       }),
     };
   }
+}
+
+/** The review rounds so far, as the PR's body says them. */
+function roundsOf(run: Run): PullRequestFacts['rounds'] {
+  return (run.result.review?.rounds ?? []).map((r) => ({
+    round: r.round,
+    comments: r.comments.length,
+    outcome: r.outcome ?? 'failed',
+    message: r.message ?? '',
+  }));
 }

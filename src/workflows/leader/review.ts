@@ -26,8 +26,8 @@ import {
 } from '../../contracts/review';
 import { clip } from '../../contracts/text';
 import { msOfMinutes, timerMs } from '../durations';
-import { passGate } from './gates';
 import type { PlanRun } from './plan-run';
+import { landRound } from './rounds';
 import type { Run } from './run';
 import { pushTo } from './steps';
 
@@ -171,22 +171,11 @@ export class ReviewPhase implements Reviewable {
 
   /** Pushes the round's tested commit (through the push gate), or says why there is nothing to push. */
   private async land(round: ReviewRound, outcome: Awaited<ReturnType<PlanRun['revise']>>): Promise<void> {
-    const { run, report } = this;
-    if (!outcome.ok) {
-      this.living.integration.rewind(report.headSha);
-      return void Object.assign(round, { outcome: 'failed', message: clip(outcome.message, 1000) });
-    }
-    if (outcome.sha === report.headSha)
-      return void Object.assign(round, { outcome: 'unchanged', message: 'no sub-task changed anything' });
-    const { sha, diffstat, testSummary } = outcome;
-    run.result.integratedSha = run.status.integratedSha = sha;
-    await passGate(run, 'push', this.req.gates.push, { sha, diffstat, testSummary });
-    report.headSha = await this.landing.push({ sha, testSummary }, report.headSha);
-    Object.assign(round, {
-      outcome: 'pushed',
-      pushedSha: report.headSha,
-      message: `tests passed, pushed ${report.headSha}`,
-    });
+    const push = (tested: { sha: string; testSummary: string }, expected: string) =>
+      this.landing.push(tested, expected);
+    const landed = await landRound(this.run, this.req, this.living, this.report.headSha, outcome, push);
+    Object.assign(round, landed);
+    if (landed.pushedSha) this.report.headSha = landed.pushedSha;
   }
 
   /** The comments per sub-task, among those integrated; the reviser's agent for comments on paths a sub-task does not own. */

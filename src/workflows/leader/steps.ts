@@ -42,6 +42,7 @@ function agentKinds(req: LeaderRequest): AgentSpec['kind'][] {
     req.resolver?.agent,
     req.repair?.agent,
     req.review?.reviser,
+    req.land?.kind === 'pr' ? req.land.checks?.fixer : undefined,
   ];
   return [...new Set(agents.flatMap((a) => (a ? [a.kind] : [])))];
 }

@@ -231,6 +231,7 @@ export class SubTaskWorkflow {
       tail: invocation.tail,
       logRef: invocation.logRef,
       summary: summaryOf(invocation.agent.finalMessage),
+      ...(invocation.ciFix && { ciFix: invocation.ciFix }),
     };
     if (work.outOfScopeCount === 0) return this.report({ ...common, status: 'done' });
     return this.report({
@@ -316,6 +317,7 @@ export class SubTaskWorkflow {
               ...(afterMove && { interrupted: true }),
               ...early,
               ...(this.stops.enabled && { reportTurns: true }),
+              ...(input.ciFix && { ciFix: input.ciFix }),
             },
           ],
         ),

@@ -55,6 +55,8 @@ export interface SubTaskInput {
   idleMs?: number;
   /** The agent is stopped as stalled after this many checkpoints without change (limits.stallCheckpoints; absent: never). */
   stallCheckpoints?: number;
+  /** A CI-fix round's attempt (leader/checks.ts): the failing checks its agent must map; its report carries the mapping. */
+  ciFix?: { checks: string[] };
 }
 
 /**
