@@ -13,7 +13,8 @@ import { TestEnv } from '../support/env';
 import { GitHubDouble } from '../support/github-double';
 import { makeRemote } from '../support/remotes';
 import { describeReplay } from '../support/replay';
-import { shellRequest, subTask } from '../support/requests';
+import { shell, shellRequest, subTask } from '../support/requests';
+import { waitForStatus } from '../support/runs';
 
 const TOKEN = `ghp_e2e_${Math.random().toString(36).slice(2)}_checks_token`;
 
@@ -185,4 +186,57 @@ describe('checks after the push', () => {
   });
 });
 
-describeReplay(() => env, 3);
+describe('checks with review on the PR', () => {
+  it("a review round's push is followed by its checks: the check it broke is fixed in a CI-fix round before the run waits again", async () => {
+    const { remote, double } = await forgeWithCi();
+    // ci/test fails while one/review.txt is there without one/fixed.txt: the review round breaks it.
+    const ci = double.ci!;
+    double.ci = async (sha) => {
+      const broken = (await remote.show(sha, 'one/review.txt')) !== null;
+      return broken ? ci(sha) : { checkRuns: [{ name: 'ci/test', status: 'completed', conclusion: 'success' }] };
+    };
+    // A review round (its prompt quotes the comment) adds one/review.txt; the rest as fixer's.
+    const review = `echo reviewed > one/review.txt && git add -A && git commit -qm review`;
+    const one = fixer(FIX);
+    const agent = `if printf '%s\\n' "$FLOTILLA_PROMPT" | grep -q 'please review'; then mkdir -p one && ${review}; else ${one.agent.command}; fi`;
+    const request = shellRequest(remote.url, [{ ...one, agent: shell(agent) }], {
+      forge: double.forge,
+      land: { kind: 'pr', checks: { pollSeconds: 1, timeoutMinutes: 2 } },
+      review: { rounds: 2, pollSeconds: 1 },
+    });
+    const handle = await env.start(request);
+    const opened = await waitForStatus(
+      handle,
+      'the PR under review',
+      (s) => s.phase === 'review' && !!s.review?.waiting,
+    );
+    const number = opened.pullRequest!.number;
+    expect(opened.checks?.rounds).toEqual([]);
+    double.addReviewComment(number, 'ana', 'please review this', 'one/greeting.txt', 1);
+
+    const after = await waitForStatus(
+      handle,
+      'the review round and its CI-fix round',
+      (s) => s.phase === 'review' && !!s.review?.waiting && s.review.rounds.length === 1,
+    );
+    const branch = after.targetRef;
+    const head = (await remote.head(branch))!;
+    expect(after.review!.rounds[0].outcome).toBe('pushed');
+    expect(after.checks!.rounds).toEqual([expect.objectContaining({ round: 1, outcome: 'pushed', pushedSha: head })]);
+    // The review phase goes on from what the branch holds after the fix, and the PR is there too.
+    expect(after.review!.headSha).toBe(head);
+    expect(double.pull(number)!.head.sha).toBe(head);
+    expect(await remote.show(branch, 'one/review.txt')).toBe('reviewed\n');
+    expect(await remote.show(branch, 'one/fixed.txt')).not.toBeNull();
+
+    double.merge(number);
+    const end = await awaitRun(handle);
+    expect(end.result).toMatchObject({ outcome: 'pr-opened', pullRequest: { number, state: 'merged' } });
+    expect(end.result!.checks!.ended).toBe('passed');
+    const body = double.pull(number)!.body!;
+    expect(body).toContain('## Review rounds (1)');
+    expect(body).toContain(`## Checks on \`${head}\` (passed)`);
+  });
+});
+
+describeReplay(() => env, 4);
