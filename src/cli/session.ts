@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { ConfigError, dataDir } from '../config/settings';
 import type { RunReader } from '../client/status';
 import type { ConnectionSettings } from '../temporal/server';
-import type { RunStatus } from '../contracts/messages';
+import type { RunStatus, StatusPageInput } from '../contracts/messages';
 import { UnreachableError, UsageError } from './exit';
 import { load } from './lazy';
 import { warn } from './output';
@@ -81,10 +81,11 @@ export async function warnIfNoWorker(client: Client, queue: string): Promise<voi
 export async function statusOf(
   from: Client | RunReader,
   id: string,
+  page?: StatusPageInput,
 ): Promise<{ status: RunStatus; taskQueue: string }> {
   const { NoWorkerError, grpcReader, readStatus } = load.status();
   const reader = 'taskQueueOf' in from ? from : grpcReader(from);
-  return readStatus(reader, id).catch((err: unknown) => {
+  return readStatus(reader, id, undefined, page).catch((err: unknown) => {
     throw err instanceof NoWorkerError ? new UnreachableError(err.message) : err;
   });
 }

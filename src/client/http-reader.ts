@@ -43,8 +43,13 @@ const REQUEST_TIMEOUT_MS = 15_000;
 
 export function httpReader(target: HttpTarget): RunReader {
   const ns = encodeURIComponent(target.namespace);
-  const call = (method: 'GET' | 'POST', route: string, timeoutMs = REQUEST_TIMEOUT_MS, signal?: AbortSignal) =>
-    request(target, method, `/api/v1/namespaces/${ns}/${route}`, timeoutMs, signal);
+  const call = (
+    method: 'GET' | 'POST',
+    route: string,
+    timeoutMs = REQUEST_TIMEOUT_MS,
+    signal?: AbortSignal,
+    body?: unknown,
+  ) => request(target, method, `/api/v1/namespaces/${ns}/${route}`, timeoutMs, signal, body);
   const workflow = (runId: string) => `workflows/${encodeURIComponent(runId)}`;
   return {
     taskQueueOf: async (runId) => {
@@ -55,10 +60,11 @@ export function httpReader(target: HttpTarget): RunReader {
       const route = `task-queues/${encodeURIComponent(taskQueue)}?taskQueueType=TASK_QUEUE_TYPE_WORKFLOW`;
       return (((await call('GET', route)) as { pollers?: unknown[] }).pollers?.length ?? 0) > 0;
     },
-    status: async (runId, deadlineMs, abandon) => {
+    status: async (runId, deadlineMs, abandon, page) => {
       // The payload as the worker wrote it: the API's JSON shorthand turns empty lists into nulls.
       const route = `${workflow(runId)}/query/${STATUS_QUERY}?noPayloadShorthand=true`;
-      const r = (await notFoundAs(runId, call('POST', route, deadlineMs, abandon))) as {
+      const body = page && { query: { queryArgs: { payloads: [jsonPayload(page)] } } };
+      const r = (await notFoundAs(runId, call('POST', route, deadlineMs, abandon, body))) as {
         queryResult?: { payloads?: Payload[] };
       };
       return jsonOf(r.queryResult?.payloads?.[0], runId) as RunStatus;
@@ -81,6 +87,12 @@ export function httpReader(target: HttpTarget): RunReader {
 interface Payload {
   metadata?: { encoding?: string };
   data?: string;
+}
+
+/** A value as the SDK's default converter writes it, in the API's form without shorthand. */
+function jsonPayload(value: unknown): Payload {
+  const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+  return { metadata: { encoding: b64('json/plain') }, data: b64(JSON.stringify(value)) };
 }
 
 /** The value of a payload the SDK's default converter wrote as JSON. */
@@ -112,6 +124,7 @@ function request(
   route: string,
   timeoutMs: number,
   signal?: AbortSignal,
+  body?: unknown,
 ): Promise<unknown> {
   const url = new URL(route, target.baseUrl);
   const headers: Record<string, string> = { accept: 'application/json' };
@@ -137,7 +150,7 @@ function request(
     req.on('error', (err) =>
       reject(err instanceof HttpApiError ? err : new HttpApiUnavailable(`${url.origin}: ${err.message}`)),
     );
-    req.end(method === 'POST' ? '{}' : undefined);
+    req.end(method === 'POST' ? JSON.stringify(body ?? {}) : undefined);
   });
 }
 

@@ -4,7 +4,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { DEFAULT_TASK_QUEUE } from '../config/settings';
-import type { RunStatus } from '../contracts/messages';
+import type { RunStatus, StatusPageInput } from '../contracts/messages';
 import { STATUS_QUERY } from '../contracts/query-names';
 import { continuedByQuery } from '../contracts/visibility-query';
 import { shellQuote } from './shell';
@@ -78,8 +78,11 @@ export interface RunReader {
   taskQueueOf(runId: string): Promise<string>;
   /** True when some worker polls the task queue, i.e. can run workflows and answer queries. */
   hasWorker(taskQueue: string): Promise<boolean>;
-  /** The run's status query, answered within `deadlineMs` or failed with DEADLINE_EXCEEDED; `abandon` cancels it. */
-  status(runId: string, deadlineMs: number, abandon?: AbortSignal): Promise<RunStatus>;
+  /**
+   * The run's status query, answered within `deadlineMs` or failed with DEADLINE_EXCEEDED; `abandon`
+   * cancels it. `page`: which sub-task lines (a large run's status carries one page of them).
+   */
+  status(runId: string, deadlineMs: number, abandon?: AbortSignal, page?: StatusPageInput): Promise<RunStatus>;
   /** Up to ten runs that continue this one, newest first; none when the namespace lacks the attribute. */
   continuedBy(runId: string): Promise<string[]>;
 }
@@ -89,10 +92,12 @@ export function grpcReader(client: Client): RunReader {
   return {
     taskQueueOf: async (runId) => (await client.workflow.getHandle(runId).describe()).taskQueue,
     hasWorker: (taskQueue) => hasWorker(client, taskQueue),
-    status: (runId, deadlineMs, abandon = new AbortController().signal) =>
+    status: (runId, deadlineMs, abandon = new AbortController().signal, page) =>
       client.connection.withAbortSignal(abandon, () =>
         client.connection.withDeadline(Date.now() + deadlineMs, () =>
-          client.workflow.getHandle(runId).query<RunStatus>(STATUS_QUERY),
+          page
+            ? client.workflow.getHandle(runId).query<RunStatus, [StatusPageInput]>(STATUS_QUERY, page)
+            : client.workflow.getHandle(runId).query<RunStatus>(STATUS_QUERY),
         ),
       ),
     continuedBy: async (runId) => {
@@ -128,11 +133,12 @@ export async function readStatus(
   reader: RunReader,
   runId: string,
   deadlineMs = QUERY_DEADLINE_MS,
+  page?: StatusPageInput,
 ): Promise<{ status: RunStatus; taskQueue: string }> {
   // Asked at once, not after the checks: most of a status command's time is these round trips.
   // When no worker serves the run, the query would wait for its deadline, so it is abandoned.
   const abandon = new AbortController();
-  const answer = reader.status(runId, deadlineMs, abandon.signal);
+  const answer = reader.status(runId, deadlineMs, abandon.signal, page);
   answer.catch(() => undefined); // awaited below, unless a check fails first
   let taskQueue: string;
   try {

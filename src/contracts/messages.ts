@@ -29,6 +29,7 @@ import type { Evidence } from './evidence';
 import { STATUS_QUERY } from './query-names';
 import type { FinishInput, ReviewReport, ReviseInput } from './review';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
+import { excerpt } from './text';
 
 export type RunPhase =
   | 'resolving'
@@ -130,8 +131,12 @@ export interface RunStatus {
   /** How this run's sandboxes are isolated ('none' only when the worker was started with the opt-out). */
   isolation?: Isolation;
   gate?: GateReview;
-  /** One line per sub-task (a name in histories and clients). */
+  /** One line per sub-task (a name in histories and clients); one page of them when workersPage is set. */
   workers: SubTaskStatus[];
+  /** Set when `workers` is one page of the lines, not all of them (a run over STATUS_LINES_INLINE, or a page asked for). */
+  workersPage?: WorkersPage;
+  /** Lines per state, over every line, when `workers` is a page. */
+  workersByState?: Partial<Record<SubTaskState, number>>;
   integratedSha?: string;
   /** The pull request the run opened or reused (land: pr), once it has. */
   pullRequest?: PullRequestRef;
@@ -284,7 +289,91 @@ export function parseMessage<T>(
   return { ok: false, reason: `invalid message: ${describeIssues(parsed.error.issues, '(message)').join('; ')}` };
 }
 
-export const statusQuery = defineQuery<RunStatus>(STATUS_QUERY);
+export const statusQuery = defineQuery<RunStatus, [StatusPageInput?]>(STATUS_QUERY);
+
+/**
+ * Which sub-task lines a status carries (issue 19): a run of 1,000 sub-tasks has more lines than
+ * one 64 KiB payload holds. Without an input, a status of up to STATUS_LINES_INLINE lines carries
+ * them all, as before; a larger one carries its first page and says so in `workersPage`.
+ */
+export interface StatusPageInput {
+  /** Only the lines in this state. */
+  state?: SubTaskState;
+  /** 1-based. */
+  page?: number;
+  pageSize?: number;
+}
+
+/** Lines a status carries without being asked for a page: a hundred lines fit one payload (test/e2e/size.test.ts). */
+export const STATUS_LINES_INLINE = 100;
+/** The largest page a status carries, whatever it is asked: fifty lines with their longest texts fit one payload. */
+export const STATUS_PAGE_MAX = 50;
+/** Bytes (as JSON) a paged line's reason and question keep, each: head and tail; the whole reason is in the result. */
+const PAGED_TEXT_BYTES = { head: 250, tail: 100 };
+const SUB_TASK_STATES: readonly SubTaskState[] = [
+  'queued',
+  'running',
+  'suspended',
+  'done',
+  'failed',
+  'cancelled',
+  'dropped',
+];
+
+/** The page a status query was asked for, made valid: a bad input is read as no input, never thrown over. */
+export function statusPageOf(input: unknown): Required<Omit<StatusPageInput, 'state'>> & { state?: SubTaskState } {
+  const given = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
+  const whole = (v: unknown, max: number, fallback: number) =>
+    typeof v === 'number' && Number.isInteger(v) && v >= 1 ? Math.min(v, max) : fallback;
+  const state = SUB_TASK_STATES.find((s) => s === given.state);
+  return {
+    ...(state && { state }),
+    page: whole(given.page, Number.MAX_SAFE_INTEGER, 1),
+    pageSize: whole(given.pageSize, STATUS_PAGE_MAX, STATUS_PAGE_MAX),
+  };
+}
+
+/**
+ * The sub-task lines of one page, and where the page stands; every line when nothing was asked
+ * and they fit. Pure: the status query answers with it.
+ */
+export function pageOfLines(
+  lines: SubTaskStatus[],
+  input: unknown,
+): { workers: SubTaskStatus[]; workersPage?: WorkersPage } {
+  if (input === undefined && lines.length <= STATUS_LINES_INLINE) return { workers: lines };
+  const { state, page, pageSize } = statusPageOf(input);
+  const matching = state ? lines.filter((w) => w.state === state) : lines;
+  const workers = matching.slice((page - 1) * pageSize, page * pageSize).map(shortened);
+  const pages = Math.max(1, Math.ceil(matching.length / pageSize));
+  return {
+    workers,
+    workersPage: { ...(state && { state }), page, pageSize, pages, matching: matching.length, total: lines.length },
+  };
+}
+
+/** A line with its texts a sender controls (an agent's reason, its question) bounded for a page. */
+function shortened(line: SubTaskStatus): SubTaskStatus {
+  return {
+    ...line,
+    ...(line.reason !== undefined && { reason: excerpt(line.reason, PAGED_TEXT_BYTES.head, PAGED_TEXT_BYTES.tail) }),
+    ...(line.question !== undefined && {
+      question: excerpt(line.question, PAGED_TEXT_BYTES.head, PAGED_TEXT_BYTES.tail),
+    }),
+  };
+}
+
+/** Which of a status's sub-task lines it carries, when not all of them. */
+export interface WorkersPage {
+  state?: SubTaskState;
+  page: number;
+  pageSize: number;
+  pages: number;
+  /** Lines in `state` (all lines without one). */
+  matching: number;
+  /** Lines in the run. */
+  total: number;
+}
 /** The run's plan as it stands: the request's or the planner's sub-tasks, with every amendment and replan. */
 export const planQuery = defineQuery<{ subTasks: SubTask[] }>('plan');
 export const approveSignal = defineSignal<[ApproveInput]>('approve');

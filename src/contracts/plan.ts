@@ -50,17 +50,44 @@ export function findCycle(tasks: readonly PlanNode[]): string[] | undefined {
  * (refused by validation) and their dependents come last, in plan order.
  */
 export function planOrder(tasks: readonly PlanNode[]): string[] {
-  const known = new Set(tasks.map((t) => t.id));
-  const placed = new Set<string>();
+  const index = new Map(tasks.map((t, i) => [t.id, i]));
+  // Kahn's algorithm, taking the ready sub-task earliest in the plan each time: linear in the
+  // plan's size rather than a scan of the whole plan per placed sub-task.
+  const waitingOn = tasks.map((t) => new Set((t.dependsOn ?? []).filter((d) => index.has(d))).size);
+  const dependents = tasks.map(() => [] as number[]);
+  tasks.forEach((t, i) => new Set(t.dependsOn ?? []).forEach((d) => index.has(d) && dependents[index.get(d)!].push(i)));
+  const placed = new Array<boolean>(tasks.length).fill(false);
   const order: string[] = [];
-  const ready = (t: PlanNode) => (t.dependsOn ?? []).every((d) => placed.has(d) || !known.has(d));
+  let from = 0;
   for (;;) {
-    const next = tasks.find((t) => !placed.has(t.id) && ready(t));
-    if (!next) break;
-    placed.add(next.id);
-    order.push(next.id);
+    let next = from;
+    while (next < tasks.length && (placed[next] || waitingOn[next] > 0)) next++;
+    if (next >= tasks.length) break;
+    placed[next] = true;
+    order.push(tasks[next].id);
+    from = next + 1;
+    for (const d of dependents[next]) if (--waitingOn[d] === 0 && d < from) from = d;
   }
-  return [...order, ...tasks.filter((t) => !placed.has(t.id)).map((t) => t.id)];
+  return [...order, ...tasks.filter((_, i) => !placed[i]).map((t) => t.id)];
+}
+
+/**
+ * For each sub-task, the ids of the sub-tasks before it in `order` whose owned paths overlap its
+ * own, in that order. Computed once per plan: asked per sub-task and per event, it made the
+ * leader's work grow with the square of the plan (issue 19).
+ */
+export function earlierOverlaps(tasks: readonly PlanNode[], order: readonly string[]): Map<string, string[]> {
+  const byId = new Map(tasks.map((t) => [t.id, t.ownedPaths.map(normalizeRepoPath)]));
+  const overlaps = (a: string[], b: string[]) =>
+    a.some((pa) => b.some((pb) => pathIsUnder(pb, pa) || pathIsUnder(pa, pb)));
+  const found = new Map<string, string[]>();
+  order.forEach((id, i) => {
+    const own = byId.get(id)!;
+    const earlier: string[] = [];
+    for (let j = 0; j < i; j++) if (overlaps(byId.get(order[j])!, own)) earlier.push(order[j]);
+    found.set(id, earlier);
+  });
+  return found;
 }
 
 /**

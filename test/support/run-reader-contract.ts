@@ -57,6 +57,12 @@ export function runReaderContract(name: string, fixture: () => ReaderFixture, re
       expect(await reader().hasWorker(f.env.taskQueue)).toBe(true);
     });
 
+    it('asks for a page of sub-task lines, and is answered with that page', async () => {
+      const { status } = await readStatus(reader(), fixture().live, undefined, { state: 'running', pageSize: 1 });
+      expect(status.workersPage).toEqual({ state: 'running', page: 1, pageSize: 1, pages: 1, matching: 1, total: 1 });
+      expect(status.workers.map((w) => w.id)).toEqual(['waits']);
+    });
+
     it('refuses an id no run has, naming it', async () => {
       const err = await reader()
         .taskQueueOf('no-such-run-at-all')

@@ -333,3 +333,19 @@ describe('limits in the status (issue 18)', () => {
     expect(formatStatus({ ...s, endedAt: NOW }, 'run-1', NOW)).not.toContain('deadline:');
   });
 });
+
+describe('the status of a large run (issue 19)', () => {
+  it('says which page of sub-tasks it shows, the counts by state, and the command for the next page', () => {
+    const s = status({
+      workers: [{ id: 'w51', state: 'failed', costUsd: 0, turns: 0, reason: 'exit 1' }],
+      workersPage: { state: 'failed', page: 2, pageSize: 50, pages: 3, matching: 143, total: 1000 },
+      workersByState: { done: 857, failed: 143 },
+    });
+    const shown = lines(formatStatus(s, 'run-1', NOW));
+    const at = shown.indexOf('sub-tasks:');
+    expect(shown.slice(at + 1, at + 3)).toEqual([
+      '  page 2 of 3 (50 a page) of 143 failed of 1000 sub-tasks: 857 done, 143 failed',
+      '  next: flotilla status run-1 --state failed --page 3 --page-size 50',
+    ]);
+  });
+});

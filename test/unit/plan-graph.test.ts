@@ -1,6 +1,13 @@
 /** The plan as a graph: cycles named in order, a stable dependency order, and where owned paths overlap. */
 import { describe, expect, it } from 'vitest';
-import { type PlanNode, dependencyProblems, findCycle, overlapOf, planOrder } from '../../src/contracts/plan';
+import {
+  type PlanNode,
+  dependencyProblems,
+  earlierOverlaps,
+  findCycle,
+  overlapOf,
+  planOrder,
+} from '../../src/contracts/plan';
 
 const node = (id: string, dependsOn: string[] = [], ownedPaths = [id]): PlanNode => ({ id, ownedPaths, dependsOn });
 
@@ -44,5 +51,57 @@ describe('overlapping owned paths', () => {
     expect(overlapOf(node('a', [], ['src/a']), node('b', [], ['src/a/']))).toBe('src/a');
     expect(overlapOf(node('all', [], ['.']), node('b', [], ['docs']))).toBe('docs');
     expect(overlapOf(node('a', [], ['src/a']), node('b', [], ['src/ab']))).toBeUndefined();
+  });
+});
+
+describe('the graph at 1,000 sub-tasks (issue 19)', () => {
+  /** The order as it was first written: the first ready sub-task in plan order, found by a scan per step. */
+  function scannedOrder(tasks: PlanNode[]): string[] {
+    const known = new Set(tasks.map((t) => t.id));
+    const placed = new Set<string>();
+    const order: string[] = [];
+    const ready = (t: PlanNode) => (t.dependsOn ?? []).every((d) => placed.has(d) || !known.has(d));
+    for (let next = tasks.find((t) => ready(t)); next; next = tasks.find((t) => !placed.has(t.id) && ready(t))) {
+      placed.add(next.id);
+      order.push(next.id);
+    }
+    return [...order, ...tasks.filter((t) => !placed.has(t.id)).map((t) => t.id)];
+  }
+
+  /** A deterministic plan of `n`: each sub-task depends on up to two earlier-numbered ones, some on later ones, some on itself. */
+  function tangled(n: number): PlanNode[] {
+    let seed = 7;
+    const rand = (m: number) => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % m;
+    return Array.from({ length: n }, (_, i) => {
+      const deps = Array.from({ length: rand(3) }, () => `t${rand(n)}`).filter((d) => d !== `t${i}` || rand(50) === 0);
+      return node(`t${i}`, deps, [`src/${rand(n / 4)}`]);
+    });
+  }
+
+  it('orders as the scan per step did, self-dependencies, cycles and duplicates included', () => {
+    for (const n of [1, 5, 40, 300]) {
+      const plan = tangled(n);
+      expect(planOrder(plan)).toEqual(scannedOrder(plan));
+    }
+    const dup = [node('b', ['a', 'a']), node('a')];
+    expect(planOrder(dup)).toEqual(scannedOrder(dup));
+  });
+
+  it("names each sub-task's earlier overlapping sub-tasks as overlapOf does, pair by pair", () => {
+    const plan = [...tangled(200), node('root', [], ['.']), node('deep', [], ['src/3/x.ts'])];
+    const order = planOrder(plan);
+    const found = earlierOverlaps(plan, order);
+    const byId = new Map(plan.map((t) => [t.id, t]));
+    for (const [i, id] of order.entries()) {
+      const expected = order.slice(0, i).filter((e) => overlapOf(byId.get(e)!, byId.get(id)!) !== undefined);
+      expect(found.get(id)).toEqual(expected);
+    }
+  });
+
+  it('orders and relates 1,000 sub-tasks in well under a second', () => {
+    const plan = tangled(1000);
+    const began = performance.now();
+    earlierOverlaps(plan, planOrder(plan));
+    expect(performance.now() - began).toBeLessThan(1000);
   });
 });

@@ -1,5 +1,7 @@
 /** Reading runs: status, list. */
+import { Option } from 'commander';
 import { dataDir, stagingUrl } from '../../config/settings';
+import type { SubTaskState } from '../../contracts/messages';
 import { shellQuote } from '../../client/shell';
 import type { ListFilters } from '../../client/list';
 import { EXIT, UnreachableError, UsageError } from '../exit';
@@ -8,12 +10,22 @@ import { type AddCommand, example, positiveInteger } from '../options';
 import { json, paintPhase, say } from '../output';
 import { statusOf, withClient, withReader } from '../session';
 
-async function statusCommand(id: string, o: { json?: boolean }): Promise<number> {
+interface StatusOptions {
+  json?: boolean;
+  state?: SubTaskState;
+  page?: number;
+  pageSize?: number;
+}
+
+async function statusCommand(id: string, o: StatusOptions): Promise<number> {
   return withReader(async ({ reader, url }) => {
     // Asked together: each is a round trip to the server, and the command waits for both.
     const continued = reader.continuedBy(id);
     continued.catch(() => undefined); // a status that fails first says why; this one is not awaited then
-    const { status, taskQueue: queue } = await statusOf(reader, id);
+    // Asked for a page only when one was: a run that predates paging answers the plain query as ever.
+    const paged = o.state !== undefined || o.page !== undefined || o.pageSize !== undefined;
+    const page = paged ? { state: o.state, page: o.page, pageSize: o.pageSize } : undefined;
+    const { status, taskQueue: queue } = await statusOf(reader, id, page);
     const continuedBy = await continued;
     if (o.json) json({ workflowId: id, taskQueue: queue, webUrl: url(id), ...status, continuedBy });
     else {
@@ -70,7 +82,27 @@ export const status: AddCommand = (program, run) =>
     .description('phase, open gate, sub-tasks (state, cost, turns) and totals of a run')
     .argument('<id>', 'the run id')
     .option('--json', 'print the status as JSON')
-    .addHelpText('after', example('flotilla status flotilla-20261130-142501-a1b2'))
+    .addOption(
+      new Option('--state <state>', 'only the sub-tasks in this state').choices([
+        'queued',
+        'running',
+        'suspended',
+        'done',
+        'failed',
+        'cancelled',
+        'dropped',
+      ]),
+    )
+    .option(
+      '--page <n>',
+      'which page of sub-tasks (a run over 100 shows one page at a time)',
+      positiveInteger('--page'),
+    )
+    .option('--page-size <n>', 'sub-tasks a page, at most 50', positiveInteger('--page-size'))
+    .addHelpText(
+      'after',
+      example('flotilla status flotilla-20261130-142501-a1b2 --state failed --page 2 --page-size 50'),
+    )
     .action((id, o) => run(statusCommand(id, o)));
 
 export const list: AddCommand = (program, run) =>

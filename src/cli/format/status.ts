@@ -128,9 +128,23 @@ function formatGate(s: RunStatus, runId: string): string[] {
   return lines;
 }
 
+/** A large run's status shows one page of its sub-tasks: which page, the counts by state, and how to see the next. */
+function pageLines(s: RunStatus, runId: string): string[] {
+  const p = s.workersPage;
+  if (!p) return [];
+  const counts = Object.entries(s.workersByState ?? {}).map(([state, n]) => `${n} ${state}`);
+  const which = p.state ? `${p.matching} ${p.state} of ${p.total}` : `${p.total}`;
+  const lines = [`  page ${p.page} of ${p.pages} (${p.pageSize} a page) of ${which} sub-tasks: ${counts.join(', ')}`];
+  if (p.page < p.pages) {
+    const state = p.state ? ` --state ${p.state}` : '';
+    lines.push(`  next: flotilla status ${q(runId)}${state} --page ${p.page + 1} --page-size ${p.pageSize}`);
+  }
+  return lines;
+}
+
 /** One row per sub-task (state, time, cost, turns), and under it where it runs, its question, how to resume it. */
 function subTaskLines(s: RunStatus, runId: string, now: number): string[] {
-  const lines = ['sub-tasks:'];
+  const lines = ['sub-tasks:', ...pageLines(s, runId)];
   const width = Math.max(6, ...s.workers.map((w) => w.id.length));
   const under = (text: string) => `  ${' '.repeat(width)}  ${text}`;
   for (const w of s.workers) {

@@ -5,7 +5,7 @@ import { condition, setCurrentDetails } from '@temporalio/workflow';
 import type { GateReview } from '../../contracts/messages';
 import type { GateDecision } from '../../contracts/reports';
 import { type Gate, type GateName, type PlannedRequest, agentOf, subTaskLimitsLine } from '../../contracts/request';
-import { overlapOf, planOrder } from '../../contracts/plan';
+import { earlierOverlaps, planOrder } from '../../contracts/plan';
 import { evidenceLines } from '../../contracts/evidence';
 import { firstLine, isoTime } from '../../contracts/text';
 import { msOfMinutes, timerMs } from '../durations';
@@ -75,10 +75,11 @@ export function gateCommands(runId: string, gate: Pick<GateReview, 'gate' | 'sha
  * it depends on, and the sub-tasks it runs after because their owned paths overlap its own.
  */
 export function planRows(plan: PlannedRequest): NonNullable<GateReview['plan']> {
-  const order = planOrder(plan.subTasks);
+  const overlaps = earlierOverlaps(plan.subTasks, planOrder(plan.subTasks));
+  const index = new Map(plan.subTasks.map((t, i) => [t.id, i]));
   return plan.subTasks.map((t) => {
-    const earlier = new Set(order.slice(0, order.indexOf(t.id)));
-    const after = plan.subTasks.filter((o) => earlier.has(o.id) && overlapOf(o, t) !== undefined).map((o) => o.id);
+    // In the plan's own order, as the rows have always listed them.
+    const after = [...overlaps.get(t.id)!].sort((a, b) => index.get(a)! - index.get(b)!);
     const own = subTaskLimitsLine(t.limits);
     return {
       id: t.id,

@@ -193,7 +193,7 @@ export class PlanRun {
 
   /** Whether the next ready sub-task fits under maxParallel (startReady starts them in plan order). */
   private canStart(): boolean {
-    const next = this.schedule.ready()[0];
+    const next = this.schedule.firstReady();
     return next !== undefined && this.fits(next);
   }
 

@@ -16,7 +16,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { type RunStatus, type SubTaskStatus, statusQuery } from '../../contracts/messages';
+import { type RunStatus, type SubTaskStatus, pageOfLines, statusQuery } from '../../contracts/messages';
 import { runKeyOf } from '../../contracts/names';
 import type { RunOutcome, RunResult } from '../../contracts/reports';
 import type { LeaderRequest, NotifyEvent, SubTask } from '../../contracts/request';
@@ -66,7 +66,7 @@ export class Run {
     this.publishSearchAttributes = patched(PATCHES.searchAttributes.id)
       ? keepSearchAttributesCurrent(this.status, () => this.spent())
       : () => undefined;
-    setHandler(statusQuery, () => this.statusNow());
+    setHandler(statusQuery, (page) => this.statusNow(page));
     // People and sub-tasks: every message goes through the inbox.
     this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false, living };
     openInbox(this.crew);
@@ -207,10 +207,13 @@ export class Run {
   }
 
   /** Pure: a query must not change the state it reports. Durations are the client's to compute. */
-  private statusNow(): RunStatus {
+  private statusNow(page?: unknown): RunStatus {
     const { status } = this;
+    const shown = pageOfLines(status.workers, page);
     return {
       ...status,
+      ...shown,
+      ...(shown.workersPage && { workersByState: countByState(status.workers) }),
       totals: {
         costUsd: this.spent(),
         turns: status.workers.reduce((sum, w) => sum + w.turns, 0),
@@ -219,6 +222,13 @@ export class Run {
       },
     };
   }
+}
+
+/** How many lines are in each state. */
+function countByState(lines: SubTaskStatus[]): NonNullable<RunStatus['workersByState']> {
+  const counts: NonNullable<RunStatus['workersByState']> = {};
+  for (const w of lines) counts[w.state] = (counts[w.state] ?? 0) + 1;
+  return counts;
 }
 
 /** A refusal of the request on one line: its problems joined, when the failure lists them. */

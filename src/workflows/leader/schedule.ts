@@ -7,7 +7,7 @@
  * Pure: no workflow APIs, so the unit tests drive it directly. The leader (plan-run.ts) owns one
  * and moves its sub-tasks through their states.
  */
-import { overlapOf, planOrder } from '../../contracts/plan';
+import { earlierOverlaps, overlapOf, planOrder } from '../../contracts/plan';
 import type { SubTask } from '../../contracts/request';
 import { clip } from '../../contracts/text';
 
@@ -37,6 +37,8 @@ const ENDED: EntryState[] = ['failed', 'cancelled', 'dropped'];
 export class Schedule {
   private readonly entries = new Map<string, Entry>();
   private order: string[] = [];
+  /** Each sub-task's earlier overlapping sub-tasks (earlier): made once per plan, not per event. */
+  private overlaps = new Map<string, string[]>();
 
   /** `attempts`: how many attempts each sub-task may take (1 + limits.retries). */
   constructor(
@@ -66,7 +68,23 @@ export class Schedule {
 
   /** Waiting sub-tasks that may start now, in the plan's order. */
   ready(): Entry[] {
-    return this.order.map((id) => this.entries.get(id)!).filter((e) => e.state === 'waiting' && !this.waits(e));
+    return this.order.map((id) => this.entries.get(id)!).filter((e) => this.startable(e));
+  }
+
+  /** The first of ready(), without looking further: the leader asks on every workflow activation. */
+  firstReady(): Entry | undefined {
+    for (const id of this.order) {
+      const e = this.entries.get(id)!;
+      if (this.startable(e)) return e;
+    }
+    return undefined;
+  }
+
+  /** Waiting, and waits for nothing: the same test as waits(), without making its sentence. */
+  private startable(e: Entry): boolean {
+    if (e.state !== 'waiting') return false;
+    if ((e.task.dependsOn ?? []).some((d) => this.entries.get(d)?.state !== 'integrated')) return false;
+    return this.earlier(e).every((o) => SETTLED.includes(o.state));
   }
 
   /**
@@ -180,8 +198,7 @@ export class Schedule {
 
   /** The earlier sub-tasks (in the plan's order) whose owned paths overlap `entry`'s. */
   private earlier(entry: Entry): Entry[] {
-    const before = this.order.slice(0, this.order.indexOf(entry.task.id));
-    return before.map((id) => this.entries.get(id)!).filter((e) => overlapOf(e.task, entry.task) !== undefined);
+    return (this.overlaps.get(entry.task.id) ?? []).map((id) => this.entries.get(id)!);
   }
 
   private fresh(task: SubTask): Entry {
@@ -189,6 +206,8 @@ export class Schedule {
   }
 
   private reorder(): void {
-    this.order = planOrder(this.all().map((e) => e.task));
+    const tasks = this.all().map((e) => e.task);
+    this.order = planOrder(tasks);
+    this.overlaps = earlierOverlaps(tasks, this.order);
   }
 }
