@@ -9,6 +9,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { startedWith } from '../client/continue';
+import { withEveryReport } from '../client/result';
 import { permanent } from '../contracts/failures';
 import { runKeyOf } from '../contracts/names';
 import type { RunResult, SubTaskReport } from '../contracts/reports';
@@ -95,9 +96,12 @@ async function failedRun(runId: string, repoUrl?: string): Promise<{ result: Run
     (err: unknown) => resultOfFailure(err),
   );
   if (!result) throw refuse(`run ${runId} ended (${described.status.name}) without a result to continue from`);
+  // A result of more than a hundred reports carries the rest by reference: its reports query.
+  const whole = result.workersOmitted ? await withEveryReport(handle, result) : result;
+  if (whole.workersOmitted) throw new Error(`the reports of run ${runId} could not be read (its reports query)`);
   if (result.outcome === 'pushed' || result.outcome === 'unchanged' || result.outcome === 'pr-opened')
     throw refuse(`run ${runId} ended ${result.outcome}; there is nothing to continue`);
-  return { result, runKey: runKeyOf(runId, described.runId) };
+  return { result: whole, runKey: runKeyOf(runId, described.runId) };
 }
 
 /** A failed run's result travels in its failure's details (see Run.fail in the leader). */

@@ -1,7 +1,8 @@
 /** How a run ended, pushed or not, in the shape a script needs. */
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import type { RunResult } from '../contracts/reports';
+import { reportsQuery } from '../contracts/messages';
+import type { RunResult, SubTaskReport } from '../contracts/reports';
 
 export interface RunEnd {
   workflowId: string;
@@ -14,12 +15,36 @@ export interface RunEnd {
 
 /** Waits for a run to end and returns what a user needs of it, pushed or not. */
 export async function awaitRun(handle: WorkflowHandle): Promise<RunEnd> {
+  let end: RunEnd;
   try {
-    return { workflowId: handle.workflowId, result: (await handle.result()) as RunResult };
+    end = { workflowId: handle.workflowId, result: (await handle.result()) as RunResult };
   } catch (err) {
-    if (err instanceof WorkflowFailedError) return failedEnd(handle.workflowId, err);
-    throw err;
+    if (err instanceof WorkflowFailedError) end = failedEnd(handle.workflowId, err);
+    else throw err;
   }
+  if (end.result?.workersOmitted) end.result = await withEveryReport(handle, end.result);
+  return end;
+}
+
+/**
+ * A result of more reports than it carries (workersOmitted), with every report read back from the
+ * run's reports query, a page at a time. The query replays the closed run on a worker: without
+ * one, the result stays as it came, saying how many it left out.
+ */
+export async function withEveryReport(handle: WorkflowHandle, result: RunResult): Promise<RunResult> {
+  const workers: SubTaskReport[] = [];
+  try {
+    for (let page = 1, pages = 1; page <= pages; page++) {
+      const got = await handle.query(reportsQuery, { page });
+      workers.push(...got.reports);
+      pages = got.pages;
+    }
+  } catch {
+    return result;
+  }
+  if (workers.length !== result.workersOmitted!.total) return result;
+  const { workersOmitted: _omitted, ...whole } = result;
+  return { ...whole, workers };
 }
 
 function failedEnd(workflowId: string, err: WorkflowFailedError): RunEnd {

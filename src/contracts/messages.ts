@@ -23,6 +23,7 @@ import {
   type PullRequestRef,
   type Refusal,
   type RunOutcome,
+  type SubTaskReport,
 } from './reports';
 import type { ChecksReport } from './checks';
 import type { Evidence } from './evidence';
@@ -106,6 +107,8 @@ export interface GateReview {
     /** The sub-task's own limits, overriding the request's, in a few words. */
     limits?: string;
   }[];
+  /** Which of the plan's rows `plan` holds, when not all of them (a plan of more than 100 sub-tasks). */
+  planPage?: WorkersPage;
   /** The push gate: the exact commit that would be pushed, and what it changes. */
   sha?: string;
   diffstat?: string;
@@ -352,6 +355,22 @@ export function pageOfLines(
   };
 }
 
+/**
+ * The plan gate's rows a status carries: every row up to STATUS_LINES_INLINE when nothing was
+ * asked, else the asked page (its state filter does not apply: a row has none). Pure.
+ */
+export function pageOfPlanRows(gate: GateReview, input: unknown): GateReview {
+  const rows = gate.plan;
+  if (!rows || (input === undefined && rows.length <= STATUS_LINES_INLINE)) return gate;
+  const { page, pageSize } = statusPageOf(input);
+  const pages = Math.max(1, Math.ceil(rows.length / pageSize));
+  return {
+    ...gate,
+    plan: rows.slice((page - 1) * pageSize, page * pageSize),
+    planPage: { page, pageSize, pages, matching: rows.length, total: rows.length },
+  };
+}
+
 /** A line with its texts a sender controls (an agent's reason, its question) bounded for a page. */
 function shortened(line: SubTaskStatus): SubTaskStatus {
   return {
@@ -372,6 +391,18 @@ export interface WorkersPage {
   /** Lines in `state` (all lines without one). */
   matching: number;
   /** Lines in the run. */
+  total: number;
+}
+/**
+ * Every sub-task report of the run, a page (100) at a time, in the run's order: what a result of
+ * more than 100 reports leaves out (RunResult.workersOmitted). Answers on a closed run too.
+ */
+export const reportsQuery = defineQuery<ReportsPage, [{ page?: number }?]>('reports');
+export interface ReportsPage {
+  reports: SubTaskReport[];
+  /** 1-based. */
+  page: number;
+  pages: number;
   total: number;
 }
 /** The run's plan as it stands: the request's or the planner's sub-tasks, with every amendment and replan. */

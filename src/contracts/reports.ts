@@ -174,8 +174,14 @@ export interface RunResult {
   message: string;
   baseSha: string;
   targetRef: string;
-  /** Every sub-task's report, redone ones included (a name in histories). */
+  /** Every sub-task's report, redone ones included (a name in histories); at most 100 of them, see workersOmitted. */
   workers: SubTaskReport[];
+  /**
+   * Set when the run had more reports than the result carries: `workers` holds the failed and
+   * cancelled first, then the rest in order, and the reports query (`reportsQuery`, paged) gives
+   * every one; awaitRun reads them all back into `workers`.
+   */
+  workersOmitted?: { count: number; total: number; byStatus: Partial<Record<SubTaskReport['status'], number>> };
   /** How the run's sandboxes were isolated ('none' only when the worker was started with the opt-out). */
   isolation?: Isolation;
   integratedSha?: string;

@@ -26,6 +26,11 @@ export const MAX_CHARS = {
   name: 100,
 } as const;
 
+/** Sub-tasks a plan may have (issue 19): the status, the plan gate and the result page beyond a hundred. */
+export const MAX_SUB_TASKS = 1000;
+/** Sub-task workflows a run keeps going at once (limits.maxParallel). */
+export const MAX_PARALLEL = 256;
+
 /** A string of at most `max` characters; the error says how long it was. */
 export function boundedText(max: number) {
   return z.string().max(max, { error: (iss) => `is ${String(iss.input).length} characters; at most ${max}` });
@@ -185,7 +190,7 @@ const DEFAULT_AGENT_TIMEOUT_MINUTES = 30;
 const LimitFields = z
   .object({
     /** Sub-tasks running at once. Default 4: enough parallelism without starving a laptop. */
-    maxParallel: z.number().int().min(1).max(64).default(4),
+    maxParallel: z.number().int().min(1).max(MAX_PARALLEL).default(4),
     /** Wall-clock limit of one invocation of an agent. Default 30 minutes. */
     agentTimeoutMinutes: limitMinutes.optional().meta({ default: DEFAULT_AGENT_TIMEOUT_MINUTES }),
     workerTimeoutMinutes: limitMinutes
@@ -764,7 +769,11 @@ const RequestFields = z
       })
       .strict(),
     /** The plan. Without it, a planner agent proposes one (see `planner`). */
-    subTasks: z.array(SubTask).min(1, 'must list at least one sub-task').max(100, 'at most 100 sub-tasks').optional(),
+    subTasks: z
+      .array(SubTask)
+      .min(1, 'must list at least one sub-task')
+      .max(MAX_SUB_TASKS, `at most ${MAX_SUB_TASKS} sub-tasks`)
+      .optional(),
     /** The agent that plans when subTasks is absent; defaults to `agent`. It sees a read-only checkout. */
     planner: AgentSpec.optional(),
     /**

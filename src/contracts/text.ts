@@ -58,6 +58,18 @@ export function excerpt(text: string, headBytes: number, tailBytes: number): str
   return `${within(text, headBytes, false)}\n…\n${within(text, tailBytes, true)}`;
 }
 
+/** Bytes `value` takes as JSON in UTF-8, as a payload carries it; pure JavaScript, so workflow code can measure too. */
+export function jsonSize(value: unknown): number {
+  const json = JSON.stringify(value) ?? '';
+  let bytes = 0;
+  for (let i = 0; i < json.length; i++) {
+    const code = json.charCodeAt(i);
+    // A surrogate pair is 4 bytes: 2 for each half.
+    bytes += code < 0x80 ? 1 : code < 0x800 || (code >= 0xd800 && code <= 0xdfff) ? 2 : 3;
+  }
+  return bytes;
+}
+
 /** The largest time a JavaScript Date holds, in milliseconds either side of 1970. */
 const LAST_DATE_MS = 8.64e15;
 

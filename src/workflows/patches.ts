@@ -116,4 +116,10 @@ export const PATCHES = {
     before:
       'a run with land: pr ends once its PR is open: it reads no checks and takes no CI-fix round (requests before it had no land.checks field)',
   },
+  thousandSubTasks: {
+    id: 'thousand-sub-tasks',
+    since: 'issue 19 (wave 5): 1,000 sub-tasks in one run',
+    before:
+      'an amendment may bring a plan to 100 sub-tasks, the cap of its day (a result of at most 100 reports is carried whole either way)',
+  },
 } as const satisfies Record<string, Patch>;

@@ -6,8 +6,14 @@
 import { describe, expect, it } from 'vitest';
 import type { SubTaskReport } from '../../src/contracts/reports';
 import { parseLeaderRequest } from '../../src/contracts/request';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { RunResult } from '../../src/contracts/reports';
+import { jsonSize } from '../../src/contracts/text';
 import {
+  RESULT_REPORTS_INLINE,
+  boundedResult,
   briefReport,
+  pageOfReports,
   failedReport,
   failedSubTasksLine,
   settledLine,
@@ -139,5 +145,77 @@ describe('failedSubTasksLine', () => {
       '5 of 6 workers failed: a: a broke; b: b broke; c: c broke; 2 more in the result',
     );
     expect(failedSubTasksLine(failed.slice(0, 1), 2)).toBe('1 of 2 workers failed: a: a broke');
+  });
+});
+
+describe('the result of a run of 1,000 sub-tasks (issue 19)', () => {
+  const ids = Array.from({ length: 1000 }, (_, i) => `sub-task-with-a-long-name-${i}`);
+  // As full as a run makes them: a ref, a head, a log, a tail as long as briefReport leaves at 1,000.
+  const reports = ids.map((id, i) =>
+    briefReport(
+      report({
+        workerId: id,
+        status: i % 9 === 4 ? 'failed' : 'done',
+        reason: i % 9 === 4 ? 'é'.repeat(5000) : undefined,
+        ref: `refs/flotilla/run-0123456789abcdef/${id}`,
+        headSha: 'a'.repeat(40),
+        logRef: `sha256:${'b'.repeat(64)}`,
+        tail: 'ü'.repeat(5000),
+        summary: 's'.repeat(5000),
+        host: 'worker-host-0123456789',
+      }),
+      1000,
+    ),
+  );
+  const result = (workers: RunResult['workers']): RunResult => ({
+    outcome: 'pushed',
+    message: 'm',
+    baseSha: 'c'.repeat(40),
+    targetRef: 'main',
+    workers,
+    head: { ref: 'refs/flotilla/run/integration', sha: 'd'.repeat(40), integrated: ids },
+    costUsd: 1,
+    decisions: [],
+    refusals: [],
+    refusedCount: 0,
+  });
+
+  it('is carried whole up to a hundred reports', () => {
+    const whole = result(reports.slice(0, RESULT_REPORTS_INLINE));
+    expect(boundedResult(whole)).toBe(whole);
+  });
+
+  it('fits one payload: the failed reports first, then the rest in order, saying how many it left out', () => {
+    const bounded = boundedResult(result(reports));
+    expect(defaultPayloadConverter.toPayload(bounded)!.data!.length).toBeLessThan(64 * 1024);
+    const failed = reports.filter((r) => r.status === 'failed');
+    const first = [...failed, ...reports.filter((r) => r.status === 'done')];
+    // Here the 1,000 ids of the integration head take half the room, and some of the failed fill the rest.
+    expect(bounded.workers.length).toBeGreaterThan(20);
+    expect(bounded.workers).toEqual(first.slice(0, bounded.workers.length));
+    const allDone = reports.map((r) => ({ ...r, status: 'done' as const }));
+    const none = boundedResult(result(allDone));
+    expect(none.workers).toEqual(allDone.slice(0, none.workers.length));
+    expect(bounded.workersOmitted).toEqual({
+      count: 1000 - bounded.workers.length,
+      total: 1000,
+      byStatus: { done: 1000 - failed.length, failed: failed.length },
+    });
+    expect(bounded.head!.integrated).toHaveLength(1000);
+  });
+
+  it('gives every report back through the reports query, a hundred a page, and reads a bad page as the first', () => {
+    const pages = [1, 2, 10].map((page) => pageOfReports(reports, { page }));
+    expect(pages.map((p) => p.reports[0].workerId)).toEqual([ids[0], ids[100], ids[900]]);
+    expect(pages.every((p) => p.pages === 10 && p.total === 1000 && p.reports.length === 100)).toBe(true);
+    expect(pageOfReports(reports, { page: 11 }).reports).toEqual([]);
+    for (const bad of [undefined, null, 'x', { page: -1 }, { page: 1.5 }])
+      expect(pageOfReports(reports, bad).page).toBe(1);
+    expect(defaultPayloadConverter.toPayload(pages[0])!.data!.length).toBeLessThan(64 * 1024);
+  });
+
+  it('measures JSON as a payload does, multi-byte and escaped characters included', () => {
+    for (const v of [reports[4], { s: 'a\u0001"\\é€😀' }, 'x', null])
+      expect(jsonSize(v)).toBe(Buffer.byteLength(JSON.stringify(v)));
   });
 });

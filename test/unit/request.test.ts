@@ -288,6 +288,19 @@ describe('parseLeaderRequest', () => {
   });
 });
 
+describe('the size of a plan (issue 19)', () => {
+  const tasks = (n: number) =>
+    Array.from({ length: n }, (_, i) => ({ id: `t${i}`, prompt: 'p', ownedPaths: [`t${i}`] }));
+
+  it('takes 1,000 sub-tasks and 256 at once, and refuses one more of each, naming the field', () => {
+    expect(problems((r) => Object.assign(r, { subTasks: tasks(1000), limits: { maxParallel: 256 } }))).toEqual([]);
+    expect(problems((r) => (r.subTasks = tasks(1001)))).toEqual(['subTasks: at most 1000 sub-tasks']);
+    expect(problems((r) => (r.limits = { maxParallel: 257 }))).toEqual([
+      expect.stringMatching(/^limits\.maxParallel: .*256/),
+    ]);
+  });
+});
+
 describe('repository locations', () => {
   it.each([
     'https://github.com/a/b.git',

@@ -1,7 +1,14 @@
 /** The status of a large run, one page of sub-task lines at a time (issue 19). */
 import { describe, expect, it } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { type SubTaskStatus, STATUS_LINES_INLINE, pageOfLines, statusPageOf } from '../../src/contracts/messages';
+import {
+  type GateReview,
+  type SubTaskStatus,
+  STATUS_LINES_INLINE,
+  pageOfLines,
+  pageOfPlanRows,
+  statusPageOf,
+} from '../../src/contracts/messages';
 
 /** A finished line as full as a run makes them: host, checkpoint, a long reason. */
 const line = (i: number): SubTaskStatus => ({
@@ -66,5 +73,41 @@ describe('the status query at 1,000 sub-tasks', () => {
     const page = pageOfLines(worst, { state: 'failed', pageSize: 10_000 });
     expect(page.workers).toHaveLength(50);
     expect(defaultPayloadConverter.toPayload(page)!.data!.length).toBeLessThan(64 * 1024);
+  });
+});
+
+describe('the plan gate of 1,000 sub-tasks', () => {
+  const row = (i: number) => ({
+    id: `sub-task-with-a-long-name-${i}`,
+    ownedPaths: [`src/module-${i}/`, `test/module-${i}/`],
+    agent: 'claude-code',
+    prompt: `Refactor module ${i}: `.padEnd(200, 'x'),
+    dependsOn: i > 0 ? [`sub-task-with-a-long-name-${i - 1}`] : undefined,
+  });
+  const gate = (n: number): GateReview => ({
+    gate: 'plan',
+    openedAt: 1,
+    expiresAt: 2,
+    onTimeout: 'fail',
+    refused: [],
+    plan: Array.from({ length: n }, (_, i) => row(i)),
+  });
+
+  it('shows every row of a plan of up to a hundred', () => {
+    const small = gate(STATUS_LINES_INLINE);
+    expect(pageOfPlanRows(small, undefined)).toBe(small);
+  });
+
+  it('shows one page of a larger plan, saying which, under 64 KiB', () => {
+    const shown = pageOfPlanRows(gate(1000), { page: 3 });
+    expect(shown.plan!.map((r) => r.id)).toEqual(
+      gate(1000)
+        .plan!.slice(100, 150)
+        .map((r) => r.id),
+    );
+    expect(shown.planPage).toEqual({ page: 3, pageSize: 50, pages: 20, matching: 1000, total: 1000 });
+    expect(defaultPayloadConverter.toPayload(pageOfPlanRows(gate(1000), undefined))!.data!.length).toBeLessThan(
+      64 * 1024,
+    );
   });
 });

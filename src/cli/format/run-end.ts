@@ -29,6 +29,11 @@ export function formatRunEnd(end: RunEnd): string {
     );
   lines.push(...formatChecks(r.checks).map((l) => `  ${l}`));
   for (const w of r.workers) lines.push(...subTaskLines(w));
+  if (r.workersOmitted)
+    lines.push(
+      `  … and ${r.workersOmitted.count} more of ${r.workersOmitted.total} sub-tasks, which no worker could read back now: ` +
+        `\`flotilla result ${end.workflowId}\` once one runs`,
+    );
   lines.push(...formatCandidates(r.candidates).map((l) => `  ${l}`));
   lines.push(...formatDropped(r.dropped).map((l) => `  ${l}`));
   if (r.outcome !== 'pushed' && r.outcome !== 'pr-opened')

@@ -100,7 +100,12 @@ function formatGate(s: RunStatus, runId: string): string[] {
   if (g.held) lines.push(`  held:    ${g.held} (the gate opened although its mode is auto)`);
   if (g.plan) {
     const idWidth = Math.max(2, ...g.plan.map((p) => p.id.length));
-    lines.push('  plan:');
+    const shown = g.planPage;
+    lines.push(
+      shown
+        ? `  plan (rows ${(shown.page - 1) * shown.pageSize + 1}-${(shown.page - 1) * shown.pageSize + g.plan.length} of ${shown.total}; page ${shown.page} of ${shown.pages}, --page N for another):`
+        : '  plan:',
+    );
     for (const p of g.plan) {
       const order = [
         ...(p.dependsOn?.length ? [`needs ${p.dependsOn.join(', ')}`] : []),

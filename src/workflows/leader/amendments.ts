@@ -35,6 +35,8 @@ export class PlanAmendments implements Amendable {
   constructor(private readonly p: PlanRun) {}
 
   addProblem({ subTask }: AddSubTaskInput): string | undefined {
+    const { length } = this.p.plan.subTasks;
+    if (length >= this.p.maxSubTasks) return `subTask: the plan has ${length} sub-tasks, the most a run takes`;
     const problems = this.openProblem() ?? additionProblems(this.p.plan, subTask).join('; ');
     if (problems) return problems;
     for (const dep of subTask.dependsOn ?? []) {

@@ -15,7 +15,7 @@ import type { SubTaskStatus } from '../../contracts/messages';
 import type { FailingCheck } from '../../contracts/checks';
 import { ciFixNote, predecessorsNote, retryNote, reviewNote } from '../../contracts/prompts';
 import type { ConflictReport, SubTaskReport } from '../../contracts/reports';
-import type { AgentSpec, PlannedRequest, SubTask } from '../../contracts/request';
+import { type AgentSpec, MAX_SUB_TASKS, type PlannedRequest, type SubTask } from '../../contracts/request';
 import type { ReviewComment } from '../../contracts/review';
 import { clip } from '../../contracts/text';
 import { msOfMinutes, msOfSeconds } from '../durations';
@@ -108,6 +108,8 @@ export class PlanRun {
   private readonly bestOf: BestOf;
   /** While a review round runs (review.ts): a failed attempt leaves its sub-task's earlier commits integrated. */
   revising = false;
+  /** The most sub-tasks an amendment may bring the plan to: the request's cap, or the 100 of runs started before it rose. */
+  readonly maxSubTasks = patched(PATCHES.thousandSubTasks.id) ? MAX_SUB_TASKS : 100;
 
   constructor(
     readonly run: Run,

@@ -3,10 +3,10 @@
  * many there are), on the status lines, and in the line that ends a run whose sub-tasks failed.
  * Pure: no workflow APIs, so the unit tests call these directly.
  */
-import type { SubTaskStatus } from '../../contracts/messages';
-import type { SubTaskReport } from '../../contracts/reports';
+import type { ReportsPage, SubTaskStatus } from '../../contracts/messages';
+import type { RunResult, SubTaskReport } from '../../contracts/reports';
 import type { LeaderRequest, SubTask } from '../../contracts/request';
-import { excerpt } from '../../contracts/text';
+import { excerpt, jsonSize } from '../../contracts/text';
 
 /**
  * A sub-task's report as the result carries it: its text shrinks with the number of sub-tasks,
@@ -94,4 +94,40 @@ export function failedSubTasksLine(reports: SubTaskReport[], planned: number): s
   const named = failed.slice(0, 3).map((w) => `${w.workerId}: ${w.reason}`);
   if (failed.length > named.length) named.push(`${failed.length - named.length} more in the result`);
   return `${failed.length} of ${planned} workers failed: ${named.join('; ')}`;
+}
+
+/** Reports a result carries itself, at most; a run of more has the rest read with the reports query (issue 19). */
+export const RESULT_REPORTS_INLINE = 100;
+/** Bytes of JSON a result with omitted reports is kept to: under the 64 KiB every payload stays within. */
+export const RESULT_BYTES = 56 * 1024;
+
+/**
+ * The result as it leaves the workflow: whole up to RESULT_REPORTS_INLINE reports; beyond, the
+ * ones that need a person first (failed, cancelled), then the rest in order, as many as fit
+ * RESULT_BYTES, and `workersOmitted` says how many more the reports query (and awaitRun) gives.
+ * A thousand reports are ~400 KB: more than one payload, however short each is made.
+ */
+export function boundedResult(result: RunResult): RunResult {
+  const all = result.workers;
+  if (all.length <= RESULT_REPORTS_INLINE) return result;
+  const byStatus: Partial<Record<SubTaskReport['status'], number>> = {};
+  for (const w of all) byStatus[w.status] = (byStatus[w.status] ?? 0) + 1;
+  const omitted = (kept: number) => ({ count: all.length - kept, total: all.length, byStatus });
+  let room = RESULT_BYTES - jsonSize({ ...result, workers: [], workersOmitted: omitted(0) });
+  const workers: SubTaskReport[] = [];
+  for (const w of [...all.filter((r) => r.status !== 'done'), ...all.filter((r) => r.status === 'done')]) {
+    room -= jsonSize(w) + 1;
+    if (room < 0 || workers.length === RESULT_REPORTS_INLINE) break;
+    workers.push(w);
+  }
+  return { ...result, workers, workersOmitted: omitted(workers.length) };
+}
+
+/** One page of every report, in the run's order, for the reports query. Pure; a bad input reads as the first page. */
+export function pageOfReports(all: SubTaskReport[], input: unknown): ReportsPage {
+  const given = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
+  const page = typeof given.page === 'number' && Number.isInteger(given.page) && given.page >= 1 ? given.page : 1;
+  const pages = Math.max(1, Math.ceil(all.length / RESULT_REPORTS_INLINE));
+  const reports = all.slice((page - 1) * RESULT_REPORTS_INLINE, page * RESULT_REPORTS_INLINE);
+  return { reports, page, pages, total: all.length };
 }

@@ -16,7 +16,14 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import { type RunStatus, type SubTaskStatus, pageOfLines, statusQuery } from '../../contracts/messages';
+import {
+  type RunStatus,
+  type SubTaskStatus,
+  pageOfLines,
+  pageOfPlanRows,
+  reportsQuery,
+  statusQuery,
+} from '../../contracts/messages';
 import { runKeyOf } from '../../contracts/names';
 import type { RunOutcome, RunResult } from '../../contracts/reports';
 import type { LeaderRequest, NotifyEvent, SubTask } from '../../contracts/request';
@@ -25,6 +32,7 @@ import { clip } from '../../contracts/text';
 import { PATCHES } from '../patches';
 import { type Crew, openInbox } from './inbox';
 import { Notifier } from './notifier';
+import { boundedResult, pageOfReports } from './reports';
 import { keepSearchAttributesCurrent } from './visibility';
 
 /** How a run ends well: it pushed, had nothing to push, or opened its pull request. */
@@ -67,6 +75,7 @@ export class Run {
       ? keepSearchAttributesCurrent(this.status, () => this.spent())
       : () => undefined;
     setHandler(statusQuery, (page) => this.statusNow(page));
+    setHandler(reportsQuery, (page) => pageOfReports(this.result.workers, page));
     // People and sub-tasks: every message goes through the inbox.
     this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false, living };
     openInbox(this.crew);
@@ -138,7 +147,7 @@ export class Run {
   /** Ends the run having pushed (or opened its PR), or with nothing to push: its result. */
   succeed(outcome: Success, message: string): RunResult {
     this.settle(outcome, message);
-    return this.result;
+    return boundedResult(this.result);
   }
 
   /** Ends the run short of a push: the workflow fails with the result attached, so the Web UI shows red and clients still get the report. */
@@ -148,7 +157,7 @@ export class Run {
       type: outcome,
       message: this.result.message,
       nonRetryable: true,
-      details: [this.result],
+      details: [boundedResult(this.result)],
     });
   }
 
@@ -214,6 +223,7 @@ export class Run {
       ...status,
       ...shown,
       ...(shown.workersPage && { workersByState: countByState(status.workers) }),
+      ...(status.gate && { gate: pageOfPlanRows(status.gate, page) }),
       totals: {
         costUsd: this.spent(),
         turns: status.workers.reduce((sum, w) => sum + w.turns, 0),
