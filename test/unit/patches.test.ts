@@ -99,6 +99,7 @@ describe('patches', () => {
       'salvage-failed-agent-runs',
       'search-attributes',
       'test-evidence',
+      'thousand-sub-tasks',
     ]);
     const recorded = recordedIds();
     expect(recorded.size).toBeGreaterThan(0);
