@@ -13,7 +13,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -21,6 +21,7 @@ import { awaitRun, newRunId, startRun } from '../src/client/index';
 import { parseLeaderRequest } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { type WorkerProcess, countProcesses, startWorkerProcess } from './worker-process';
+import { buildUnlessBuilt } from './build';
 import { runBench } from './main';
 import { phases } from './phases';
 
@@ -104,24 +105,6 @@ function baseline(url: string, n: number, secs: number): Record<string, number> 
   return Object.fromEntries([...r.stdout.matchAll(/^phase (\w+) ([\d.]+)$/gm)].map((m) => [m[1], Number(m[2])]));
 }
 
-/**
- * True when the build's last output (dist/workflow-bundle-traced.js, written last by `npm run build`) is
- * newer than every file the build reads: after the suite (whose package test builds) or a bench,
- * CI's smoke run need not spend 20 s building again.
- */
-function builtSinceLastChange(): boolean {
-  const top = path.join(__dirname, '..');
-  const output = path.join(top, 'dist', 'workflow-bundle-traced.js');
-  if (!existsSync(output)) return false;
-  const newest = (p: string): number => {
-    const st = statSync(p);
-    if (!st.isDirectory()) return st.mtimeMs;
-    return Math.max(st.mtimeMs, ...readdirSync(p).map((e) => newest(path.join(p, e))));
-  };
-  const inputs = ['src', 'scripts/bundle-workflows.js', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'];
-  return inputs.every((i) => !existsSync(path.join(top, i)) || newest(path.join(top, i)) < statSync(output).mtimeMs);
-}
-
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return (s[Math.floor((s.length - 1) / 2)] + s[Math.ceil((s.length - 1) / 2)]) / 2;
@@ -137,9 +120,7 @@ async function main(): Promise<void> {
       .map((l) => l.toFixed(2))
       .join(' ');
   console.log(`# Flotilla bench (${quick ? 'quick' : 'full'}), ${os.cpus().length} cores, load average ${load()}`);
-  // The worker runs as built: a bench of stale dist/ would measure other code.
-  if (builtSinceLastChange()) console.log('(dist/ is newer than every source of the build: not rebuilt)');
-  else execFileSync('npm', ['run', '--silent', 'build'], { cwd: path.join(__dirname, '..'), stdio: 'pipe' });
+  buildUnlessBuilt();
   const small = makeRemote('small', 10, 0.01, 1);
   const big = makeRemote('big', P.files, P.mb, P.history);
   console.log(

@@ -36,6 +36,8 @@ export interface WorkerProcessOptions {
   nodeArgs?: string[];
   /** Another build's worker, to compare with (default: this checkout's dist/worker.js). */
   workerJs?: string;
+  /** More of its environment: a host id, sandbox uids, a shared staging store (bench/fleet.ts). */
+  env?: Record<string, string>;
 }
 
 const WORKER_JS = path.join(__dirname, '..', 'dist', 'worker.js');
@@ -47,6 +49,7 @@ export async function startWorkerProcess(o: WorkerProcessOptions): Promise<Worke
     FLOTILLA_TASK_QUEUE: o.taskQueue,
     TEMPORAL_ADDRESS: o.address,
     TEMPORAL_NAMESPACE: o.namespace,
+    ...o.env,
   };
   const node = [process.execPath, ...(o.nodeArgs ?? []), o.workerJs ?? WORKER_JS];
   const argv = o.straceFile

@@ -295,8 +295,11 @@ export class PlanRun {
    */
   async stop(outcome: 'failed' | 'conflict' | 'tests-failed', also?: string): Promise<never> {
     this.phase = 'stopping';
-    const cancelled = [...this.running.keys()];
+    const running = [...this.running.values()];
     await this.stopEverything();
+    // Named by their status lines (a retry's is `<id>.attempt2`), and only those the lines say were
+    // cancelled: an attempt that ended on its own as it was cancelled says how it ended.
+    const cancelled = running.filter((a) => a.line.state === 'cancelled').map((a) => a.line.id);
     const failed = this.schedule
       .all()
       .filter((e) => e.state === 'failed')
