@@ -87,7 +87,7 @@ async function serveStore(): Promise<{ url: string; daemon: ChildProcess }> {
   const url = `git://127.0.0.1:${port}/store.git`;
   for (let i = 0; ; i++) {
     try {
-      git(root, 'ls-remote', url);
+      execFileSync('git', ['ls-remote', url], { stdio: 'ignore' });
       return { url, daemon };
     } catch (err) {
       if (i > 100) throw err;
@@ -123,6 +123,12 @@ function request(url: string, n: number) {
     })),
     limits: { maxParallel: Math.min(n, 256) },
   });
+}
+
+function countBy(keys: string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const k of keys) counts[k] = (counts[k] ?? 0) + 1;
+  return counts;
 }
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
@@ -187,6 +193,7 @@ async function main(): Promise<void> {
       largestEvent: Math.max(...sizes.slice(1)),
       inputBytes: sizes[0],
       omitted: (await handle.result().catch(() => undefined))?.workersOmitted?.count ?? 0,
+      byHost: countBy(end.result.workers.map((w) => w.host ?? '?')),
     };
   };
 
@@ -207,6 +214,12 @@ async function main(): Promise<void> {
     ['largest event after the first', kib(big.largestEvent)],
     ["the first event (the request: the caller's input)", kib(big.inputBytes)],
     ['result', `${big.omitted} of ${N} reports left out of the payload, read back by the reports query`],
+    [
+      'sub-tasks per host',
+      Object.entries(big.byHost)
+        .map(([h, n]) => `${h} ${n}`)
+        .join(', '),
+    ],
     ['peak RSS per worker', workers.map((w) => mb(w.peakRss())).join(', ')],
   ];
   for (const [what, value] of rows) console.log(`| ${what} | ${value} |`);
