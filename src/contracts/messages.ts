@@ -27,7 +27,7 @@ import {
 } from './reports';
 import type { ChecksReport } from './checks';
 import type { Evidence } from './evidence';
-import { STATUS_QUERY } from './query-names';
+import { STATUS_QUERY, SUB_TASK_STATES } from './query-names';
 import type { FinishInput, ReviewReport, ReviseInput } from './review';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
 import { excerpt } from './text';
@@ -50,7 +50,7 @@ export type RunPhase =
   | 'cancelled';
 
 /** dropped: never started, because what it depends on failed, was cancelled or was replanned. */
-export type SubTaskState = 'queued' | 'running' | 'suspended' | 'done' | 'failed' | 'cancelled' | 'dropped';
+export type SubTaskState = (typeof SUB_TASK_STATES)[number];
 
 export interface SubTaskStatus {
   id: string;
@@ -313,15 +313,6 @@ export const STATUS_LINES_INLINE = 100;
 export const STATUS_PAGE_MAX = 50;
 /** Bytes (as JSON) a paged line's reason and question keep, each: head and tail; the whole reason is in the result. */
 const PAGED_TEXT_BYTES = { head: 250, tail: 100 };
-const SUB_TASK_STATES: readonly SubTaskState[] = [
-  'queued',
-  'running',
-  'suspended',
-  'done',
-  'failed',
-  'cancelled',
-  'dropped',
-];
 
 /** The page a status query was asked for, made valid: a bad input is read as no input, never thrown over. */
 export function statusPageOf(input: unknown): Required<Omit<StatusPageInput, 'state'>> & { state?: SubTaskState } {

@@ -2,6 +2,7 @@
 import { Option } from 'commander';
 import { dataDir, stagingUrl } from '../../config/settings';
 import type { SubTaskState } from '../../contracts/messages';
+import { SUB_TASK_STATES } from '../../contracts/query-names';
 import { shellQuote } from '../../client/shell';
 import type { ListFilters } from '../../client/list';
 import { EXIT, UnreachableError, UsageError } from '../exit';
@@ -82,17 +83,7 @@ export const status: AddCommand = (program, run) =>
     .description('phase, open gate, sub-tasks (state, cost, turns) and totals of a run')
     .argument('<id>', 'the run id')
     .option('--json', 'print the status as JSON')
-    .addOption(
-      new Option('--state <state>', 'only the sub-tasks in this state').choices([
-        'queued',
-        'running',
-        'suspended',
-        'done',
-        'failed',
-        'cancelled',
-        'dropped',
-      ]),
-    )
+    .addOption(new Option('--state <state>', 'only the sub-tasks in this state').choices(SUB_TASK_STATES))
     .option(
       '--page <n>',
       'which page of sub-tasks (a run over 100 shows one page at a time)',
