@@ -6,7 +6,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { awaitRun } from '../../src/client/index';
-import { statusQuery } from '../../src/contracts/messages';
+import { reportsQuery, statusQuery } from '../../src/contracts/messages';
+import type { RunResult } from '../../src/contracts/reports';
 import { TestEnv } from '../support/env';
 import { makeRemote } from '../support/remotes';
 import { shellRequest, subTask } from '../support/requests';
@@ -94,5 +95,28 @@ describe('result size at 100 sub-tasks', () => {
     expect(cancelled.workers.map((w) => w.id).sort()).toEqual(named.sort());
     expect(defaultPayloadConverter.toPayload(status)!.data!.length).toBeLessThan(LIMIT);
     expect(await remote.head()).toBe(base);
+  }, 900_000);
+
+  it('105 workers: the result carries what fits and says what it left out; awaitRun reads every report back', async () => {
+    const remote = await makeRemote({ 'README.md': '# many\n' });
+    const n = 105;
+    const tasks = Array.from({ length: n }, (_, i) =>
+      subTask(`w${i}`, `mkdir -p w${i} && echo ok > w${i}/ok.txt && git add -A && git commit -qm w${i}`),
+    );
+    const handle = await env.start(shellRequest(remote.url, tasks, { limits: { maxParallel: 35 } }));
+    const end = await awaitRun(handle);
+    expect(end.result?.outcome).toBe('pushed');
+    expect((await remote.files()).filter((f) => f.endsWith('/ok.txt'))).toHaveLength(n);
+    // As the run returned it: at most a hundred reports, one payload, and how many more there are.
+    const raw = (await handle.result()) as RunResult;
+    expect(raw.workers.length).toBeLessThanOrEqual(100);
+    expect(raw.workersOmitted).toEqual({ count: n - raw.workers.length, total: n, byStatus: { done: n } });
+    expect(defaultPayloadConverter.toPayload(raw)!.data!.length).toBeLessThan(LIMIT);
+    // Read back from the run itself, page by page: every report, once each.
+    expect(end.result!.workersOmitted).toBeUndefined();
+    expect(end.result!.workers.map((w) => w.workerId).sort()).toEqual(tasks.map((t) => t.id).sort());
+    const second = await handle.query(reportsQuery, { page: 2 });
+    expect(second).toMatchObject({ page: 2, pages: 2, total: n });
+    expect(second.reports.map((w) => w.workerId)).toEqual(end.result!.workers.slice(100).map((w) => w.workerId));
   }, 900_000);
 });
