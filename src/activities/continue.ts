@@ -96,11 +96,12 @@ async function failedRun(runId: string, repoUrl?: string): Promise<{ result: Run
     (err: unknown) => resultOfFailure(err),
   );
   if (!result) throw refuse(`run ${runId} ended (${described.status.name}) without a result to continue from`);
-  // A result of more than a hundred reports carries the rest by reference: its reports query.
-  const whole = result.workersOmitted ? await withEveryReport(handle, result) : result;
-  if (whole.workersOmitted) throw new Error(`the reports of run ${runId} could not be read (its reports query)`);
   if (result.outcome === 'pushed' || result.outcome === 'unchanged' || result.outcome === 'pr-opened')
     throw refuse(`run ${runId} ended ${result.outcome}; there is nothing to continue`);
+  // A result of more than a hundred reports carries the rest by reference: its reports query. Not
+  // finding them is retried: a worker that can replay the failed run may be starting.
+  const whole = result.workersOmitted ? await withEveryReport(handle, result) : result;
+  if (whole.workersOmitted) throw new Error(`the reports of run ${runId} could not be read (its reports query)`);
   return { result: whole, runKey: runKeyOf(runId, described.runId) };
 }
 
