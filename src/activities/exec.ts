@@ -71,11 +71,11 @@ export async function execTracked(
   const stop = new AbortController();
   const onCancel = () => stop.abort();
   ctx.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+  // The log cannot be written (a full FLOTILLA_HOME): the command stops, and close() says why.
+  log.failedSignal.addEventListener('abort', () => stop.abort(), { once: true });
   const take = (text: string) => {
     if (!text) return;
     log.write(text);
-    // The log cannot be written (a full FLOTILLA_HOME): the command stops, and close() says why.
-    if (log.failed) stop.abort();
     if (!opts.parser) return;
     opts.parser.push(text);
     opts.onProgress?.(opts.parser.progress());

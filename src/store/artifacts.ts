@@ -174,12 +174,6 @@ export class ArtifactStore {
 }
 
 /**
- * Streams the first LOG_KEEP characters to disk and keeps the last LOG_KEEP bytes in a ring
- * buffer; `close` appends them after a line saying how much was dropped in between. The ring
- * is one fixed allocation, so a flood of output is garbage that dies young instead of a
- * stream of retained strings the collector only reclaims late.
- */
-/**
  * `err` from a write to the data directory, in words a person can act on when it is a full disk
  * (ENOSPC, EDQUOT): it names FLOTILLA_HOME and the fix. Anything else is returned as it is. The
  * step that wrote stays retryable: freeing space helps.
@@ -192,10 +186,22 @@ export function homeWriteError(err: unknown, doing: string, where: string): unkn
   );
 }
 
+/**
+ * Streams the first LOG_KEEP characters to disk and keeps the last LOG_KEEP bytes in a ring
+ * buffer; `close` appends them after a line saying how much was dropped in between. The ring
+ * is one fixed allocation, so a flood of output is garbage that dies young instead of a
+ * stream of retained strings the collector only reclaims late.
+ */
 export class LogWriter {
   private readonly out: WriteStream;
   /** Set once the file cannot be written (a full disk): the log is lost, the command should stop, close() throws. */
   failed?: Error;
+  private readonly failure = new AbortController();
+  /**
+   * Aborted when `failed` is set. The write fails after the chunk was taken, so a command that
+   * then prints nothing more learns of it only through this signal, not at its next output.
+   */
+  readonly failedSignal = this.failure.signal;
   private readonly hash = createHash('sha256');
   private headChars = 0;
   private ring?: Buffer;
@@ -213,6 +219,7 @@ export class LogWriter {
     // Without a handler a failed write (ENOSPC) is an uncaught error that ends the worker process.
     this.out.on('error', (err) => {
       this.failed ??= homeWriteError(err, 'writing a log', path.dirname(tmp)) as Error;
+      this.failure.abort(this.failed);
     });
   }
 

@@ -81,11 +81,12 @@ describe('a full FLOTILLA_HOME', () => {
     const client = new Client({ connection: await Connection.connect({ address: inject('temporalAddress') }) });
     releaseAtEnd(() => client.connection.close());
     const remote = await makeRemote({ 'README.md': 'full\n' });
-    // The agent waits for the test, then prints a megabyte into its log, which no longer fits,
-    // and would go on; retried, it waits until the test has freed the space, and finishes.
+    // The agent waits for the test, then prints one line into its log, which no longer fits,
+    // and prints nothing more: only the failed write can stop it (not its next output). Retried,
+    // it waits until the test has freed the space, and finishes.
     const agent = [
       'mkdir -p a',
-      `if [ -z "\${FLOTILLA_INTERRUPTED:-}" ]; then touch "$HOME/waiting"; while [ -f "$HOME/waiting" ]; do sleep 0.2; done; head -c 1048576 /dev/zero | tr '\\0' x; echo; sleep 60; fi`,
+      `if [ -z "\${FLOTILLA_INTERRUPTED:-}" ]; then touch "$HOME/waiting"; while [ -f "$HOME/waiting" ]; do sleep 0.2; done; echo "one line that no longer fits"; sleep 120; fi`,
       'while [ ! -f "$HOME/freed" ]; do sleep 0.2; done',
       writeAgent('a/done.txt', 'done'),
     ].join('\n');
