@@ -9,45 +9,55 @@
  */
 import type { Command } from 'commander';
 import { checkSettings } from '../config/settings';
-import * as inspect from './commands/inspect';
-import * as operate from './commands/operate';
-import * as request from './commands/request';
-import * as review from './commands/review';
-import * as runs from './commands/run';
-import * as steer from './commands/steer';
 import { EXIT, failed } from './exit';
 import { rootProgram } from './help';
 import type { AddCommand, Runner } from './options';
 
-/** Every command, in the order help lists them. */
-const COMMANDS: AddCommand[] = [
-  runs.start,
-  runs.continueRun,
-  request.validate,
-  request.request,
-  request.schema,
-  request.init,
-  inspect.status,
-  runs.watch,
-  runs.result,
-  inspect.list,
-  operate.setupCluster,
-  steer.approve,
-  steer.reject,
-  steer.pause,
-  steer.resume,
-  steer.add,
-  steer.retry,
-  review.revise,
-  review.finish,
-  runs.cancel,
-  operate.gc,
-  operate.worker,
+/** The command groups' modules, each loaded when a command of it is built. */
+const group = {
+  inspect: () => require('./commands/inspect') as typeof import('./commands/inspect'),
+  operate: () => require('./commands/operate') as typeof import('./commands/operate'),
+  request: () => require('./commands/request') as typeof import('./commands/request'),
+  review: () => require('./commands/review') as typeof import('./commands/review'),
+  run: () => require('./commands/run') as typeof import('./commands/run'),
+  steer: () => require('./commands/steer') as typeof import('./commands/steer'),
+};
+
+/** Every command by name, in the order help lists them. */
+export const COMMANDS: [name: string, add: () => AddCommand][] = [
+  ['start', () => group.run().start],
+  ['continue', () => group.run().continueRun],
+  ['validate', () => group.request().validate],
+  ['request', () => group.request().request],
+  ['schema', () => group.request().schema],
+  ['init', () => group.request().init],
+  ['status', () => group.inspect().status],
+  ['watch', () => group.run().watch],
+  ['result', () => group.run().result],
+  ['list', () => group.inspect().list],
+  ['setup-cluster', () => group.operate().setupCluster],
+  ['approve', () => group.steer().approve],
+  ['reject', () => group.steer().reject],
+  ['pause', () => group.steer().pause],
+  ['resume', () => group.steer().resume],
+  ['add', () => group.steer().add],
+  ['retry', () => group.steer().retry],
+  ['revise', () => group.review().revise],
+  ['finish', () => group.review().finish],
+  ['cancel', () => group.run().cancel],
+  ['gc', () => group.operate().gc],
+  ['worker', () => group.operate().worker],
 ];
 
-function buildProgram(run: Runner, jsonErrors: boolean): Command {
+/**
+ * The program. A command line that starts with a command's name builds that command alone: the
+ * others' modules are time a `flotilla status` in a loop need not spend. Anything else (help, a
+ * mistyped command that wants suggestions) builds them all.
+ */
+function buildProgram(argv: string[], run: Runner, jsonErrors: boolean): Command {
   const program = rootProgram(jsonErrors);
-  for (const add of COMMANDS) add(program, run);
+  const named = COMMANDS.filter(([name]) => name === argv[0]);
+  for (const [, add] of named.length ? named : COMMANDS) add()(program, run);
   // Every command's settings are checked before it runs (help and --version need none); the
   // worker checks its own, which are not the CLI's.
   program.hook('preAction', (_program, command) => {
@@ -65,10 +75,20 @@ function wantsJson(argv: string[]): boolean {
 /** Runs the command line and exits with its code. */
 export function cli(argv: string[]): void {
   let code: number = EXIT.ok;
+  // A reader that stops early (`flotilla status --help | head -1`) is not an error of ours: the
+  // write that finds the pipe closed would otherwise end the process with a stack trace.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(code);
+  });
   const jsonErrors = wantsJson(argv);
-  const program = buildProgram(async (action) => {
-    code = await action;
-  }, jsonErrors);
+  const program = buildProgram(
+    argv,
+    async (action) => {
+      code = await action;
+    },
+    jsonErrors,
+  );
   const done =
     argv.length === 0
       ? Promise.resolve(program.outputHelp())
