@@ -3,6 +3,7 @@
  * codes by class, colours only on a terminal, the request's JSON Schema and its JSON form.
  * These need no worker; where Temporal is involved, it is the suite's real server.
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -10,7 +11,7 @@ import { Client, Connection } from '@temporalio/client';
 import { describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { loadRequestFile } from '../../src/client/request-file';
-import { flotilla as runFlotilla, flotillaOnTerminal, startWorkerProcess } from '../support/processes';
+import { CLI, flotilla as runFlotilla, flotillaOnTerminal, startWorkerProcess } from '../support/processes';
 import { makeRemote } from '../support/remotes';
 import { shellRequest, subTask } from '../support/requests';
 import { tempDir } from '../support/temp';
@@ -66,6 +67,16 @@ describe('help and version', () => {
       expect(r.out, verb).not.toContain('Commands:');
     });
     expect((await flotilla(['help', 'resume'])).out).toBe(helps[VERBS.findIndex(([v]) => v === 'resume')].out);
+  });
+
+  it('help read by a reader that stops early (| head -1) ends quietly, exit 0', async () => {
+    const child = spawn(CLI[0], [...CLI.slice(1), 'status', '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise((resolve) => child.once('close', resolve));
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
   });
 
   it('--version prints the package version', async () => {
