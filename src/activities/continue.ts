@@ -12,6 +12,7 @@ import { startedWith } from '../client/continue';
 import { withEveryReport } from '../client/result';
 import { permanent } from '../contracts/failures';
 import { runKeyOf } from '../contracts/names';
+import { clip } from '../contracts/text';
 import type { RunResult, SubTaskReport } from '../contracts/reports';
 import { CommitPolicy } from '../contracts/request';
 import { isAncestor } from '../git/merge';
@@ -30,6 +31,13 @@ interface AdoptInput {
   subTasks: { id: string; ownedPaths: string[] }[];
   sharedPaths: string[];
   policy?: Partial<CommitPolicy>;
+  /**
+   * The page of `subTasks` to adopt, ADOPT_PAGE of them in plan order, so that no result is
+   * larger than a page of reports. Absent (a run from before pages): every one.
+   */
+  page?: number;
+  /** From page 1 on: the head page 0 adopted, under this run's integration ref. */
+  head?: { ref: string; sha: string };
 }
 
 interface Adoption {
@@ -38,7 +46,15 @@ interface Adoption {
   finished: SubTaskReport[];
   failed: { id: string; reason: string }[];
   refused: { id: string; reason: string }[];
+  /** The page to ask for next, while there is one. */
+  nextPage?: number;
 }
+
+/**
+ * Sub-tasks adopted per call. A hundred reports fit one 64 KiB payload: the failed run's reports
+ * are as brief as its result's (briefReport), which fits a hundred.
+ */
+export const ADOPT_PAGE = 100;
 
 /**
  * The sub-task an attempt's report belongs to: `api.attempt2`, `api.redo` and the best-of-N
@@ -54,20 +70,23 @@ export function continueActivities(deps: ActivityDeps) {
       const { result, runKey: from } = await failedRun(input.runId, input.repoUrl);
       const staging = await deps.staging(from);
       await deps.staging(input.runKey);
-      const tasks = new Map(input.subTasks.map((t) => [t.id, t]));
+      const page = input.page ?? 0;
+      const end = input.page === undefined ? input.subTasks.length : (page + 1) * ADOPT_PAGE;
+      const tasks = new Set(input.subTasks.slice(page * ADOPT_PAGE, end).map((t) => t.id));
       const latest = new Map<string, SubTaskReport>();
       for (const w of result.workers) if (tasks.has(subTaskOf(w.workerId))) latest.set(subTaskOf(w.workerId), w);
       const adoption: Adoption = { integrated: [], finished: [], failed: [], refused: [] };
-      const onHead = await adoptHead(staging, from, input, result);
-      if (onHead) adoption.head = onHead;
+      if (input.subTasks.length > end) adoption.nextPage = page + 1;
+      const onHead = page === 0 ? await adoptHead(staging, from, input, result) : await stillOnHead(staging, input);
+      if (onHead && page === 0) adoption.head = onHead;
       for (const [id, w] of latest) {
         if (w.status !== 'done') {
-          adoption.failed.push({ id, reason: w.reason ?? `it ended ${w.status}` });
+          adoption.failed.push({ id, reason: clip(w.reason ?? `it ended ${w.status}`, 500) });
           continue;
         }
         const checked = await checkFinished(staging, from, input, result.baseSha, id, w);
         if (typeof checked === 'string') adoption.refused.push({ id, reason: checked });
-        else if (onHead && result.head!.integrated.includes(id)) adoption.integrated.push(checked);
+        else if (onHead && result.head?.integrated.includes(id)) adoption.integrated.push(checked);
         else adoption.finished.push(checked);
       }
       return adoption;
@@ -126,6 +145,13 @@ async function adoptHead(staging: StagingRepo, from: string, input: AdoptInput, 
   const ref = runRef(input.runKey, 'integration');
   await staging.setRef(ref, head.sha);
   return { ref, sha: head.sha };
+}
+
+/** The head page 0 adopted, while this run's integration ref still holds it (it is this run's own ref). */
+async function stillOnHead(staging: StagingRepo, input: AdoptInput) {
+  const head = input.head;
+  if (!head || head.ref !== runRef(input.runKey, 'integration')) return undefined;
+  return (await staging.revParse(head.ref)) === head.sha ? head : undefined;
 }
 
 /**

@@ -1,17 +1,19 @@
 /**
  * Bounded results: at the limit of 100 sub-tasks, with agents that print a lot (multi-byte and
  * control characters included), the RunResult, the status and every payload of the leader's
- * history stay under 64 KiB; each worker's full output stays in its artifact.
+ * history stay under 64 KiB; each worker's full output stays in its artifact. Beyond 100, the
+ * result says what it left out and the rest is read back; a continue adopts the work a page at a time.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { defaultPayloadConverter } from '@temporalio/common';
-import { awaitRun } from '../../src/client/index';
+import type { WorkflowFailedError } from '@temporalio/client';
+import { type ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
+import { approve, awaitRun, continueRun, reject } from '../../src/client/index';
 import { reportsQuery, statusQuery } from '../../src/contracts/messages';
 import type { RunResult } from '../../src/contracts/reports';
 import { TestEnv } from '../support/env';
 import { makeRemote } from '../support/remotes';
-import { shellRequest, subTask } from '../support/requests';
-import { payloadSizes } from '../support/runs';
+import { shellRequest, subTask, withGates } from '../support/requests';
+import { payloadSizes, subTaskChildren, waitForStatus } from '../support/runs';
 
 const LIMIT = 64 * 1024;
 const N = 100;
@@ -97,20 +99,28 @@ describe('result size at 100 sub-tasks', () => {
     expect(await remote.head()).toBe(base);
   }, 900_000);
 
-  it('105 workers: the result carries what fits and says what it left out; awaitRun reads every report back', async () => {
+  it('105 workers: the result carries what fits and says what it left out; awaitRun reads every report back; a continue adopts them a page at a time', async () => {
     const remote = await makeRemote({ 'README.md': '# many\n' });
+    const base = await remote.head();
     const n = 105;
     const tasks = Array.from({ length: n }, (_, i) =>
       subTask(`w${i}`, `mkdir -p w${i} && echo ok > w${i}/ok.txt && git add -A && git commit -qm w${i}`),
     );
-    const handle = await env.start(shellRequest(remote.url, tasks, { limits: { maxParallel: 35 } }));
+    const handle = await env.start(
+      shellRequest(remote.url, tasks, { limits: { maxParallel: 35 }, ...withGates('push') }),
+    );
+    await waitForStatus(handle, 'the push gate', (s) => s.gate?.gate === 'push', 600_000);
+    await reject(env.client, handle.workflowId, { gate: 'push', by: 'ana', reason: 'not today' });
     const end = await awaitRun(handle);
-    expect(end.result?.outcome).toBe('pushed');
-    expect((await remote.files()).filter((f) => f.endsWith('/ok.txt'))).toHaveLength(n);
+    expect(end.result?.outcome).toBe('rejected');
+    expect(await remote.head()).toBe(base);
     // As the run returned it: at most a hundred reports, one payload, and how many more there are.
-    const raw = (await handle.result()) as RunResult;
-    expect(raw.workers.length).toBeLessThanOrEqual(100);
-    expect(raw.workersOmitted).toEqual({ count: n - raw.workers.length, total: n, byStatus: { done: n } });
+    const raw = await handle.result().then(
+      () => undefined,
+      (err: WorkflowFailedError) => (err.cause as ApplicationFailure).details?.[0] as RunResult,
+    );
+    expect(raw!.workers.length).toBeLessThanOrEqual(100);
+    expect(raw!.workersOmitted).toEqual({ count: n - raw!.workers.length, total: n, byStatus: { done: n } });
     expect(defaultPayloadConverter.toPayload(raw)!.data!.length).toBeLessThan(LIMIT);
     // Read back from the run itself, page by page: every report, once each.
     expect(end.result!.workersOmitted).toBeUndefined();
@@ -118,5 +128,27 @@ describe('result size at 100 sub-tasks', () => {
     const second = await handle.query(reportsQuery, { page: 2 });
     expect(second).toMatchObject({ page: 2, pages: 2, total: n });
     expect(second.reports.map((w) => w.workerId)).toEqual(end.result!.workers.slice(100).map((w) => w.workerId));
+
+    // Continued, every sub-task's work is adopted (two activities: a hundred, then five) and no agent runs again.
+    const next = await continueRun(env.client, handle.workflowId, { taskQueue: env.taskQueue });
+    const gate = await waitForStatus(
+      next,
+      'the continued run at its push gate',
+      (s) => s.gate?.gate === 'push',
+      300_000,
+    );
+    await approve(env.client, next.workflowId, { gate: 'push', sha: gate.gate!.sha, by: 'ana' });
+    const after = await awaitRun(next);
+    expect(after.result?.outcome, after.failureMessage).toBe('pushed');
+    expect((await remote.files()).filter((f) => f.endsWith('/ok.txt'))).toHaveLength(n);
+    expect(after.result!.workers.map((w) => w.workerId).sort()).toEqual(tasks.map((t) => t.id).sort());
+    expect(after.result!.workers.every((w) => w.runs === 0)).toBe(true);
+    expect(await subTaskChildren(env.client, next.workflowId)).toEqual([]);
+    const history = await next.fetchHistory();
+    const adoptions = (history.events ?? []).filter(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'adoptWork',
+    );
+    expect(adoptions).toHaveLength(2);
+    expect(Math.max(...payloadSizes(history))).toBeLessThan(LIMIT);
   }, 900_000);
 });

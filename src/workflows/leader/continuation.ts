@@ -28,21 +28,36 @@ export interface Adopted {
   refused: { id: string; reason: string }[];
 }
 
+/**
+ * The failed run's work, adopted a page of sub-tasks at a time so that no activity result grows
+ * with the plan (a run from before pages got one page of everything: its history replays the same).
+ */
 export async function adopt(run: Run, plan: PlannedRequest, baseSha: string): Promise<Adopted | undefined> {
   if (!plan.continues) return undefined;
   const from = plan.continues.runId;
-  const adopted = await hostless(plan).adoptWork.executeWithOptions({ summary: `adopt the work of ${from}` }, [
-    {
-      runKey: run.key,
-      baseSha,
-      runId: from,
-      repoUrl: plan.repo.url,
-      subTasks: plan.subTasks.map((t) => ({ id: t.id, ownedPaths: t.ownedPaths })),
-      sharedPaths: plan.sharedPaths,
-      policy: plan.policy,
-    },
-  ]);
-  return { from, ...adopted };
+  const input = {
+    runKey: run.key,
+    baseSha,
+    runId: from,
+    repoUrl: plan.repo.url,
+    subTasks: plan.subTasks.map((t) => ({ id: t.id, ownedPaths: t.ownedPaths })),
+    sharedPaths: plan.sharedPaths,
+    policy: plan.policy,
+  };
+  const adopted: Adopted = { from, integrated: [], finished: [], failed: [], refused: [] };
+  for (let page: number | undefined = 0; page !== undefined;) {
+    const summary = `adopt the work of ${from}${page ? ` (page ${page + 1})` : ''}`;
+    const part = await hostless(plan).adoptWork.executeWithOptions({ summary }, [
+      { ...input, page, ...(adopted.head && { head: adopted.head }) },
+    ]);
+    if (page === 0 && part.head) adopted.head = part.head;
+    adopted.integrated.push(...part.integrated);
+    adopted.finished.push(...part.finished);
+    adopted.failed.push(...part.failed);
+    adopted.refused.push(...part.refused);
+    page = part.nextPage;
+  }
+  return adopted;
 }
 
 /**
