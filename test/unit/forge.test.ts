@@ -13,7 +13,7 @@ import { loadRequest } from '../../src/client/request-file';
 import { forgeOfRemote, issueOfUrl } from '../../src/contracts/forge-address';
 import { forgeOf, issueOf, parseLeaderRequest } from '../../src/contracts/request';
 import { forgeToken } from '../../src/forge/connect';
-import { githubForge } from '../../src/forge/github';
+import { FLOTILLA_MARK, githubForge } from '../../src/forge/github';
 import { pullRequestBody } from '../../src/forge/pr-body';
 import { type ForgeSubject, forgeContract } from '../support/forge-contract';
 import { GitHubDouble } from '../support/github-double';
@@ -45,6 +45,9 @@ async function doubleSubject(): Promise<ForgeSubject & { double: GitHubDouble }>
       double.addIssue(number, title, body);
       return number;
     },
+    marked: async (n) =>
+      [...double.comments, ...double.reviewComments].filter((c) => c.issue === n && c.body.includes(FLOTILLA_MARK))
+        .length,
     close: async () => undefined,
   };
 }
@@ -91,6 +94,14 @@ async function realSubject(token: string, name: string): Promise<ForgeSubject> {
       await octokit.rest.repos.createCommitStatus({ owner, repo, sha, context, state });
     },
     issue: async (title, body) => (await octokit.rest.issues.create({ owner, repo, title, body })).data.number,
+    async marked(n) {
+      const at = { owner, repo, per_page: 100 };
+      const [comments, lines] = await Promise.all([
+        octokit.paginate(octokit.rest.issues.listComments, { ...at, issue_number: n }),
+        octokit.paginate(octokit.rest.pulls.listReviewComments, { ...at, pull_number: n }),
+      ]);
+      return [...comments, ...lines].filter((c) => (c.body ?? '').includes(FLOTILLA_MARK)).length;
+    },
     async close(pr, branch) {
       if (pr) await octokit.rest.pulls.update({ owner, repo, pull_number: pr, state: 'closed' });
       await octokit.rest.git.deleteRef({ owner, repo, ref: `heads/${branch}` });
