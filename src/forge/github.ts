@@ -21,6 +21,9 @@ import type {
   ReviewComment,
 } from './types';
 
+/** What a required check that has not been reported says. */
+const EXPECTED = 'expected: branch protection requires it, and it has not been reported on this commit yet';
+
 /** Set in everything Flotilla writes on a forge, so its own comments are never read back as review. */
 export const FLOTILLA_MARK = '<!-- flotilla -->';
 
@@ -259,7 +262,13 @@ class GitHubForge implements Forge {
       ...(s.target_url && { detailsUrl: s.target_url }),
       ...excerpt([s.description]),
     }));
-    return [...fromRuns, ...fromStatuses];
+    const reported = new Set([...fromRuns, ...fromStatuses].map((c) => c.name));
+    // A required check CI has not reported yet is one to wait for, as GitHub shows it ("Expected"):
+    // without it, the others completing would end the wait before it ran.
+    const expected: Check[] = [...(required ?? [])]
+      .filter((name) => !reported.has(name))
+      .map((name) => ({ name, status: 'pending', required: true, logExcerpt: EXPECTED }));
+    return [...fromRuns, ...fromStatuses, ...expected];
   }
 
   /** The checks branch protection requires of `branch`: none when it is unprotected, undefined when we may not read it. */

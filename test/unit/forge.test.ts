@@ -128,7 +128,7 @@ describe('the GitHub forge, where only the double can show it', () => {
     expect(made.requested_teams.map((t) => t.slug)).toEqual(['core']);
   });
 
-  it('says which checks branch protection requires, and nothing when it may not read the protection', async () => {
+  it('says which checks branch protection requires (those not reported yet pending), and nothing when it may not read the protection', async () => {
     const { double, forge } = await doubleSubject();
     const sha = 'c'.repeat(40);
     double.checkRuns.set(sha, [
@@ -141,7 +141,7 @@ describe('the GitHub forge, where only the double can show it', () => {
       },
       { name: 'docs', status: 'in_progress' },
     ]);
-    double.protection.set('main', ['build']);
+    double.protection.set('main', ['build', 'deploy']);
     expect(await forge.checks(sha, 'main')).toEqual([
       {
         name: 'build',
@@ -152,6 +152,8 @@ describe('the GitHub forge, where only the double can show it', () => {
         logExcerpt: 'error TS2345 in src/a.ts',
       },
       { name: 'docs', status: 'in_progress', required: false },
+      // Required, and not reported yet: pending, so the run waits for it.
+      { name: 'deploy', status: 'pending', required: true, logExcerpt: expect.stringMatching(/^expected: /) },
     ]);
     double.protectionForbidden = true;
     expect((await forge.checks(sha, 'main')).map((c) => c.required)).toEqual([undefined, undefined]);
