@@ -3,6 +3,7 @@
  * GitHub, with its plugins for retries (server errors, abuse limits) and throttling (rate limits),
  * so Flotilla handles neither. Runs on the host only: it holds the token.
  */
+import { createHash } from 'node:crypto';
 import { Octokit } from '@octokit/rest';
 import { retry } from '@octokit/plugin-retry';
 import { throttling } from '@octokit/plugin-throttling';
@@ -19,6 +20,9 @@ import type {
   ReviewActivity,
   ReviewComment,
 } from './types';
+
+/** What a required check that has not been reported says. */
+const EXPECTED = 'expected: branch protection requires it, and it has not been reported on this commit yet';
 
 /** Set in everything Flotilla writes on a forge, so its own comments are never read back as review. */
 export const FLOTILLA_MARK = '<!-- flotilla -->';
@@ -203,25 +207,31 @@ class GitHubForge implements Forge {
     };
   }
 
+  /**
+   * At most once per comment and text: an activity retried after GitHub took its reply (the
+   * answer lost on the way back) finds the reply by the key it carries and posts nothing.
+   */
   async replyToComment(number: number, commentId: string, body: string): Promise<void> {
     const [kind, raw] = commentId.split(':');
     const id = Number(raw);
     if (!Number.isSafeInteger(id) || !['review-comment', 'issue-comment', 'review'].includes(kind))
       throw new Error(`commentId: "${commentId}" is not a comment id this forge gave`);
-    const marked = `${body}\n\n${FLOTILLA_MARK}`;
+    const key = `<!-- flotilla-reply ${createHash('sha256').update(`${commentId}\n${body}`).digest('hex').slice(0, 20)} -->`;
+    const marked = `${body}\n\n${FLOTILLA_MARK}\n${key}`;
+    const { paginate, rest } = this.octokit;
+    const at = { ...this.at, per_page: 100 };
     if (kind === 'review-comment') {
-      await this.octokit.rest.pulls.createReplyForReviewComment({
-        ...this.at,
-        pull_number: number,
-        comment_id: id,
-        body: marked,
-      });
+      const thread = await paginate(rest.pulls.listReviewComments, { ...at, pull_number: number });
+      if (thread.some((c) => c.in_reply_to_id === id && c.body.includes(key))) return;
+      await rest.pulls.createReplyForReviewComment({ ...this.at, pull_number: number, comment_id: id, body: marked });
       return;
     }
     // Comments and reviews have no threads: the answer goes on the PR, linking what it answers.
+    const comments = await paginate(rest.issues.listComments, { ...at, issue_number: number });
+    if (comments.some((c) => (c.body ?? '').includes(key))) return;
     const { url } = await this.pullRequest(number);
     const anchor = kind === 'review' ? `pullrequestreview-${id}` : `issuecomment-${id}`;
-    await this.octokit.rest.issues.createComment({
+    await rest.issues.createComment({
       ...this.at,
       issue_number: number,
       body: `In reply to ${url}#${anchor}:\n\n${marked}`,
@@ -252,7 +262,13 @@ class GitHubForge implements Forge {
       ...(s.target_url && { detailsUrl: s.target_url }),
       ...excerpt([s.description]),
     }));
-    return [...fromRuns, ...fromStatuses];
+    const reported = new Set([...fromRuns, ...fromStatuses].map((c) => c.name));
+    // A required check CI has not reported yet is one to wait for, as GitHub shows it ("Expected"):
+    // without it, the others completing would end the wait before it ran.
+    const expected: Check[] = [...(required ?? [])]
+      .filter((name) => !reported.has(name))
+      .map((name) => ({ name, status: 'pending', required: true, logExcerpt: EXPECTED }));
+    return [...fromRuns, ...fromStatuses, ...expected];
   }
 
   /** The checks branch protection requires of `branch`: none when it is unprotected, undefined when we may not read it. */

@@ -85,9 +85,12 @@ export interface Forge {
   pullRequest(number: number): Promise<PullRequest>;
   /** Review comments, comments and reviews that came after `cursor` (all of them without one), oldest first. */
   reviewActivity(number: number, cursor?: string): Promise<ReviewActivity>;
-  /** Answers a comment where it was made: in its review thread, or on the PR quoting it. */
+  /** Answers a comment where it was made: in its review thread, or on the PR quoting it. The same answer to the same comment is posted once. */
   replyToComment(number: number, commentId: string, body: string): Promise<void>;
-  /** The check runs and commit statuses of `sha`; `base` is the branch whose protection says which are required. */
+  /**
+   * The check runs and commit statuses of `sha`; `base` is the branch whose protection says which
+   * are required. A required one not reported yet is there too, pending.
+   */
   checks(sha: string, base?: string): Promise<Check[]>;
   issue(number: number): Promise<Issue>;
   issueComments(number: number): Promise<IssueComment[]>;

@@ -117,6 +117,24 @@ describe('checks after the push', () => {
     expect(body).toContain(`## Tests at \`${round.pushedSha}\``);
   });
 
+  it('a required check CI reports late is waited for, though the others have completed', async () => {
+    const { remote, double } = await forgeWithCi();
+    let reads = 0;
+    double.ci = async () => ({
+      checkRuns: [
+        { name: 'lint', status: 'completed' as const, conclusion: 'success' },
+        // Each read asks for check runs and statuses: from the third read on, ci/test is there.
+        ...(++reads > 4 ? [{ name: 'ci/test', status: 'completed' as const, conclusion: 'success' }] : []),
+      ],
+    });
+    const end = await awaitRun(await env.start(checksRequest(remote.url, double, 'true', { rounds: 0 })));
+    expect(end.result?.outcome, end.failureMessage).toBe('pr-opened');
+    expect(end.result!.checks!.checks).toContainEqual(
+      expect.objectContaining({ name: 'ci/test', conclusion: 'success', passed: true, required: true }),
+    );
+    expect(end.result!.checks!.ended).toBe('passed');
+  });
+
   it('a check attributed as external is shown and starts no other round', async () => {
     const { remote, double } = await forgeWithCi({ deploy: true });
     const fix = FIX.replace(

@@ -16,6 +16,7 @@ import { waitFor } from '../support/processes';
 import { makeRemote } from '../support/remotes';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { signBody } from '../../src/webhooks/signature';
+import { reviewEndedReason } from '../../src/workflows/leader/deadline';
 import { describeReplay } from '../support/replay';
 import { reviewed, shellRequest } from '../support/requests';
 import { waitForStatus } from '../support/runs';
@@ -63,6 +64,22 @@ function nextRead(double: GitHubDouble): Promise<void> {
 }
 
 describe('review rounds on the pull request', () => {
+  it('a deadline that passes while the run waits on its PR ends it pr-opened, with its push and the PR open', async () => {
+    const { remote, double } = await forgeAndRemote();
+    const request = shellRequest(remote.url, [reviewed('a')], {
+      forge: double.forge,
+      land: 'pr',
+      review: { rounds: 2, pollSeconds: 1 },
+      limits: { runTimeoutMinutes: 0.3 },
+    });
+    const end = await awaitRun(await env.start(request));
+    expect(end.result?.outcome, end.failureMessage).toBe('pr-opened');
+    const pr = double.pulls[0];
+    expect(end.result?.message).toContain(reviewEndedReason(0.3, (await remote.head(pr.head.ref))!, pr.head.ref));
+    expect(end.result?.pullRequest).toMatchObject({ number: pr.number, state: 'open' });
+    expect(pr.state).toBe('open');
+  });
+
   it('a review comment starts one round, pushed to the same PR and answered on the comment; the merge ends the run', async () => {
     const { remote, double } = await forgeAndRemote();
     const { handle, number } = await startReviewed(remote, double);

@@ -24,6 +24,8 @@ export interface ForgeSubject {
   status(sha: string, context: string, state: 'success' | 'failure'): Promise<void>;
   /** An issue to read and comment on. */
   issue(title: string, body: string): Promise<number>;
+  /** How many comments and review comments on PR `number` carry Flotilla's mark. */
+  marked(number: number): Promise<number>;
   /** Closes a PR and removes its branch (cleanup on a real forge). */
   close(pr: number, branch: string): Promise<void>;
 }
@@ -98,6 +100,10 @@ export function forgeContract(name: string, subject: () => Promise<ForgeSubject>
             expect.objectContaining({ id: `review:${changes}`, kind: 'changes-requested' }),
           );
         for (const c of after.comments) await s.forge.replyToComment(pr.number, c.id, `done: ${c.id}`);
+        expect(await s.marked(pr.number)).toBe(after.comments.length);
+        // Sent again (an activity retried after the forge took its reply): nothing more is posted.
+        for (const c of after.comments) await s.forge.replyToComment(pr.number, c.id, `done: ${c.id}`);
+        expect(await s.marked(pr.number)).toBe(after.comments.length);
         // The replies carry Flotilla's mark, so they are not review activity; nothing new came in.
         const later = await s.forge.reviewActivity(pr.number, after.cursor);
         expect(later.comments).toEqual([]);

@@ -13,7 +13,7 @@ import { loadRequest } from '../../src/client/request-file';
 import { forgeOfRemote, issueOfUrl } from '../../src/contracts/forge-address';
 import { forgeOf, issueOf, parseLeaderRequest } from '../../src/contracts/request';
 import { forgeToken } from '../../src/forge/connect';
-import { githubForge } from '../../src/forge/github';
+import { FLOTILLA_MARK, githubForge } from '../../src/forge/github';
 import { pullRequestBody } from '../../src/forge/pr-body';
 import { type ForgeSubject, forgeContract } from '../support/forge-contract';
 import { GitHubDouble } from '../support/github-double';
@@ -45,6 +45,9 @@ async function doubleSubject(): Promise<ForgeSubject & { double: GitHubDouble }>
       double.addIssue(number, title, body);
       return number;
     },
+    marked: async (n) =>
+      [...double.comments, ...double.reviewComments].filter((c) => c.issue === n && c.body.includes(FLOTILLA_MARK))
+        .length,
     close: async () => undefined,
   };
 }
@@ -91,6 +94,14 @@ async function realSubject(token: string, name: string): Promise<ForgeSubject> {
       await octokit.rest.repos.createCommitStatus({ owner, repo, sha, context, state });
     },
     issue: async (title, body) => (await octokit.rest.issues.create({ owner, repo, title, body })).data.number,
+    async marked(n) {
+      const at = { owner, repo, per_page: 100 };
+      const [comments, lines] = await Promise.all([
+        octokit.paginate(octokit.rest.issues.listComments, { ...at, issue_number: n }),
+        octokit.paginate(octokit.rest.pulls.listReviewComments, { ...at, pull_number: n }),
+      ]);
+      return [...comments, ...lines].filter((c) => (c.body ?? '').includes(FLOTILLA_MARK)).length;
+    },
     async close(pr, branch) {
       if (pr) await octokit.rest.pulls.update({ owner, repo, pull_number: pr, state: 'closed' });
       await octokit.rest.git.deleteRef({ owner, repo, ref: `heads/${branch}` });
@@ -117,7 +128,7 @@ describe('the GitHub forge, where only the double can show it', () => {
     expect(made.requested_teams.map((t) => t.slug)).toEqual(['core']);
   });
 
-  it('says which checks branch protection requires, and nothing when it may not read the protection', async () => {
+  it('says which checks branch protection requires (those not reported yet pending), and nothing when it may not read the protection', async () => {
     const { double, forge } = await doubleSubject();
     const sha = 'c'.repeat(40);
     double.checkRuns.set(sha, [
@@ -130,7 +141,7 @@ describe('the GitHub forge, where only the double can show it', () => {
       },
       { name: 'docs', status: 'in_progress' },
     ]);
-    double.protection.set('main', ['build']);
+    double.protection.set('main', ['build', 'deploy']);
     expect(await forge.checks(sha, 'main')).toEqual([
       {
         name: 'build',
@@ -141,6 +152,8 @@ describe('the GitHub forge, where only the double can show it', () => {
         logExcerpt: 'error TS2345 in src/a.ts',
       },
       { name: 'docs', status: 'in_progress', required: false },
+      // Required, and not reported yet: pending, so the run waits for it.
+      { name: 'deploy', status: 'pending', required: true, logExcerpt: expect.stringMatching(/^expected: /) },
     ]);
     double.protectionForbidden = true;
     expect((await forge.checks(sha, 'main')).map((c) => c.required)).toEqual([undefined, undefined]);

@@ -3,7 +3,7 @@
  * fires, the leader's steps are cancelled as on `flotilla cancel` (sub-task workflows stop and
  * destroy their sandboxes, the integration's sandboxes go), nothing is pushed, and the run fails
  * as `run-timeout`. What was integrated stays on the integration head, as after any failure. In
- * the review phase, after a push, the run ends with that push instead.
+ * the review phase, after a push, the run ends with that push instead (`pr-opened` with its PR).
  */
 import { CancellationScope, isCancellation, patched, setCurrentDetails, sleep } from '@temporalio/workflow';
 import type { RunResult } from '../../contracts/reports';
@@ -54,9 +54,11 @@ export async function withinDeadline(
     // A gate the deadline closed is no longer open to a decision.
     run.status.gate = undefined;
     setCurrentDetails('');
-    // Past a push (the review phase), the run ends with what it pushed: that push stands.
+    // Past a push (the review phase), the run ends with what it pushed: that push stands, and
+    // with land: pr so does the pull request it opened.
     const pushed = run.result.pushedSha;
-    if (pushed) return run.succeed('pushed', reviewEndedReason(minutes, pushed, run.result.targetRef));
+    const outcome = run.result.pullRequest ? 'pr-opened' : 'pushed';
+    if (pushed) return run.succeed(outcome, reviewEndedReason(minutes, pushed, run.result.targetRef));
     return run.fail('run-timeout', deadlineReason(minutes));
   } finally {
     timer.cancel();
