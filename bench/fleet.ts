@@ -10,9 +10,10 @@
  *
  *   npm run bench:fleet                                  1,000 sub-tasks, 3 workers
  *   npm run bench:fleet -- --sub-tasks 200 --workers 2   smaller
+ *   npm run bench:fleet -- --cpu-prof DIR                also each worker's CPU profiles (node --cpu-prof)
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,7 +24,7 @@ import { parseLeaderRequest } from '../src/contracts/request';
 import { ensureTemporal } from '../src/temporal/server';
 import { buildUnlessBuilt } from './build';
 import { runBench } from './main';
-import { type WorkerProcess, startWorkerProcess } from './worker-process';
+import { type WorkerProcess, cpuOf, startWorkerProcess } from './worker-process';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(name);
@@ -31,6 +32,9 @@ const arg = (name: string, fallback: number) => {
 };
 const N = arg('--sub-tasks', 1000);
 const WORKERS = arg('--workers', 3);
+const profDir = process.argv.includes('--cpu-prof')
+  ? path.resolve(process.argv[process.argv.indexOf('--cpu-prof') + 1] ?? 'fleet-profiles')
+  : undefined;
 const SMALL = 32;
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'flotilla-fleet-'));
@@ -125,6 +129,40 @@ function request(url: string, n: number) {
   });
 }
 
+/** The pid of the process whose command line holds every one of `words` (the dev server, under whatever launcher). */
+function pidOf(...words: string[]): number | undefined {
+  for (const entry of readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
+    const argv = (() => {
+      try {
+        return readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      } catch {
+        return [];
+      }
+    })();
+    if (argv[0] && !argv[0].endsWith('sh') && words.every((w) => argv.includes(w))) return Number(entry);
+  }
+  return undefined;
+}
+
+/**
+ * CPU seconds so far of each part of the fleet: the worker processes, what they ran and reaped
+ * (git, the sandboxes' set-up chain, the agents), the Temporal server, the git daemon serving the
+ * staging store (with its reaped upload/receive-packs), and this process (the client).
+ */
+function fleetCpu(workers: WorkerProcess[], serverPid: number | undefined, daemonPid: number) {
+  const of = (pid: number | undefined) => (pid ? cpuOf(pid) : { self: 0, children: 0 });
+  const server = of(serverPid);
+  const daemon = of(daemonPid);
+  const me = process.cpuUsage();
+  return {
+    workers: workers.reduce((a, w) => a + w.cpu().self, 0),
+    'their children': workers.reduce((a, w) => a + w.cpu().children, 0),
+    'Temporal server': server.self + server.children,
+    'staging daemon': daemon.self + daemon.children,
+    client: (me.user + me.system) / 1e6,
+  };
+}
+
 function countBy(keys: string[]): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const k of keys) counts[k] = (counts[k] ?? 0) + 1;
@@ -157,6 +195,7 @@ async function main(): Promise<void> {
         dataDir: path.join(root, `host-${i}`),
         taskQueue,
         logFile: path.join(root, `host-${i}.log`),
+        ...(profDir && { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${path.join(profDir, `host-${i}`)}`] }),
         env: {
           FLOTILLA_HOST_ID: `fleet-host-${i}`,
           FLOTILLA_SANDBOX_UIDS: `${400_000 + i * 10_000}-${400_000 + i * 10_000 + 9_999}`,
@@ -166,13 +205,19 @@ async function main(): Promise<void> {
     );
   console.log(`${WORKERS} workers polling ${taskQueue}`);
 
+  const serverPid = pidOf('start-dev', String(temporal.address.split(':').pop()));
   const fleetRun = async (n: number) => {
     const pushesBefore = remote.pushes();
+    const cpuBefore = fleetCpu(workers, serverPid, store.daemon.pid!);
     const started = performance.now();
     const req = request(remote.url, n);
     const handle = await startRun(client, req, { taskQueue });
     const end = await awaitRun(handle);
     const seconds = (performance.now() - started) / 1000;
+    const cpuAfter = fleetCpu(workers, serverPid, store.daemon.pid!);
+    const cpu = Object.fromEntries(
+      Object.entries(cpuAfter).map(([part, s]) => [part, s - cpuBefore[part as keyof typeof cpuBefore]]),
+    );
     if (end.result?.outcome !== 'pushed')
       throw new Error(`run ${handle.workflowId} did not push: ${end.failureMessage}`);
     const files = git(remote.url, 'ls-tree', '-r', '--name-only', req.repo.targetRef!).split('\n');
@@ -188,6 +233,7 @@ async function main(): Promise<void> {
     const sizes = (history.events ?? []).map((e) => proto.api.history.v1.HistoryEvent.encode(e).finish().length);
     return {
       seconds,
+      cpu,
       events: sizes.length,
       historyBytes: proto.api.history.v1.History.encode(history).finish().length,
       largestEvent: Math.max(...sizes.slice(1)),
@@ -221,9 +267,18 @@ async function main(): Promise<void> {
         .join(', '),
     ],
     ['peak RSS per worker', workers.map((w) => mb(w.peakRss())).join(', ')],
+    ...Object.keys(big.cpu).map((part): [string, string] => {
+      const at = (r: typeof small, n: number) => (r.cpu[part] / n) * 1000;
+      const [s, b] = [at(small, SMALL), at(big, N)];
+      return [
+        `CPU per sub-task: ${part}`,
+        `${s.toFixed(0)} ms at ${SMALL}, ${b.toFixed(0)} ms at ${N} (${(b / s).toFixed(2)}x)`,
+      ];
+    }),
   ];
   for (const [what, value] of rows) console.log(`| ${what} | ${value} |`);
   for (const w of workers) await w.stop();
+  if (profDir) console.log(`\n(CPU profiles of each worker, main and workflow threads: ${profDir}/host-N)`);
   store.daemon.kill();
   await client.connection.close();
   await temporal.stop();

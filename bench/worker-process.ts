@@ -128,7 +128,8 @@ async function childOf(pid: number): Promise<number> {
 }
 
 /** utime, stime, cutime, cstime of /proc/<pid>/stat (fields 14 to 17, after the command name). */
-function cpuOf(pid: number): { self: number; children: number } {
+/** CPU seconds of process `pid` so far, and of the children it has reaped. */
+export function cpuOf(pid: number): { self: number; children: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat
     .slice(stat.lastIndexOf(')') + 2)
