@@ -11,9 +11,16 @@
  * restores its size and mtime is still seen, and the file is written again. Afterwards the host
  * checks that nothing differs from the commit, and starts from an empty workspace when it does
  * or when anything failed (a worker killed mid-way leaves an `index.lock`).
+ *
+ * This git compares ctimes to the second only, so a rewrite in the very second the host recorded
+ * a file's ctime would pass for untouched. Every stat the index records is one the host made
+ * (`read-tree --reset -u` writes again any file whose stat a command changed), and the index
+ * file's mtime is set back to the start of the oldest move that ended in the current second: git
+ * then takes every file those moves wrote as "racily clean" and compares its content, not its
+ * stat (git's Documentation/technical/racy-git.txt).
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import type { HostWorkspace } from '../sandbox/types';
@@ -50,6 +57,7 @@ export async function cleanHostTree(hw: HostWorkspace, stagingDir: string): Prom
 
 /** Moves the workspace to `sha` from whatever it holds now; throws when git could not. */
 async function moveTo(hw: HostWorkspace, stagingDir: string, sha: string): Promise<void> {
+  const started = Math.floor(Date.now() / 1000);
   const run = gitOn(hw, stagingDir);
   // Untracked and ignored files go first: read-tree keeps an untracked file that is in its way.
   await cleanHostTree(hw, stagingDir);
@@ -57,6 +65,21 @@ async function moveTo(hw: HostWorkspace, stagingDir: string, sha: string): Promi
   await handOver(hw);
   // The hand-over changed ctimes: the index learns them (re-reading only what was just written).
   await run(['update-index', '-q', '--refresh']);
+  await keepRacy(hw, started);
+}
+
+/**
+ * Sets the index file's mtime back to the start of the oldest move whose writes may share the
+ * current second with a command's next write (this one, and those before it that ended in this
+ * second): git then compares the content of every file they wrote instead of trusting its stat.
+ */
+async function keepRacy(hw: HostWorkspace, started: number): Promise<void> {
+  const marks = path.join(hw.state, 'moves');
+  const now = Math.floor(Date.now() / 1000);
+  const [lastEnded, lastRacy] = (await readFile(marks, 'utf8').catch(() => '')).split(' ').map((n) => Number(n) || 0);
+  const racyFrom = lastEnded === now && lastRacy ? Math.min(started, lastRacy) : started;
+  await writeFile(marks, `${now} ${racyFrom}`);
+  await utimes(indexOf(hw), racyFrom, racyFrom);
 }
 
 /** What differs from the index in the workspace (untracked, modified or deleted): nothing, when it is exact. */

@@ -14,6 +14,7 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { simpleGit } from 'simple-git';
@@ -101,6 +102,36 @@ describe('the host setting a sandbox workspace', () => {
     expect(lstatSync(path.join(r.hw.dir, 'dir')).isDirectory()).toBe(true);
     expect(readFileSync(path.join(outside, 'c.txt'), 'utf8')).toBe('the host’s\n');
   });
+
+  it.runIf(asRoot)(
+    'sees a rewrite made in the second the host handed a file over, when it wrote the file the second before',
+    async () => {
+      const r = await repository();
+      const file = path.join(r.hw.dir, 'a.txt');
+      await setHostTree(r.hw, r.staging, r.base);
+      // A hand-over that waits for the next second: the window where this git, which compares
+      // ctimes to the second, would trust the stat it records for a file written just before.
+      const bin = tempDir('slow-chown');
+      const chown = execFileSync('sh', ['-c', 'command -v chown'], { encoding: 'utf8' }).trim();
+      const script = `s=$(date +%s); while [ "$(date +%s)" = "$s" ]; do sleep 0.01; done; exec ${chown} "$@"`;
+      writeFileSync(path.join(bin, 'chown'), `#!/bin/sh\n${script}\n`, { mode: 0o755 });
+      const PATH = process.env.PATH;
+      process.env.PATH = `${bin}:${PATH}`;
+      try {
+        expect(await setHostTree(r.hw, r.staging, r.next)).toBe('moved');
+      } finally {
+        process.env.PATH = PATH;
+      }
+      const recorded = statSync(file);
+      expect(Math.floor(recorded.mtimeMs / 1000)).toBeLessThan(Math.floor(recorded.ctimeMs / 1000));
+      writeFileSync(file, 'EVIL!\n');
+      utimesSync(file, recorded.atime, recorded.mtime);
+      // The case itself: the rewrite kept the recorded ctime's second (the next second is far).
+      expect(Math.floor(statSync(file).ctimeMs / 1000)).toBe(Math.floor(recorded.ctimeMs / 1000));
+      await setHostTree(r.hw, r.staging, r.next);
+      expect(readFileSync(file, 'utf8')).toBe('ALPHA\n');
+    },
+  );
 
   it('starts from an empty workspace when a worker killed mid-way left the index locked', async () => {
     const r = await repository();
