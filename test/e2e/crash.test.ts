@@ -16,7 +16,7 @@ import { statusQuery } from '../../src/contracts/messages';
 import { priceClaudeReply } from '../../src/agents/prices';
 import { releaseAtEnd } from '../support/cleanup';
 import { INPUT_TOKENS, ModelServer, userTexts } from '../support/model-server';
-import { freePort } from '../support/ports';
+import { freeServerPort } from '../support/ports';
 import {
   type WorkerProcess,
   holdCommand,
@@ -41,7 +41,7 @@ const taskQueue = `crash-${process.pid}`;
 beforeAll(async () => {
   serverDir = tempDir('crash-server');
   dataDir = tempDir('crash-data');
-  port = await freePort();
+  port = await freeServerPort();
   server = await ensureTemporal({ dataDir: serverDir, port });
   // The server a test restarted, if it did.
   releaseAtEnd(() => server.stop());

@@ -22,7 +22,7 @@ import { type TemporalTarget, ensureTemporal } from '../../src/temporal/server';
 import { statusQuery } from '../../src/contracts/messages';
 import { releaseAtEnd } from '../support/cleanup';
 import { type ServedStore, serveStore } from '../support/git-daemon';
-import { freePort } from '../support/ports';
+import { freeServerPort } from '../support/ports';
 import { CLI, type WorkerProcess, processesMatching, run, spawnWorker, waitFor } from '../support/processes';
 import { countingRemote } from '../support/remotes';
 import { shellRequest, subTask } from '../support/requests';
@@ -88,7 +88,7 @@ function removeNetwork(): void {
  * relay on the bridge address forwards to it.
  */
 async function startServer(): Promise<void> {
-  const port = await freePort();
+  const port = await freeServerPort();
   const server: TemporalTarget = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port });
   releaseAtEnd(() => server.stop());
   const relay = net.createServer((inbound) => {

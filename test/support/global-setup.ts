@@ -11,7 +11,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { TRACED_WORKFLOW_MODULES } from '../../src/temporal/telemetry';
 import { ensureTemporal, type TemporalTarget } from '../../src/temporal/server';
-import { freePort } from './ports';
+import { freeServerPort } from './ports';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -45,9 +45,7 @@ export async function teardown(): Promise<void> {
 }
 
 async function startServer(root: string): Promise<string> {
-  // The UI listens on port + 1000; pick a port whose neighbour is very likely free too.
-  let port = await freePort();
-  while (port + 1000 > 65535) port = await freePort();
+  const port = await freeServerPort();
   server = await ensureTemporal({ dataDir: path.join(root, 'temporal'), port });
   return server.address;
 }
