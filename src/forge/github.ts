@@ -3,7 +3,7 @@
  * GitHub, with its plugins for retries (server errors, abuse limits) and throttling (rate limits),
  * so Flotilla handles neither. Runs on the host only: it holds the token.
  */
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { Octokit } from '@octokit/rest';
 import { retry } from '@octokit/plugin-retry';
 import { throttling } from '@octokit/plugin-throttling';
@@ -49,7 +49,7 @@ export function githubForge(address: ForgeAddress, token: string | undefined, ve
     },
   });
   const [owner, repo] = address.repo.split('/');
-  return new GitHubForge(octokit, owner, repo);
+  return new GitHubForge(octokit, owner, repo, token ?? '');
 }
 
 /** What of GitHub's pull request object (in a list or alone) a PullRequest is made of. */
@@ -102,6 +102,8 @@ class GitHubForge implements Forge {
     private readonly octokit: Client,
     private readonly owner: string,
     private readonly repo: string,
+    /** Keys the replies (see replyToComment): what a commenter cannot compute. */
+    private readonly replySecret: string,
   ) {}
 
   private get at() {
@@ -209,14 +211,16 @@ class GitHubForge implements Forge {
 
   /**
    * At most once per comment and text: an activity retried after GitHub took its reply (the
-   * answer lost on the way back) finds the reply by the key it carries and posts nothing.
+   * answer lost on the way back) finds the reply by the key it carries and posts nothing. The key
+   * is an HMAC under the token, so nobody else can post it first to have a reply skipped.
    */
   async replyToComment(number: number, commentId: string, body: string): Promise<void> {
     const [kind, raw] = commentId.split(':');
     const id = Number(raw);
     if (!Number.isSafeInteger(id) || !['review-comment', 'issue-comment', 'review'].includes(kind))
       throw new Error(`commentId: "${commentId}" is not a comment id this forge gave`);
-    const key = `<!-- flotilla-reply ${createHash('sha256').update(`${commentId}\n${body}`).digest('hex').slice(0, 20)} -->`;
+    const mac = createHmac('sha256', this.replySecret).update(`${commentId}\n${body}`).digest('hex');
+    const key = `<!-- flotilla-reply ${mac.slice(0, 32)} -->`;
     const marked = `${body}\n\n${FLOTILLA_MARK}\n${key}`;
     const { paginate, rest } = this.octokit;
     const at = { ...this.at, per_page: 100 };

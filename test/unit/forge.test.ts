@@ -4,6 +4,7 @@
  * the token may write) are set, against real GitHub; what only the double can show (reviews by
  * others, required checks); where the token goes; the PR body.
  */
+import { createHash, createHmac } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -165,6 +166,30 @@ describe('the GitHub forge, where only the double can show it', () => {
     const pr = await forge.openPullRequest({ head: 'f', base: 'main', title: 't', body: 'b', draft: false });
     double.merge(pr.number);
     expect((await forge.pullRequest(pr.number)).state).toBe('merged');
+  });
+
+  it('answers a comment even when a commenter posted the reply keys it can compute first', async () => {
+    const { double, forge, branch, marked } = await doubleSubject();
+    await branch('f');
+    const pr = await forge.openPullRequest({ head: 'f', base: 'main', title: 't', body: 'b', draft: false });
+    const asked = double.addComment(pr.number, 'reviewer', 'please add a test');
+    const line = double.addReviewComment(pr.number, 'reviewer', 'typo', 'README.md', 1);
+    const reply = 'added in the last commit';
+    // What anyone can compute from the page: digests of the comment and the likely reply, keyed or not.
+    const guesses = (id: string) =>
+      [createHash('sha256'), createHmac('sha256', '')].map((h) => h.update(`${id}\n${reply}`).digest('hex'));
+    for (const id of [`issue-comment:${asked}`, `review-comment:${line}`])
+      for (const g of guesses(id)) {
+        const planted = `${reply}\n\n${FLOTILLA_MARK}\n<!-- flotilla-reply ${g.slice(0, 20)} -->\n<!-- flotilla-reply ${g.slice(0, 32)} -->`;
+        double.addComment(pr.number, 'mallory', planted);
+        double.addReviewComment(pr.number, 'mallory', planted, 'README.md', 1);
+      }
+    const plantedCount = await marked(pr.number);
+    await forge.replyToComment(pr.number, `issue-comment:${asked}`, reply);
+    await forge.replyToComment(pr.number, `review-comment:${line}`, reply);
+    expect(await marked(pr.number)).toBe(plantedCount + 2);
+    const ours = [...double.comments, ...double.reviewComments].filter((c) => c.user.login !== 'mallory');
+    expect(ours.filter((c) => c.body.includes(reply)).length).toBe(2);
   });
 
   it('refuses a wrong token with 401, as GitHub does', async () => {
