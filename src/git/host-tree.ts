@@ -22,8 +22,8 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
 import type { HostWorkspace } from '../sandbox/types';
+import { startProgram } from '../spawner';
 import { hostGitEnv } from './env';
 import { git, nulRecords } from './spawn';
 
@@ -44,9 +44,11 @@ async function handOver(hw: HostWorkspace): Promise<void> {
   const me = process.getuid?.();
   if (uid === undefined || me === undefined || me === uid) return;
   await new Promise<void>((resolve, reject) => {
-    const child = spawn('chown', ['-R', '-h', '-P', `--from=${me}`, `${uid}:${uid}`, hw.dir], { stdio: 'ignore' });
+    const child = startProgram('chown', ['-R', '-h', '-P', `--from=${me}`, `${uid}:${uid}`, hw.dir], {
+      stdio: ['ignore', 'ignore', 'ignore'],
+    });
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`chown exited ${code}`))));
+    child.on('close', (code: number | null) => (code === 0 ? resolve() : reject(new Error(`chown exited ${code}`))));
   });
 }
 

@@ -5,9 +5,9 @@
  * record by record, or into a file; a failure carries the end of git's stderr, bounded, so it fits
  * a log line and a payload.
  */
-import { spawn } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { readableOf, startProgram, writableOf } from '../spawner';
 import type { GitEnv } from './env';
 
 export interface GitOptions {
@@ -66,9 +66,10 @@ export function nulRecords(output: Buffer | string): string[] {
 
 function start(args: readonly string[], opts: GitOptions) {
   const env = opts.repo ? { ...opts.env, GIT_DIR: opts.repo } : opts.env;
-  const child = spawn('git', args, { cwd: opts.repo, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = startProgram('git', args, { cwd: opts.repo, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const [stdin, stdout, stderrOf] = [writableOf(child, 0), readableOf(child, 1), readableOf(child, 2)];
   let stderr = '';
-  child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-STDERR_KEEP)));
+  stderrOf.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-STDERR_KEEP)));
   const input = opts.input;
   const closed = new Promise<number>((resolve, reject) => {
     child.on('error', reject);
@@ -82,19 +83,19 @@ function start(args: readonly string[], opts: GitOptions) {
   // Handled here too: a caller that stops waiting (its output stream failed) leaves no unhandled rejection.
   closed.catch(() => undefined);
   // git may exit before reading all its input; its exit code says why.
-  child.stdin.on('error', () => undefined);
-  if (input === undefined || typeof input === 'string' || Buffer.isBuffer(input)) child.stdin.end(input);
-  else input.pipe(child.stdin);
-  return { child, stderr: () => stderr, closed };
+  stdin.on('error', () => undefined);
+  if (input === undefined || typeof input === 'string' || Buffer.isBuffer(input)) stdin.end(input);
+  else input.pipe(stdin);
+  return { child, stdout, stderr: () => stderr, closed };
 }
 
 /** Runs git to the end; resolves with its exit code whatever it is (only a git that cannot start rejects). */
 export async function runGit(args: readonly string[], opts: GitOptions): Promise<GitResult> {
-  const { child, stderr, closed } = start(args, opts);
+  const { child, stdout, stderr, closed } = start(args, opts);
   const max = opts.maxOutput ?? MAX_OUTPUT;
   const chunks: Buffer[] = [];
   let size = 0;
-  child.stdout.on('data', (b: Buffer) => {
+  stdout.on('data', (b: Buffer) => {
     size += b.length;
     if (size > max) child.kill();
     else chunks.push(b);
@@ -126,11 +127,11 @@ export async function gitRecords(
   sep: '\n' | '\0',
   onRecord: (record: string) => boolean | void,
 ): Promise<void> {
-  const { child, stderr, closed } = start(args, opts);
+  const { child, stdout, stderr, closed } = start(args, opts);
   let rest = '';
   let stopped = false;
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (chunk: string) => {
+  stdout.setEncoding('utf8');
+  stdout.on('data', (chunk: string) => {
     if (stopped) return;
     const parts = (rest + chunk).split(sep);
     rest = parts.pop() ?? '';
@@ -158,9 +159,9 @@ export async function gitPipe(
   onData: (chunk: Buffer) => boolean | void,
 ): Promise<void> {
   const first = start(from.args, from.opts);
-  const second = start(to.args, { ...to.opts, input: first.child.stdout });
+  const second = start(to.args, { ...to.opts, input: first.stdout });
   let stopped = false;
-  second.child.stdout.on('data', (chunk: Buffer) => {
+  second.stdout.on('data', (chunk: Buffer) => {
     if (stopped || onData(chunk) !== false) return;
     stopped = true;
     second.child.kill();
@@ -175,8 +176,8 @@ export async function gitPipe(
 
 /** Runs git with its stdout streamed into `out` (a file: a blob of any size), never held in memory. */
 export async function gitInto(args: readonly string[], opts: GitOptions, out: Writable): Promise<void> {
-  const { child, stderr, closed } = start(args, opts);
-  await pipeline(child.stdout, out);
+  const { stdout, stderr, closed } = start(args, opts);
+  await pipeline(stdout, out);
   const code = await closed;
   if (code !== 0) throw new GitError(commandOf(args), code, stderr());
 }

@@ -10,10 +10,10 @@
  * which costs less than starting `find`: no process of the sandbox is left then to change the tree
  * under the walk. While a command runs, and for a sandbox that is large, `find` counts.
  */
-import { spawn } from 'node:child_process';
 import { type Dirent, lstatSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { constants as osConstants } from 'node:os';
+import { readableOf, startProgram } from '../../spawner';
 import { MIB, type SandboxLimits } from './limits';
 
 /** How often the disk is counted while a command runs, so a long one cannot fill it until it ends. */
@@ -38,7 +38,7 @@ const count = (n: number) => n.toLocaleString('en-US');
  */
 function measure(dirs: string[], stopAt: number): Promise<DiskUsage> {
   return new Promise((resolve, reject) => {
-    const find = spawn('find', [...dirs, '-mindepth', '1', '-printf', '%y %s\\n'], {
+    const find = startProgram('find', [...dirs, '-mindepth', '1', '-printf', '%y %s\\n'], {
       env: { PATH: '/usr/bin:/bin', LC_ALL: 'C' },
       stdio: ['ignore', 'pipe', 'ignore'],
       timeout: MEASURE_TIMEOUT_MS,
@@ -47,22 +47,24 @@ function measure(dirs: string[], stopAt: number): Promise<DiskUsage> {
     const total = { bytes: 0, files: 0 };
     let partial = '';
     let enough = false;
-    find.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      const lines = (partial + chunk).split('\n');
-      partial = lines.pop() ?? '';
-      for (const line of lines) {
-        if (enough) return;
-        total.files++;
-        if (line.startsWith('f ')) total.bytes += Number(line.slice(2));
-        if (total.files >= stopAt) {
-          enough = true;
-          find.kill('SIGKILL');
+    readableOf(find, 1)
+      .setEncoding('utf8')
+      .on('data', (chunk: string) => {
+        const lines = (partial + chunk).split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
+          if (enough) return;
+          total.files++;
+          if (line.startsWith('f ')) total.bytes += Number(line.slice(2));
+          if (total.files >= stopAt) {
+            enough = true;
+            find.kill('SIGKILL');
+          }
         }
-      }
-    });
-    find.on('error', (err) => reject(new Error(`counting the sandbox's files failed: ${err.message}`)));
+      });
+    find.on('error', (err: Error) => reject(new Error(`counting the sandbox's files failed: ${err.message}`)));
     // find exits 1 when an entry vanished under it (a command still deleting): the rest is counted.
-    find.on('close', (code, signal) => {
+    find.on('close', (code: number | null, signal: NodeJS.Signals | null) => {
       if (enough || code === 0 || code === 1) resolve(total);
       else reject(new Error(`counting the sandbox's files failed: find ended with ${signal ?? `exit ${code}`}`));
     });

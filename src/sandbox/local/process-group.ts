@@ -1,8 +1,7 @@
 /** A host process run as a group of its own, so that killing it reaches everything it started. */
-import { type ChildProcess, spawn } from 'node:child_process';
-import type { Readable, Writable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import { StringDecoder } from 'node:string_decoder';
+import { type Program, readableOf, startProgram, writableOf } from '../../spawner';
 import { OutputTail } from '../output';
 import type { ExecOptions, ExecResult } from '../types';
 
@@ -43,33 +42,36 @@ export function runProcessGroup(
       resolve({ exitCode: -1, output: '', timedOut: false, aborted: true });
       return;
     }
-    const child = spawn(argv[0], argv.slice(1), {
+    const child = startProgram(argv[0], argv.slice(1), {
       cwd,
       env: options.env,
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe', onReport ? 'pipe' : 'ignore', ...(admit ? (['pipe', 'pipe'] as const) : [])],
     });
-    if (onReport) child.stdio[3]!.on('data', (buf: Buffer) => onReport(buf.toString('utf8')));
+    // Its pid may come a moment after it was asked for (spawner/): a kill before then waits for it.
+    const killGroup = () =>
+      child.pid === undefined ? child.once('spawn', () => killTree(child.pid)) : killTree(child.pid);
+    if (onReport) readableOf(child, 3).on('data', (buf: Buffer) => onReport(buf.toString('utf8')));
     let refused: unknown;
     if (admit)
       admitWhenSaid(child, admit, (err) => {
         refused = err;
-        killTree(child.pid);
+        killGroup();
       });
     const output = new OutputTail(options.onOutput);
     let timedOut = false;
     let aborted = false;
     // One decoder per stream, so a multi-byte character split across two reads is not mangled.
     const decoders = [new StringDecoder('utf8'), new StringDecoder('utf8')];
-    child.stdout!.on('data', (buf: Buffer) => output.push(decoders[0].write(buf)));
-    child.stderr!.on('data', (buf: Buffer) => output.push(decoders[1].write(buf)));
+    readableOf(child, 1).on('data', (buf: Buffer) => output.push(decoders[0].write(buf)));
+    readableOf(child, 2).on('data', (buf: Buffer) => output.push(decoders[1].write(buf)));
     const timer = setTimeout(() => {
       timedOut = true;
-      killTree(child.pid);
+      killGroup();
     }, options.timeoutMs);
     const onAbort = () => {
       aborted = true;
-      killTree(child.pid);
+      killGroup();
     };
     options.signal?.addEventListener('abort', onAbort, { once: true });
     child.on('error', (err) => {
@@ -80,7 +82,7 @@ export function runProcessGroup(
     // The command is done: whatever it left running in its group goes with it now, rather than
     // holding our pipes open (and the result back) until the deadline.
     child.on('exit', () => killTree(child.pid));
-    child.on('close', (code, sig) => {
+    child.on('close', (code: number | null, sig: NodeJS.Signals | null) => {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       // Whatever the command left running in its group goes with it.
@@ -105,8 +107,8 @@ export function runProcessGroup(
  * Reads the first process's pid from the child's fd 4 (bwrap's JSON: `"child-pid": N`), calls
  * `admit`, and lets the command go on (a byte on fd 5) once it resolves; `refuse` when it does not.
  */
-function admitWhenSaid(child: ChildProcess, admit: (pid: number) => Promise<void>, refuse: (err: unknown) => void) {
-  const [info, go] = [child.stdio[4], (child.stdio as unknown[])[5]] as [Readable, Writable];
+function admitWhenSaid(child: Program, admit: (pid: number) => Promise<void>, refuse: (err: unknown) => void) {
+  const [info, go] = [readableOf(child, 4), writableOf(child, 5)];
   // Either end may go at any time: bwrap failed, or the command already ended.
   info.on('error', () => undefined);
   go.on('error', () => undefined);

@@ -1,0 +1,120 @@
+/**
+ * The spawn helper (src/spawner/): programs it starts behave as those Node starts (output, stdin,
+ * exit codes and signals, a program that cannot start, kills before and after the pid is known,
+ * process groups), they are not children of this process, and the helper does not outlive it.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  type Program,
+  type ProgramOptions,
+  readableOf,
+  startProgram,
+  startSpawnHelper,
+  writableOf,
+} from '../../src/spawner';
+
+interface Ended {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function ended(p: Program): Promise<Ended> {
+  const out = ['', ''];
+  [1, 2].forEach((fd) => readableOf(p, fd).on('data', (b: Buffer) => (out[fd - 1] += b.toString())));
+  return new Promise((resolve, reject) => {
+    p.on('error', reject);
+    p.on('close', (code: number | null, signal: NodeJS.Signals | null) =>
+      resolve({ code, signal, stdout: out[0], stderr: out[1] }),
+    );
+  });
+}
+
+const piped: ProgramOptions = { stdio: ['pipe', 'pipe', 'pipe'] };
+
+function run(file: string, args: string[], input?: string, options = piped): Promise<Ended> {
+  const p = startProgram(file, args, options);
+  writableOf(p, 0).end(input);
+  return ended(p);
+}
+
+/** Running: a process that ended but was not reaped yet (a zombie) is not. */
+const alive = (pid: number) => {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+};
+
+describe('the spawn helper', () => {
+  beforeAll(async () => expect(await startSpawnHelper()).toBeUndefined());
+
+  it('starts programs that are not children of this process, with their output, stdin and exit code', async () => {
+    const r = await run('sh', ['-c', 'echo "parent $PPID"; cat; echo oops >&2; exit 3'], 'fed on stdin');
+    expect(r).toMatchObject({ code: 3, signal: null, stderr: 'oops\n' });
+    const [, parent] = /^parent (\d+)\n/.exec(r.stdout)!;
+    expect(Number(parent)).not.toBe(process.pid);
+    expect(r.stdout).toMatch(/fed on stdin$/);
+    // Output larger than any socket buffer arrives whole.
+    expect((await run('head', ['-c', '5000000', '/dev/zero'])).stdout.length).toBe(5_000_000);
+    // The environment and working directory are the ones asked for.
+    const env = await run('sh', ['-c', 'echo "$FOO $(pwd)"'], undefined, {
+      ...piped,
+      env: { PATH: process.env.PATH, FOO: 'bar' },
+      cwd: '/tmp',
+    });
+    expect(env.stdout).toBe('bar /tmp\n');
+  });
+
+  it('reports a program that cannot start as Node does', async () => {
+    await expect(run('flotilla-no-such-program', [])).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('kills a program asked to before its pid is known, and one that runs', async () => {
+    const early = startProgram('sleep', ['30'], piped);
+    expect(early.pid).toBeUndefined();
+    early.kill('SIGKILL');
+    expect(await ended(early)).toMatchObject({ code: null, signal: 'SIGKILL' });
+    const later = startProgram('sleep', ['30'], piped);
+    await new Promise((r) => later.once('spawn', r));
+    expect(alive(later.pid!)).toBe(true);
+    later.kill('SIGTERM');
+    expect(await ended(later)).toMatchObject({ signal: 'SIGTERM' });
+    expect(later.kill()).toBe(false);
+  });
+
+  it('starts a detached program as a process group this process can kill whole', async () => {
+    const p = startProgram('sh', ['-c', 'sleep 30 & echo $!; wait'], { ...piped, detached: true });
+    const done = ended(p);
+    const grandchild = await new Promise<number>((resolve) =>
+      readableOf(p, 1).once('data', (b: Buffer) => resolve(Number(b.toString().trim()))),
+    );
+    process.kill(-p.pid!, 'SIGKILL');
+    expect((await done).signal).toBe('SIGKILL');
+    await expect.poll(() => alive(grandchild)).toBe(false);
+  });
+
+  it('goes with the process that started it, even killed with SIGKILL', async () => {
+    const script = `require(${JSON.stringify(path.resolve('src/spawner'))}).startSpawnHelper().then(() => console.log('up'))`;
+    const owner = spawn(process.execPath, ['--import', 'tsx', '-e', `${script}; setInterval(() => {}, 1000)`], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise((r) => owner.stdout.once('data', r));
+    const line = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(owner.pid)])
+      .toString()
+      .split('\n')
+      .find((l) => l.includes('flotilla-spawner-'));
+    expect(line).toBeDefined();
+    const [helper, ...args] = line!.trim().split(/\s+/);
+    const sockDir = path.dirname(args[args.length - 1]);
+    expect(existsSync(sockDir)).toBe(true);
+    owner.kill('SIGKILL');
+    await expect.poll(() => alive(Number(helper)), { timeout: 10_000 }).toBe(false);
+    expect(existsSync(sockDir)).toBe(false);
+  });
+});
