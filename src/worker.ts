@@ -19,7 +19,7 @@ import {
   warnIfUnisolated,
 } from './temporal/preflight';
 import { workflowUrl } from './temporal/server';
-import { startSpawnHelper } from './spawner';
+import { startSpawner } from './spawner';
 import { receiverSettings, startWebhookReceiver } from './webhooks/receiver';
 import { startTracing } from './temporal/telemetry';
 import { createFlotillaWorker, versionedWorkflows } from './temporal/worker';
@@ -44,9 +44,9 @@ export async function runWorkerProcess(args: string[] = []): Promise<void> {
   // Both before connecting: a key sandboxes could read is the graver of the two.
   refuseCredentialsVisibleToAgents();
   refuseUnreadableInstall();
-  // While the process is small: the helper is started by forking it (spawner/).
-  const unhelped = await startSpawnHelper();
-  if (unhelped) log.warn(unhelped);
+  // While the process is small: the spawner is started by forking it (spawner/).
+  const unspawned = await startSpawner();
+  if (unspawned) log.warn(unspawned);
   const tracing = startTracing('flotilla-worker', (line) => log.warn(line));
   const retention = retentionPolicy();
   const webhooks = receiverSettings();

@@ -1,12 +1,12 @@
 /**
- * Where the worker's programs are started (host git, the sandboxes' commands): through a small
- * helper process once the worker has started one, else by Node directly.
+ * Where the worker's programs are started (host git, the sandboxes' commands): through the
+ * spawner, a small process of its own, once the worker has started one; else by Node directly.
  *
  * Why: Node starts a program by forking the process that asks, and a fork costs with the size of
  * that process. A worker is 300-600 MB resident under load, and its one event-loop thread spent
  * 26-32 % of a 1,000-sub-task run inside `spawn` (bench/README.md); the same spawn from a 50 MB
- * helper costs a fraction of that, off the worker's thread. Only the starting moves: the program's
- * stdio are sockets the worker holds (helper.ts), so its output never passes through the helper,
+ * spawner costs a fraction of that, off the worker's thread. Only the starting moves: the program's
+ * stdio are sockets the worker holds (source.ts), so its output never passes through the spawner,
  * and the worker still kills process groups itself.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -16,7 +16,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
-import { HEADER_BYTES, HELPER_SOURCE } from './helper';
+import { HEADER_BYTES, SPAWNER_SOURCE } from './source';
 
 export interface ProgramOptions {
   cwd?: string;
@@ -29,7 +29,7 @@ export interface ProgramOptions {
   killSignal?: NodeJS.Signals;
 }
 
-/** What callers use of a started program: Node's ChildProcess has it, and so does one the helper started. */
+/** What callers use of a started program: Node's ChildProcess has it, and so does one the spawner started. */
 export interface Program extends EventEmitter {
   /** Known once 'spawn' is emitted (at once when Node started it). */
   readonly pid: number | undefined;
@@ -42,38 +42,38 @@ export const readableOf = (p: Program, fd: number) => p.stdio[fd] as Readable;
 /** Its stdin or another piped entry, to write. */
 export const writableOf = (p: Program, fd: number) => p.stdio[fd] as Writable;
 
-let helper: Helper | undefined;
+let spawner: Spawner | undefined;
 let starting: Promise<string | undefined> | undefined;
 
-/** Starts `file` with `args`: through the helper when there is one. */
+/** Starts `file` with `args`: through the spawner when there is one. */
 export function startProgram(file: string, args: readonly string[], options: ProgramOptions): Program {
-  if (helper?.alive) return helper.start(file, args, { ...options, env: options.env ?? process.env });
+  if (spawner?.alive) return spawner.start(file, args, { ...options, env: options.env ?? process.env });
   return spawn(file, args, options) as unknown as Program;
 }
 
 /**
- * Starts this process's helper, once (later calls share the first's answer); programs started
- * before it is ready are started by Node. A helper that cannot start leaves it so, with a reason
+ * Starts this process's spawner, once (later calls share the first's answer); programs started
+ * before it is ready are started by Node. A spawner that cannot start leaves it so, with a reason
  * returned for the worker's log.
  */
-export function startSpawnHelper(): Promise<string | undefined> {
+export function startSpawner(): Promise<string | undefined> {
   starting ??= (async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'flotilla-spawner-'));
     try {
-      helper = await Helper.start(path.join(dir, 's'));
+      spawner = await Spawner.start(path.join(dir, 's'));
       return undefined;
     } catch (err) {
       rmSync(dir, { recursive: true, force: true });
-      return `programs are started by the worker itself: the spawn helper did not start (${(err as Error).message})`;
+      return `programs are started by the worker itself: the spawner did not start (${(err as Error).message})`;
     }
   })();
   return starting;
 }
 
-class Helper {
+class Spawner {
   alive = true;
   private next = 1;
-  private readonly programs = new Map<number, HelperProgram>();
+  private readonly programs = new Map<number, SpawnedProgram>();
 
   private constructor(
     private readonly process: ChildProcess,
@@ -83,8 +83,8 @@ class Helper {
     process.on('exit', () => this.died());
   }
 
-  static start(sockPath: string): Promise<Helper> {
-    const child = spawn(process.execPath, ['-e', HELPER_SOURCE, sockPath], {
+  static start(sockPath: string): Promise<Spawner> {
+    const child = spawn(process.execPath, ['-e', SPAWNER_SOURCE, sockPath], {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { PATH: process.env.PATH },
     });
@@ -100,18 +100,18 @@ class Helper {
       child.once('message', () => {
         clearTimeout(timer);
         child.removeAllListeners();
-        // Neither keeps the worker alive: the helper goes when the worker does.
+        // Neither keeps the worker alive: the spawner goes when the worker does.
         child.unref();
         child.channel?.unref();
-        resolve(new Helper(child, sockPath));
+        resolve(new Spawner(child, sockPath));
       });
     });
   }
 
   start(file: string, args: readonly string[], options: ProgramOptions): Program {
     const id = this.next++;
-    const program = new HelperProgram(this, id, options.stdio, () => this.forget(id));
-    // As a program Node started would, one the helper runs keeps this process alive until it ends.
+    const program = new SpawnedProgram(this, id, options.stdio, () => this.forget(id));
+    // As a program Node started would, one the spawner runs keeps this process alive until it ends.
     if (this.programs.size === 0) this.process.channel?.ref();
     this.programs.set(id, program);
     const { stdio, ...rest } = options;
@@ -123,7 +123,7 @@ class Helper {
     if (this.programs.delete(id) && this.programs.size === 0) this.process.channel?.unref();
   }
 
-  /** A socket to the helper, announced as entry `fd` of program `id`. */
+  /** A socket to the spawner, announced as entry `fd` of program `id`. */
   connect(id: number, fd: number): net.Socket {
     const sock = net.connect(this.sockPath);
     sock.write(`${id}:${fd}`.padEnd(HEADER_BYTES));
@@ -146,20 +146,20 @@ type Reply = { id: number } & (
   { pid: number } | { exit: [number | null, NodeJS.Signals | null] } | { error: { message: string; code?: string } }
 );
 
-class HelperProgram extends EventEmitter implements Program {
+class SpawnedProgram extends EventEmitter implements Program {
   pid: number | undefined;
   readonly stdio: (Readable | Writable | null)[];
   private exit?: [number | null, NodeJS.Signals | null];
   private open: number;
 
   constructor(
-    private readonly helper: Helper,
+    private readonly spawner: Spawner,
     private readonly id: number,
     stdio: ProgramOptions['stdio'],
     private readonly done: () => void,
   ) {
     super();
-    const socks = stdio.map((s, fd) => (s === 'pipe' ? helper.connect(id, fd) : null));
+    const socks = stdio.map((s, fd) => (s === 'pipe' ? spawner.connect(id, fd) : null));
     // As Node's: 'close' once it exited and every entry it may write to (all but stdin) closed.
     this.open = socks.filter((s, fd) => s && fd > 0).length;
     socks.forEach((sock, fd) => {
@@ -170,7 +170,7 @@ class HelperProgram extends EventEmitter implements Program {
           this.maybeClosed();
         });
     });
-    // stdin is written only once the program runs: the helper reads nothing past a header.
+    // stdin is written only once the program runs: the spawner reads nothing past a header.
     const stdin = socks[0] && new PassThrough();
     if (stdin) this.once('spawn', () => stdin.pipe(socks[0]!));
     this.stdio = socks.map((s, fd) => (fd === 0 ? stdin : s));
@@ -197,7 +197,7 @@ class HelperProgram extends EventEmitter implements Program {
 
   kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
     if (this.exit) return false;
-    this.helper.send({ id: this.id, kill: signal });
+    this.spawner.send({ id: this.id, kill: signal });
     return true;
   }
 
@@ -209,7 +209,7 @@ class HelperProgram extends EventEmitter implements Program {
         // Gone already.
       }
       this.hear({ id: this.id, exit: [null, 'SIGKILL'] });
-    } else if (!this.exit) this.hear({ id: this.id, error: { message: 'the spawn helper exited' } });
+    } else if (!this.exit) this.hear({ id: this.id, error: { message: 'the spawner exited' } });
   }
 
   private maybeClosed(): void {

@@ -15,7 +15,7 @@ import { type NativeConnection, type State, Worker, type WorkerOptions, bundleWo
 import { createActivities } from '../activities';
 import { type DepsOptions, type HostPlacement, defaultDeps } from '../activities/deps';
 import { type DeploymentVersion, hostId, hostTaskQueue, packageVersion } from '../config/settings';
-import { startSpawnHelper } from '../spawner';
+import { startSpawner } from '../spawner';
 import { TRACED_WORKFLOW_MODULES, type Tracing } from './telemetry';
 
 export interface FlotillaWorkerOptions {
@@ -101,8 +101,8 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
     },
     sinks: opts.tracing.sinks,
   };
-  // Its programs are started by a small helper rather than by forking the worker (spawner/).
-  await startSpawnHelper();
+  // Its programs are started by the spawner, a small process, rather than by forking the worker (spawner/).
+  await startSpawner();
   const host = opts.host ?? hostId();
   const placement = { host, taskQueue: hostTaskQueue(opts.taskQueue, host) };
   // Both serve every activity: runs started before host affinity send sandbox activities to the shared queue.

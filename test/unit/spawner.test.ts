@@ -1,7 +1,7 @@
 /**
- * The spawn helper (src/spawner/): programs it starts behave as those Node starts (output, stdin,
+ * The spawner (src/spawner/): programs it starts behave as those Node starts (output, stdin,
  * exit codes and signals, a program that cannot start, kills before and after the pid is known,
- * process groups), they are not children of this process, and the helper does not outlive it.
+ * process groups), they are not children of this process, and the spawner does not outlive it.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -12,7 +12,7 @@ import {
   type ProgramOptions,
   readableOf,
   startProgram,
-  startSpawnHelper,
+  startSpawner,
   writableOf,
 } from '../../src/spawner';
 
@@ -51,8 +51,8 @@ const alive = (pid: number) => {
   }
 };
 
-describe('the spawn helper', () => {
-  beforeAll(async () => expect(await startSpawnHelper()).toBeUndefined());
+describe('the spawner', () => {
+  beforeAll(async () => expect(await startSpawner()).toBeUndefined());
 
   it('starts programs that are not children of this process, with their output, stdin and exit code', async () => {
     const r = await run('sh', ['-c', 'echo "parent $PPID"; cat; echo oops >&2; exit 3'], 'fed on stdin');
@@ -69,6 +69,26 @@ describe('the spawn helper', () => {
       cwd: '/tmp',
     });
     expect(env.stdout).toBe('bar /tmp\n');
+  });
+
+  it("gives programs blocking stdio, as Node's pipes are: a read waits for what is written later", async () => {
+    // As bwrap reads its --block-fd: one byte, which comes only once the program has started.
+    const p = startProgram('sh', ['-c', 'dd bs=1 count=1 <&5 2>/dev/null; echo " read"'], {
+      stdio: ['ignore', 'pipe', 'pipe', 'ignore', 'ignore', 'pipe'],
+    });
+    const done = ended(p);
+    await new Promise((r) => p.once('spawn', r));
+    // Whatever the program does meanwhile, it has not read anything yet.
+    await new Promise((r) => setTimeout(r, 200));
+    writableOf(p, 5).end('x');
+    expect(await done).toMatchObject({ code: 0, stdout: 'x read\n' });
+    // And a slow reader gets everything a program writes, past any socket buffer.
+    const slow = startProgram('sh', ['-c', 'head -c 3000000 /dev/zero; echo " rc=$?"'], piped);
+    writableOf(slow, 0).end();
+    readableOf(slow, 1).pause();
+    await new Promise((r) => setTimeout(r, 300));
+    readableOf(slow, 1).resume();
+    expect((await ended(slow)).stdout).toMatch(/ rc=0\n$/);
   });
 
   it('reports a program that cannot start as Node does', async () => {
@@ -100,7 +120,7 @@ describe('the spawn helper', () => {
   });
 
   it('goes with the process that started it, even killed with SIGKILL', async () => {
-    const script = `require(${JSON.stringify(path.resolve('src/spawner'))}).startSpawnHelper().then(() => console.log('up'))`;
+    const script = `require(${JSON.stringify(path.resolve('src/spawner'))}).startSpawner().then(() => console.log('up'))`;
     const owner = spawn(process.execPath, ['--import', 'tsx', '-e', `${script}; setInterval(() => {}, 1000)`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -110,11 +130,11 @@ describe('the spawn helper', () => {
       .split('\n')
       .find((l) => l.includes('flotilla-spawner-'));
     expect(line).toBeDefined();
-    const [helper, ...args] = line!.trim().split(/\s+/);
+    const [spawnerPid, ...args] = line!.trim().split(/\s+/);
     const sockDir = path.dirname(args[args.length - 1]);
     expect(existsSync(sockDir)).toBe(true);
     owner.kill('SIGKILL');
-    await expect.poll(() => alive(Number(helper)), { timeout: 10_000 }).toBe(false);
+    await expect.poll(() => alive(Number(spawnerPid)), { timeout: 10_000 }).toBe(false);
     expect(existsSync(sockDir)).toBe(false);
   });
 });

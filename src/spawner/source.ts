@@ -1,19 +1,19 @@
 /**
- * The spawn helper's program: a small Node process that starts programs for the worker (see
- * index.ts). Kept as source text run with `node -e`, so the same helper starts from the built
+ * The spawner's program: a small Node process that starts programs for the worker (see
+ * index.ts). Kept as source text run with `node -e`, so the same spawner starts from the built
  * package and from the TypeScript sources alike, with nothing loaded but Node's own modules.
  *
  * It listens on a Unix socket in a directory only root may enter. For each program the worker
  * sends a request over the IPC channel and connects one socket per piped stdio entry, each
  * opening with a fixed-width header (the request's id and the entry's index). Once a request has
- * all its sockets, the helper starts the program with those sockets as its stdio and closes its
- * own copies: the program's output goes straight to the worker, and the helper only reports the
+ * all its sockets, the spawner starts the program with those sockets as its stdio and closes its
+ * own copies: the program's output goes straight to the worker, and the spawner only reports the
  * pid, the exit and errors. It reads nothing past a header: the worker writes a program's stdin
- * only once the helper said it started.
+ * only once the spawner said it started.
  */
 export const HEADER_BYTES = 16;
 
-export const HELPER_SOURCE = String.raw`
+export const SPAWNER_SOURCE = String.raw`
 const net = require('net'), fs = require('fs'), path = require('path'), { spawn } = require('child_process');
 const HEADER = ${HEADER_BYTES};
 const [sockPath] = process.argv.slice(1);
@@ -32,6 +32,9 @@ function ready(id) {
   if (!e || !e.req || e.socks.filter(Boolean).length < e.req.piped) return;
   pending.delete(id);
   const { file, args, options, stdio } = e.req;
+  // Node made these sockets non-blocking, a mode the program would share: a read with nothing yet
+  // written would fail (EAGAIN) instead of waiting, as bwrap's --block-fd must wait (bwrap.ts).
+  for (const s of e.socks) if (s) s._handle.readStop(), s._handle.setBlocking(true);
   const child = spawn(file, args, { ...options, stdio: stdio.map((s, i) => (s === 'pipe' ? e.socks[i] : s)) });
   for (const s of e.socks) if (s) s.destroy();
   if (e.kill) child.kill(e.kill);
@@ -58,7 +61,7 @@ process.on('message', (m) => {
   entry(m.id).req = m;
   ready(m.id);
 });
-// The worker is gone: so is the helper (the programs it started are the worker's to have killed).
+// The worker is gone: so is the spawner (the programs it started are the worker's to have killed).
 process.on('disconnect', () => {
   fs.rmSync(path.dirname(sockPath), { recursive: true, force: true });
   process.exit(0);
