@@ -514,6 +514,11 @@ export const DIRECT_READS: { code: string; pattern: RegExp; why: string }[] = [
     why: 'Variables passed through unchanged by name: to an agent, those its harness lists (`passEnv`, all in the table above), and to host-side git `SSH_AUTH_SOCK`, `GIT_SSH_COMMAND` and `GIT_SSL_CAINFO`.',
   },
   {
+    code: 'options.env ?? process.env',
+    pattern: /options\.env \?\? process\.env/,
+    why: "The spawner (src/spawner/) starts a program that was given no environment with the worker's, as Node's `spawn` would: the program sees what it would have seen had the worker started it. Flotilla does not interpret it.",
+  },
+  {
     code: 'env: NodeJS.ProcessEnv = process.env',
     pattern: /env: NodeJS\.ProcessEnv = process\.env/,
     why: "A default parameter, so that tests can pass an environment of their own. The function reads its variables through setting(name, env), or by a name from a list: the base URL of an agent's model API (its harness's `modelApi.baseUrlEnv`, in the table above), the credentials to redact from output (store/secrets.ts), a webhook's URL (request.notify's `urlEnv`, a name the request gives, so that a secret URL never sits in a run's history).",

@@ -110,10 +110,11 @@ describe('the host setting a sandbox workspace', () => {
       const file = path.join(r.hw.dir, 'a.txt');
       await setHostTree(r.hw, r.staging, r.base);
       // A hand-over that waits for the next second: the window where this git, which compares
-      // ctimes to the second, would trust the stat it records for a file written just before.
+      // ctimes to the second, would trust the stat it records for a file written just before. A
+      // little past it: the kernel stamps files with a clock up to a tick behind `date`'s.
       const bin = tempDir('slow-chown');
       const chown = execFileSync('sh', ['-c', 'command -v chown'], { encoding: 'utf8' }).trim();
-      const script = `s=$(date +%s); while [ "$(date +%s)" = "$s" ]; do sleep 0.01; done; exec ${chown} "$@"`;
+      const script = `s=$(date +%s); while [ "$(date +%s)" = "$s" ]; do sleep 0.01; done; sleep 0.05; exec ${chown} "$@"`;
       writeFileSync(path.join(bin, 'chown'), `#!/bin/sh\n${script}\n`, { mode: 0o755 });
       const PATH = process.env.PATH;
       process.env.PATH = `${bin}:${PATH}`;
