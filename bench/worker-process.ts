@@ -15,7 +15,10 @@ export interface WorkerProcess {
   taskQueue: string;
   /** Seconds from spawn until workflow and activity tasks of its queue both have a poller. */
   readyS: number;
-  /** CPU seconds so far: the worker itself, and the children it has reaped (git, sandboxes, agents). */
+  /**
+   * CPU seconds so far: the worker itself, and what it started (git, sandboxes, agents): the
+   * children it reaped, and its spawner with the programs that one reaped.
+   */
   cpu(): { self: number; children: number };
   /** Peak resident memory in bytes (VmHWM). */
   peakRss(): number;
@@ -75,7 +78,7 @@ export async function startWorkerProcess(o: WorkerProcessOptions): Promise<Worke
     pid,
     taskQueue: o.taskQueue,
     readyS,
-    cpu: () => cpuOf(pid),
+    cpu: () => workerCpu(pid),
     peakRss: () => Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024,
     stop: async () => {
       signal(pid, 'SIGTERM');
@@ -118,17 +121,42 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
+/** The pids of process `pid`'s live children. */
+const childrenOf = (pid: number) =>
+  readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+
 async function childOf(pid: number): Promise<number> {
   for (let i = 0; i < 100; i++) {
-    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    const kids = childrenOf(pid);
     if (kids.length) return Number(kids[0]);
     await new Promise((r) => setTimeout(r, 10));
   }
   throw new Error(`strace (pid ${pid}) started no worker`);
 }
 
-/** utime, stime, cutime, cstime of /proc/<pid>/stat (fields 14 to 17, after the command name). */
-/** CPU seconds of process `pid` so far, and of the children it has reaped. */
+/**
+ * The worker's CPU and its children's, the spawner's included: the programs the spawner starts
+ * (src/spawner/) are its children, not the worker's, and it lives as long as the worker, so what
+ * it reaped is counted from its own /proc entry.
+ */
+function workerCpu(pid: number): { self: number; children: number } {
+  const own = cpuOf(pid);
+  for (const kid of childrenOf(pid)) {
+    try {
+      if (!readFileSync(`/proc/${kid}/cmdline`, 'utf8').includes('flotilla-spawner-')) continue;
+      const spawner = cpuOf(Number(kid));
+      own.children += spawner.self + spawner.children;
+    } catch {
+      // Gone between the listing and the read.
+    }
+  }
+  return own;
+}
+
+/**
+ * CPU seconds of process `pid` so far, and of the children it has reaped: utime, stime, cutime,
+ * cstime of /proc/<pid>/stat (fields 14 to 17, after the command name).
+ */
 export function cpuOf(pid: number): { self: number; children: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const f = stat
