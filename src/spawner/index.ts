@@ -80,7 +80,9 @@ class Spawner {
     private readonly sockPath: string,
   ) {
     process.on('message', (m: Reply) => this.programs.get(m.id)?.hear(m));
-    process.on('exit', () => this.died());
+    // A spawner that dies (killed, out of memory) is seen by whichever of these comes first; an
+    // 'error' without a listener would take the worker with it.
+    for (const event of ['exit', 'disconnect', 'error']) process.on(event, () => this.died());
   }
 
   static start(sockPath: string): Promise<Spawner> {
@@ -131,11 +133,16 @@ class Spawner {
   }
 
   send(message: object): void {
-    if (this.alive) this.process.send(message);
+    // A send to a spawner that just died fails through the callback, never as a throw.
+    if (this.alive) this.process.send(message, (err: Error | null) => err && this.died());
   }
 
-  /** Whatever it started is left without a parent that reports it: killed, and reported so. */
+  /**
+   * Whatever it started is left without a parent that reports it: killed, and reported so. Later
+   * programs are started by Node (startProgram).
+   */
   private died(): void {
+    if (!this.alive) return;
     this.alive = false;
     for (const program of this.programs.values()) program.orphaned();
     this.programs.clear();

@@ -51,6 +51,18 @@ const alive = (pid: number) => {
   }
 };
 
+/** The spawners process `parent` started: pid, and the directory of its socket. */
+function spawnersOf(parent: number): { pid: number; sockDir: string }[] {
+  return execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(parent)])
+    .toString()
+    .split('\n')
+    .filter((l) => l.includes('flotilla-spawner-'))
+    .map((l) => {
+      const [pid, ...args] = l.trim().split(/\s+/);
+      return { pid: Number(pid), sockDir: path.dirname(args[args.length - 1]) };
+    });
+}
+
 describe('the spawner', () => {
   beforeAll(async () => expect(await startSpawner()).toBeUndefined());
 
@@ -111,9 +123,13 @@ describe('the spawner', () => {
   it('starts a detached program as a process group this process can kill whole', async () => {
     const p = startProgram('sh', ['-c', 'sleep 30 & echo $!; wait'], { ...piped, detached: true });
     const done = ended(p);
-    const grandchild = await new Promise<number>((resolve) =>
-      readableOf(p, 1).once('data', (b: Buffer) => resolve(Number(b.toString().trim()))),
-    );
+    // Its output may come before its pid does: they take different ways.
+    const [grandchild] = await Promise.all([
+      new Promise<number>((resolve) =>
+        readableOf(p, 1).once('data', (b: Buffer) => resolve(Number(b.toString().trim()))),
+      ),
+      new Promise((r) => p.once('spawn', r)),
+    ]);
     process.kill(-p.pid!, 'SIGKILL');
     expect((await done).signal).toBe('SIGKILL');
     await expect.poll(() => alive(grandchild)).toBe(false);
@@ -125,16 +141,26 @@ describe('the spawner', () => {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     await new Promise((r) => owner.stdout.once('data', r));
-    const line = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(owner.pid)])
-      .toString()
-      .split('\n')
-      .find((l) => l.includes('flotilla-spawner-'));
-    expect(line).toBeDefined();
-    const [spawnerPid, ...args] = line!.trim().split(/\s+/);
-    const sockDir = path.dirname(args[args.length - 1]);
+    const [{ pid: spawnerPid, sockDir }] = spawnersOf(owner.pid!);
     expect(existsSync(sockDir)).toBe(true);
     owner.kill('SIGKILL');
-    await expect.poll(() => alive(Number(spawnerPid)), { timeout: 10_000 }).toBe(false);
+    await expect.poll(() => alive(spawnerPid), { timeout: 10_000 }).toBe(false);
     expect(existsSync(sockDir)).toBe(false);
+  });
+
+  // Last: it leaves this process without a spawner.
+  it('reports its programs killed when it dies, refuses one asked for meanwhile, and starts later ones without it', async () => {
+    const running = startProgram('sleep', ['30'], piped);
+    await new Promise((r) => running.once('spawn', r));
+    const [spawner] = spawnersOf(process.pid);
+    process.kill(spawner.pid, 'SIGKILL');
+    // Dead, and this process not told yet (its event loop has not run): a program asked for now
+    // is refused with a reason, and nothing throws.
+    while (alive(spawner.pid));
+    await expect(run('true', [])).rejects.toThrow('the spawner exited');
+    expect(await ended(running)).toMatchObject({ code: null, signal: 'SIGKILL' });
+    await expect.poll(() => alive(running.pid!)).toBe(false);
+    const after = await run('sh', ['-c', 'echo $PPID']);
+    expect(Number(after.stdout)).toBe(process.pid);
   });
 });
