@@ -272,7 +272,7 @@ async function main(): Promise<void> {
       const [s, b] = [at(small, SMALL), at(big, N)];
       return [
         `CPU per sub-task: ${part}`,
-        `${s.toFixed(0)} ms at ${SMALL}, ${b.toFixed(0)} ms at ${N} (${(b / s).toFixed(2)}x)`,
+        `${s.toFixed(0)} ms at ${SMALL}, ${b.toFixed(0)} ms at ${N}` + (s > 0 ? ` (${(b / s).toFixed(2)}x)` : ''),
       ];
     }),
   ];

@@ -4,7 +4,7 @@
  *
  * Why: Node starts a program by forking the process that asks, and a fork costs with the size of
  * that process. A worker is 300-600 MB resident under load, and its one event-loop thread spent
- * 26-32 % of a 1,000-sub-task run inside `spawn` (bench/README.md); the same spawn from a 50 MB
+ * 26-32 % of a 1,000-sub-task run inside `spawn` (bench/README.md); the same spawn from a 40 MB
  * spawner costs a fraction of that, off the worker's thread. Only the starting moves: the program's
  * stdio are sockets the worker holds (source.ts), so its output never passes through the spawner,
  * and the worker still kills process groups itself.
