@@ -7,13 +7,18 @@ const { bundleWorkflowCode } = require('@temporalio/worker');
 
 const dist = path.join(__dirname, '..', 'dist');
 const { TRACED_WORKFLOW_MODULES } = require(path.join(dist, 'temporal', 'telemetry.js'));
+const { PRELOADED_WORKFLOW_MODULES } = require(path.join(dist, 'temporal', 'workflow-bundle.js'));
 const bundles = [
   ['workflow-bundle.js', {}],
   ['workflow-bundle-traced.js', { workflowInterceptorModules: TRACED_WORKFLOW_MODULES }],
 ];
 (async () => {
   for (const [file, options] of bundles) {
-    const { code } = await bundleWorkflowCode({ workflowsPath: path.join(dist, 'workflows', 'index.js'), ...options });
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: path.join(dist, 'workflows', 'index.js'),
+      preloadModules: PRELOADED_WORKFLOW_MODULES,
+      ...options,
+    });
     writeFileSync(path.join(dist, file), code);
   }
 })().catch((err) => {

@@ -17,6 +17,7 @@ import { type DepsOptions, type HostPlacement, defaultDeps } from '../activities
 import { type DeploymentVersion, hostId, hostTaskQueue, packageVersion } from '../config/settings';
 import { startSpawner } from '../spawner';
 import { TRACED_WORKFLOW_MODULES, type Tracing } from './telemetry';
+import { PRELOADED_WORKFLOW_MODULES } from './workflow-bundle';
 
 export interface FlotillaWorkerOptions {
   connection: NativeConnection;
@@ -131,7 +132,12 @@ export async function createFlotillaWorker(opts: FlotillaWorkerOptions): Promise
   const shared = await Worker.create({
     ...common,
     taskQueue: opts.taskQueue,
-    ...(workflowBundle ? { workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+    ...(workflowBundle
+      ? { workflowBundle }
+      : {
+          workflowsPath: require.resolve('../workflows'),
+          bundlerOptions: { preloadModules: PRELOADED_WORKFLOW_MODULES },
+        }),
     ...tracing,
   });
   const onHost = await Worker.create({
@@ -162,6 +168,7 @@ export async function versionedWorkflows(
     ? { code: readFileSync(packaged.codePath, 'utf8') }
     : await bundleWorkflowCode({
         workflowsPath: require.resolve('../workflows'),
+        preloadModules: PRELOADED_WORKFLOW_MODULES,
         ...(traced ? { workflowInterceptorModules: TRACED_WORKFLOW_MODULES } : {}),
       });
   return {

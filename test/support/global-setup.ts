@@ -10,6 +10,7 @@ import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { TRACED_WORKFLOW_MODULES } from '../../src/temporal/telemetry';
+import { PRELOADED_WORKFLOW_MODULES } from '../../src/temporal/workflow-bundle';
 import { ensureTemporal, type TemporalTarget } from '../../src/temporal/server';
 import { freeServerPort } from './ports';
 
@@ -54,10 +55,12 @@ async function startServer(root: string): Promise<string> {
 async function bundleWorkflows(root: string): Promise<[string, string]> {
   const workflowsPath = path.join(__dirname, '../../src/workflows/index.ts');
   const files: [string, string] = [path.join(root, 'workflow-bundle.js'), path.join(root, 'workflow-bundle-traced.js')];
-  const plain = await bundleWorkflowCode({ workflowsPath, logger: quietLogger });
+  const preloadModules = PRELOADED_WORKFLOW_MODULES;
+  const plain = await bundleWorkflowCode({ workflowsPath, preloadModules, logger: quietLogger });
   writeFileSync(files[0], plain.code);
   const traced = await bundleWorkflowCode({
     workflowsPath,
+    preloadModules,
     workflowInterceptorModules: TRACED_WORKFLOW_MODULES,
     logger: quietLogger,
   });
