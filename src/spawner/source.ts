@@ -3,7 +3,8 @@
  * index.ts). Kept as source text run with `node -e`, so the same spawner starts from the built
  * package and from the TypeScript sources alike, with nothing loaded but Node's own modules.
  *
- * It listens on a Unix socket in a directory only root may enter. For each program the worker
+ * It listens on a Unix socket in a directory of mode 0700, which only the worker's user may enter
+ * (and which no sandbox sees: test/e2e/attacks/sandbox.test.ts). For each program the worker
  * sends a request over the IPC channel and connects one socket per piped stdio entry, each
  * opening with a fixed-width header (the request's id and the entry's index). Once a request has
  * all its sockets, the spawner starts the program with those sockets as its stdio and closes its

@@ -4,7 +4,9 @@
  * the host out of disk, memory or processes, and a worker without isolation tries to run it at
  * all. Each test asserts that the attack failed and what the run's report says about it.
  */
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { formatStatus } from '../../../src/cli/format/status';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {} from '../../../src/client/index';
@@ -85,6 +87,33 @@ describe('attacks on the local sandbox', () => {
     expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(corePattern);
     expect(end.result?.workers[0].isolation).toBe('bubblewrap');
     expect(end.result?.isolation).toBe('bubblewrap');
+  });
+
+  it("cannot reach the worker's spawner, which starts the host's programs as the worker", async () => {
+    // This worker runs in this process, so its spawner is this process's child; the agent is told
+    // where its socket is. The control shows the probe itself works: a socket of its own, in its /tmp.
+    const ps = execFileSync('ps', ['-o', 'args=', '--ppid', String(process.pid)], { encoding: 'utf8' });
+    const socket = ps
+      .split('\n')
+      .find((l) => l.includes('flotilla-spawner-'))!
+      .trim()
+      .split(/\s+/)
+      .pop()!;
+    expect(existsSync(socket)).toBe(true);
+    const connect = (to: string) =>
+      `node -e "require('net').connect(process.argv[1]).on('connect', () => process.exit(0)).on('error', () => process.exit(1))" ${to}`;
+    const { end, remote } = await attack(
+      env,
+      recording({
+        control: `node -e "const net = require('net'); net.createServer().listen('/tmp/own', () => net.connect('/tmp/own').on('connect', () => process.exit(0)).on('error', () => process.exit(1)))"`,
+        spawner: connect(socket),
+        listing: `ls ${path.dirname(socket)}`,
+      }),
+    );
+    expect(end.result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'out/report.txt')).toBe(
+      'control: succeeded\nspawner: refused\nlisting: refused\n',
+    );
   });
 
   it.each([
