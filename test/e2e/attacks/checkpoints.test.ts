@@ -146,7 +146,9 @@ describe('a forged checkpoint', () => {
     await worker('host-b');
     await hostA.stop('SIGKILL');
     await killForger();
-    rmSync(path.join(root, 'host-a'), { recursive: true, force: true });
+    // Its sandboxes die with its spawner, which goes a few milliseconds after the worker: a copy
+    // of the forger's in flight may still land in a directory being removed.
+    rmSync(path.join(root, 'host-a'), { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
 
     const end = await awaitRun(run);
     expect(end.result?.outcome, `${end.failureType}: ${end.failureMessage}`).toBe('pushed');
