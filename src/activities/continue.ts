@@ -11,7 +11,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { startedWith } from '../client/continue';
 import { withEveryReport } from '../client/result';
 import { permanent } from '../contracts/failures';
-import { runKeyOf } from '../contracts/names';
+import { STATUS_PAGE_MAX, type SubTaskStatus, reportsQuery, statusQuery } from '../contracts/messages';
+import { runKeyOf, subTaskOf } from '../contracts/names';
 import { clip } from '../contracts/text';
 import type { RunResult, SubTaskReport } from '../contracts/reports';
 import { CommitPolicy } from '../contracts/request';
@@ -56,14 +57,6 @@ interface Adoption {
  */
 export const ADOPT_PAGE = 100;
 
-/**
- * The sub-task an attempt's report belongs to: `api.attempt2`, `api.redo` and the best-of-N
- * candidates `api.candidate2`, `api.attempt2.candidate1` are attempts of `api`.
- */
-export function subTaskOf(workerId: string): string {
-  return workerId.replace(/(\.attempt\d+)?(\.candidate\d+)?$|\.redo$/, '');
-}
-
 export function continueActivities(deps: ActivityDeps) {
   return {
     async adoptWork(input: AdoptInput): Promise<Adoption> {
@@ -91,7 +84,32 @@ export function continueActivities(deps: ActivityDeps) {
       }
       return adoption;
     },
+
+    /**
+     * A page of what the run this one rolled over from did (contracts/rollover.ts): its status
+     * lines or its reports, as Temporal's record of that run answers its queries. Only a run of
+     * this leader's own workflow id is read.
+     */
+    async rolledOverPage(input: { runId: string; kind: 'lines' | 'reports'; page: number }): Promise<RolledOverPage> {
+      const { client, info } = Context.current();
+      const leader = info.workflowExecution;
+      if (!leader) throw permanent('InvalidRequest', 'rolledOverPage runs for a leader workflow only');
+      const handle = client.workflow.getHandle(leader.workflowId, input.runId);
+      if (input.kind === 'reports') {
+        const { reports, pages } = await handle.query(reportsQuery, { page: input.page });
+        return { reports, pages };
+      }
+      const status = await handle.query(statusQuery, { page: input.page, pageSize: STATUS_PAGE_MAX });
+      return { lines: status.workers, pages: status.workersPage?.pages ?? 1 };
+    },
   };
+}
+
+/** A page of a rolled-over run's status lines or reports, and how many pages there are. */
+export interface RolledOverPage {
+  lines?: SubTaskStatus[];
+  reports?: SubTaskReport[];
+  pages: number;
 }
 
 /** The failed run's result, as Temporal holds it, and its run key; refused unless it ended without pushing. */
@@ -121,7 +139,9 @@ async function failedRun(runId: string, repoUrl?: string): Promise<{ result: Run
   // finding them is retried: a worker that can replay the failed run may be starting.
   const whole = result.workersOmitted ? await withEveryReport(handle, result) : result;
   if (whole.workersOmitted) throw new Error(`the reports of run ${runId} could not be read (its reports query)`);
-  return { result: whole, runKey: runKeyOf(runId, described.runId) };
+  // A run that rolled over keeps the run key of its chain's first run (its workflowInfo's firstExecutionRunId).
+  const firstRunId = described.raw.workflowExecutionInfo?.firstRunId || described.runId;
+  return { result: whole, runKey: runKeyOf(runId, firstRunId) };
 }
 
 /** A failed run's result travels in its failure's details (see Run.fail in the leader). */

@@ -38,11 +38,12 @@ export function remoteActivities(deps: ActivityDeps) {
       targetRef: string;
       sha: string;
       expectedSha: string | null;
+      /** The run's key (a run that rolled over keeps its first run's); absent in runs from before, whose key is their own workflow run's. */
+      runKey?: string;
     }): Promise<PushOutcome> {
-      // The leader pushes, and its run key is its own workflow's (the input predates the shared store).
       const leader = Context.current().info.workflowExecution;
       if (!leader) throw permanent('InvalidRequest', 'pushResult runs for a leader workflow only');
-      const staging = await deps.staging(runKeyOf(leader.workflowId, leader.runId));
+      const staging = await deps.staging(input.runKey ?? runKeyOf(leader.workflowId, leader.runId));
       return onRemote('cannot push to repository', input.url, () =>
         staging.push(input.url, input.targetRef, input.sha, input.expectedSha),
       );

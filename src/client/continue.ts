@@ -8,6 +8,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { planQuery } from '../contracts/messages';
 import { type LeaderRequest, type LeaderRequestInput, parseLeaderRequest } from '../contracts/request';
 import type { leaderWorkflow } from '../workflows/leader/leader';
+import type { LeaderInput } from '../contracts/rollover';
 import { awaitRun } from './result';
 import { startRun } from './start';
 
@@ -65,5 +66,8 @@ export async function startedWith(
     maximumPageSize: 1,
   });
   const payload = page.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-  return payload ? (defaultPayloadConverter.fromPayload(payload) as LeaderRequestInput) : undefined;
+  if (!payload) return undefined;
+  // A run that rolled over was started with its request and what the run before it carried: the request alone.
+  const { rollover: _carried, ...request } = defaultPayloadConverter.fromPayload(payload) as LeaderInput;
+  return request;
 }

@@ -157,6 +157,8 @@ export interface RunStatus {
   amendedCount?: number;
   /** The failed run this one continues, reusing its work. */
   continues?: string;
+  /** Times the run has rolled over into a fresh history (limits.historyEvents). */
+  rollovers?: number;
   /** Conflict resolution, redone sub-tasks and repair rounds, as they happen. */
   integration?: IntegrationReport;
   /** The passing tests' evidence, once the final tree's tests have passed. */

@@ -16,6 +16,14 @@ export function runKeyOf(workflowId: string, runId: string): string {
   return `${readable}-${runId.slice(0, 8)}`;
 }
 
+/**
+ * The sub-task an attempt's report belongs to: `api.attempt2`, `api.redo` and the best-of-N
+ * candidates `api.candidate2`, `api.attempt2.candidate1` are attempts of `api`.
+ */
+export function subTaskOf(workerId: string): string {
+  return workerId.replace(/(\.attempt\d+)?(\.candidate\d+)?$|\.redo$/, '');
+}
+
 /** The task queue only the workers of `host` poll: activities that need that host's sandboxes go there. */
 export function hostTaskQueue(queue: string, host: string): string {
   return `${queue}@${host}`;

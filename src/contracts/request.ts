@@ -28,6 +28,9 @@ export const MAX_CHARS = {
 
 /** Sub-tasks a plan may have (issue 19): the status, the plan gate and the result page beyond a hundred. */
 export const MAX_SUB_TASKS = 1000;
+/** Events a leader's history may hold before the run rolls over (limits.historyEvents). */
+export const DEFAULT_HISTORY_EVENTS = 20_000;
+
 /** Sub-task workflows a run keeps going at once (limits.maxParallel). */
 export const MAX_PARALLEL = 256;
 
@@ -282,6 +285,13 @@ const LimitFields = z
      * failure counts at once (a retry costs a whole test run, and can hide a real failure).
      */
     flakyRetries: z.number().int().min(0).max(5).optional().meta({ default: 0 }),
+    /**
+     * Events the leader's history may hold before the run rolls over: once it has integrated a
+     * sub-task and nothing runs, it continues as new with its plan, its integration head and what
+     * each sub-task did, in a fresh history of the same workflow id. Default 20,000 (Temporal
+     * refuses a history past 51,200); a run of 1,000 sub-tasks holds about 8,000.
+     */
+    historyEvents: z.number().int().min(50).max(40_000).optional().meta({ default: DEFAULT_HISTORY_EVENTS }),
   })
   .strict();
 

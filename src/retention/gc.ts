@@ -69,8 +69,13 @@ interface KnownRun {
 async function leaderRuns(client: Client): Promise<Map<string, KnownRun>> {
   const runs = new Map<string, KnownRun>();
   for await (const wf of client.workflow.list({ query: "WorkflowType = 'leaderWorkflow'" })) {
+    // The runs of a chain that rolled over share their first run's key: it is open while any of them
+    // is, and closed once the last closed (a chain's earlier runs closed as they continued as new).
+    const key = runKeyOf(wf.workflowId, wf.raw.firstRunId || wf.runId);
     const closedAt = wf.status.name === 'RUNNING' ? undefined : wf.closeTime;
-    runs.set(runKeyOf(wf.workflowId, wf.runId), { workflowId: wf.workflowId, runId: wf.runId, closedAt });
+    const known = runs.get(key);
+    if (known && (!known.closedAt || (closedAt && known.closedAt > closedAt))) continue;
+    runs.set(key, { workflowId: wf.workflowId, runId: wf.runId, closedAt });
   }
   return runs;
 }

@@ -122,4 +122,10 @@ export const PATCHES = {
     before:
       'an amendment may bring a plan to 100 sub-tasks, the cap of its day (a result of at most 100 reports is carried whole either way)',
   },
+  rollover: {
+    id: 'rollover',
+    since: 'issue 19 (wave 6): a bounded leader history',
+    before:
+      "a run's whole life is one history, however long it grows (a run of 1,000 sub-tasks holds about 8,000 events of the server's 51,200)",
+  },
 } as const satisfies Record<string, Patch>;

@@ -113,6 +113,21 @@ function runObjectsOf(runKey: string): string[] {
   return existsSync(dir) ? readdirSync(dir).filter((d) => d.startsWith(runKey)) : [];
 }
 
+/** Once `hold`'s agent holds again (its attempt retried after a kill), lets it go. */
+async function letGoOnceHeldAgain(hold: string): Promise<void> {
+  await waitFor('held to hold again', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
+  await letGo(hold);
+}
+
+/** The run's end, having pushed, and exactly once. */
+async function pushedOnce(handle: WorkflowHandle, remote: { pushes(): number }) {
+  const end = await awaitRun(handle);
+  expect(end.failureMessage).toBeUndefined();
+  expect(end.result?.outcome).toBe('pushed');
+  expect(remote.pushes()).toBe(1);
+  return end;
+}
+
 describe('crash safety', () => {
   it('kill -9 of the worker during an agent run and again during integration: a new worker finishes, one push', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
@@ -333,13 +348,9 @@ describe('crash safety', () => {
     );
     worker = await startWorker();
     await waitForStatus(handle, 'quick to be integrated', (s) => s.workers[0].integrated === true, 90_000);
-    await waitFor('held to hold again', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
-    await letGo(hold);
+    await letGoOnceHeldAgain(hold);
 
-    const end = await awaitRun(handle);
-    expect(end.failureMessage).toBeUndefined();
-    expect(end.result?.outcome).toBe('pushed');
-    expect(remote.pushes()).toBe(1);
+    const end = await pushedOnce(handle, remote);
     expect(await remote.show('main', 'quick/greeting.txt')).toBe('hello\n');
     expect(await remote.show('main', 'held/greeting.txt')).toBe('hello\n');
     const log = await remote.log('main', base);
@@ -374,8 +385,7 @@ describe('crash safety', () => {
     );
     await worker.stop('SIGKILL');
     worker = await startWorker();
-    await waitFor('held to hold again', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
-    await letGo(hold);
+    await letGoOnceHeldAgain(hold);
     await waitFor(
       'the tests to run',
       async () => ((await processesRunning(testMarker)).length ? true : undefined),
@@ -384,10 +394,7 @@ describe('crash safety', () => {
     await worker.stop('SIGKILL');
     await startWorker();
 
-    const end = await awaitRun(handle);
-    expect(end.failureMessage).toBeUndefined();
-    expect(end.result?.outcome).toBe('pushed');
-    expect(remote.pushes()).toBe(1);
+    await pushedOnce(handle, remote);
     expect(await remote.show('main', 'held/greeting.txt')).toBe('hello\n');
     expect(sandboxesOf(workflowId)).toEqual([]);
     expect(runObjectsOf(await runKeyOfHandle(handle))).toEqual([]);
@@ -500,10 +507,7 @@ describe('crash safety', () => {
       await letGo(hold);
     }
 
-    const end = await awaitRun(handle);
-    expect(end.failureMessage).toBeUndefined();
-    expect(end.result?.outcome).toBe('pushed');
-    expect(remote.pushes()).toBe(1);
+    const end = await pushedOnce(handle, remote);
     expect(await remote.show('main', 'extra/greeting.txt')).toBe('hello\n');
     expect(await remote.show('main', 'slow/greeting.txt')).toBe('hello\n');
     expect(end.result?.amendments?.map((a) => [a.kind, a.subTaskId, a.by])).toEqual([['add', 'extra', 'ana']]);
@@ -512,6 +516,53 @@ describe('crash safety', () => {
       ['slow', 'done', true],
       ['extra', 'done', true],
     ]);
+  });
+
+  it('kill -9 of the worker while a run drains to roll over, and again just after it rolled over: one push, every sub-task once', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const base = (await remote.head())!;
+    const hold = holdCommand();
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const quick = ids.map((id) => subTask(id, writeAgent(`${id}/greeting.txt`, id)));
+    const held = subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'held')}`);
+    const client = await connect();
+    let worker = await startWorker();
+    const handle = await startRun(
+      client,
+      parseLeaderRequest(
+        shellRequest(remote.url, [held, ...quick], { limits: { ...QUICK.limits, maxParallel: 2, historyEvents: 50 } }),
+      ),
+      { taskQueue, workflowId: `crash-rollover-${Date.now()}` },
+    );
+    const first = client.workflow.getHandle(handle.workflowId, (await handle.describe()).runId);
+    // The run is past its bound with held still running: it starts nothing more and waits for held.
+    await waitFor(
+      'the history past its bound while held runs',
+      async () => {
+        const running = (await processesRunning(hold)).length > 0;
+        return running && (await handle.describe()).historyLength >= 50 ? true : undefined;
+      },
+      60_000,
+    );
+    await worker.stop('SIGKILL');
+    await waitFor('held to die', async () => ((await processesMatching(hold)).length === 0 ? true : undefined));
+    worker = await startWorker();
+    await letGoOnceHeldAgain(hold);
+    await waitFor(
+      'the run to roll over',
+      async () => ((await first.describe()).status.name === 'CONTINUED_AS_NEW' ? true : undefined),
+      60_000,
+    );
+    await worker.stop('SIGKILL');
+    await startWorker();
+
+    await pushedOnce(handle, remote);
+    for (const id of ['held', ...ids]) expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`${id}\n`);
+    const merges = (await remote.log('main', base)).filter((m) => m.startsWith('Integrate'));
+    expect(merges.map((m) => m.split(':')[0]).sort()).toEqual(['held', ...ids].sort().map((id) => `Integrate ${id}`));
+    const status = await handle.query(statusQuery);
+    expect(status.rollovers).toBeGreaterThanOrEqual(1);
+    expect(status.workers.filter((w) => w.integrated)).toHaveLength(ids.length + 1);
   });
 
   it('a Temporal server restarted mid-run (same database) does not lose the run', async () => {

@@ -94,6 +94,7 @@ describe('patches', () => {
       'pull-requests',
       'request-parsed-by-activity',
       'review-rounds',
+      'rollover',
       'run-limits',
       'run-mirror-per-run',
       'salvage-failed-agent-runs',

@@ -54,6 +54,8 @@ export interface IntegrationInput {
   baseSha: string;
   /** Where the integration head starts when not at the base: what a continued run already integrated. */
   startSha?: string;
+  /** A run that rolled over: the integration's report and its fixers' spend so far. */
+  resumed?: { report: IntegrationReport; spent: Record<Fixer, number> };
   /** The hidden tests' commit in the staging repository (fetchOracle), when there are any. */
   oracleSha?: string;
   /** Updated as integration proceeds (phase, attempts). */
@@ -91,7 +93,7 @@ export async function integrate(input: IntegrationInput): Promise<IntegrationOut
 /** Lines of failing output each repair round keeps in the report. */
 const FAILED_TAIL_LINES = 15;
 
-type Fixer = 'resolver' | 'repair';
+export type Fixer = 'resolver' | 'repair';
 type SandboxOps = ReturnType<Integration['sandboxOps']>;
 /** A fixer round that did not start: its rounds or its budget are spent. */
 type NoRound = { stop: 'rounds' | 'budget' };
@@ -122,9 +124,9 @@ export class Integration {
   private readonly ready = new Set<string>();
   /** The date of every commit the integration makes: a retried activity makes the same ones. */
   private readonly at: number;
-  private readonly report: IntegrationReport = { attempts: [], costUsd: 0 };
-  /** Dollars each fixer has spent over the whole integration. */
-  private readonly spent: Record<Fixer, number> = { resolver: 0, repair: 0 };
+  private readonly report: IntegrationReport;
+  /** Dollars each fixer has spent over the whole integration (a rolled-over run's included). */
+  private readonly spent: Record<Fixer, number>;
   /** The integration head, as the last merge, resolution or repair left it: a host commit. */
   private head: string;
   /** The last test run started, while one is in flight (settles, never rejects): the next waits for it. */
@@ -157,8 +159,15 @@ export class Integration {
     this.fixerSandbox = { key: `${runKey}/integration-fixer`, ...req.sandbox };
     this.at = Math.floor(Date.now() / 1000);
     this.head = input.startSha ?? input.baseSha;
+    this.report = input.resumed?.report ?? { attempts: [], costUsd: 0 };
+    this.spent = { resolver: 0, repair: 0, ...input.resumed?.spent };
     input.status.integration = input.result.integration = this.report;
     this.keeping = this.home.affinity && patched(PATCHES.keptSandboxes.id);
+  }
+
+  /** What each fixer has spent so far: a run that rolls over carries it. */
+  get fixersSpent(): Record<Fixer, number> {
+    return { ...this.spent };
   }
 
   /** Whether keepers own its sandboxes: destroySandboxes then only releases them (see sandboxesGone). */

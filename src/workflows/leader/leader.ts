@@ -14,10 +14,11 @@
  * Runs started before the living plan (PATCHES.livingPlan) keep the fixed plan they started with
  * (fixed-plan.ts): their first workflow task has no marker for it.
  */
-import { patched, setHandler } from '@temporalio/workflow';
+import { continueAsNew, patched, setHandler } from '@temporalio/workflow';
 import { planQuery } from '../../contracts/messages';
 import type { RunResult } from '../../contracts/reports';
-import type { LeaderRequest, LeaderRequestInput } from '../../contracts/request';
+import type { LeaderRequest } from '../../contracts/request';
+import type { LeaderInput, Rollover } from '../../contracts/rollover';
 import { PATCHES } from '../patches';
 import { enableAutoResume } from './auto-resume';
 import { adopt } from './continuation';
@@ -30,45 +31,73 @@ import { parseRequest } from './request';
 import { Run } from './run';
 import { removeRunMirrors } from './run-mirrors';
 import { ReviewPhase } from './review';
+import { RolloverDue, carriedPlan, planDiff, readBack, splitInput } from './rollover';
 import { checkIsolation, fetchOracle, push, pushTo, resolveBase, settle } from './steps';
 
-export async function leaderWorkflow(input: LeaderRequestInput): Promise<RunResult> {
+export async function leaderWorkflow(input: LeaderInput): Promise<RunResult> {
   if (!patched(PATCHES.livingPlan.id)) return fixedPlanLeader(input);
   // The status exists, and every handler is registered, before the first await.
   const run: Run = new Run({ living: true });
   // A refused request fails the workflow with the refusal, before the run has begun.
-  const parsed = await parseRequest(input).catch((err: unknown) => run.refuse(input, err));
+  const { request, carry } = splitInput(run, input);
+  const parsed = await parseRequest(request).catch((err: unknown) => run.refuse(request, err));
   run.begin(parsed);
+  if (carry) run.resume(carry);
   enableAutoResume(run, parsed);
+  let rollover: Rollover | undefined;
   try {
-    return await withinDeadline(run, parsed, () => runToThePush(run, parsed));
+    return await withinDeadline(run, parsed, () => runToThePush(run, parsed, carry));
   } catch (err) {
-    return run.failed(err);
+    if (!(err instanceof RolloverDue)) return run.failed(err);
+    rollover = err.carry;
   } finally {
-    await run.close();
-    await removeRunMirrors(run);
+    // A run that rolls over keeps its mirrors and sends no "ended": the run goes on in the next history.
+    if (rollover) await run.handOver();
+    else {
+      await run.close();
+      await removeRunMirrors(run);
+    }
   }
+  return continueAsNew<typeof leaderWorkflow>({ ...request, rollover });
 }
 
 /** The run's steps from the isolation check to the push; a step that fails ends the run. */
-async function runToThePush(run: Run, parsed: LeaderRequest): Promise<RunResult> {
+async function runToThePush(run: Run, parsed: LeaderRequest, carry?: Rollover): Promise<RunResult> {
   await checkIsolation(run, parsed);
   // Issues in and pull requests out; nothing for a run that names neither.
   const forge = ForgeRun.of(run, parsed);
-  const req = forge ? await forge.takeIssue() : parsed;
+  const req = forge ? await forge.takeIssue(carry?.issue) : parsed;
+  const start = carry ? await takeUp(run, req, carry) : await planned(run, req);
+  const { baseSha, targetSha, plan: settled } = start;
+  const living = new PlanRun(run, settled, { ...start, restored: carry });
+  setHandler(planQuery, () => ({ subTasks: living.standingPlan() }));
+  try {
+    return await landPlan(run, req, living, { baseSha, targetSha, forge });
+  } catch (err) {
+    if (!(err instanceof RolloverDue)) throw err;
+    const issue = forge?.takenIssue;
+    throw new RolloverDue({ ...err.carry, ...planDiff(parsed, settled), ...(issue && { issue }) });
+  } finally {
+    // The integration's sandboxes are destroyed while the run pushes: it ends once they are gone.
+    if (living.integration.keepsSandboxes) await living.integration.sandboxesGone();
+  }
+}
+
+/** A new run's start: the base, the hidden tests, the plan and its gate, and what a failed run it continues left. */
+async function planned(run: Run, req: LeaderRequest) {
   const { baseSha, targetSha } = await resolveBase(run, req);
   const oracleSha = await fetchOracle(run, req);
   const plan = await settle(run, req, baseSha);
   await passGate(run, 'plan', req.gates.plan, { plan: planRows(plan) });
   const adopted = await adopt(run, plan, baseSha);
-  const living = new PlanRun(run, plan, { baseSha, oracleSha, adopted });
-  setHandler(planQuery, () => ({ subTasks: living.standingPlan() }));
-  try {
-    return await landPlan(run, req, living, { baseSha, targetSha, forge });
-  } finally {
-    // The integration's sandboxes are destroyed while the run pushes: it ends once they are gone.
-    if (living.integration.keepsSandboxes) await living.integration.sandboxesGone();
-  }
+  return { baseSha, targetSha, oracleSha, plan, adopted };
+}
+
+/** A run that continues one that rolled over starts where it stopped: same base, same plan, its gate passed. */
+async function takeUp(run: Run, req: LeaderRequest, carry: Rollover) {
+  await readBack(run, req, carry);
+  const { baseSha, targetSha, oracleSha } = carry;
+  return { baseSha, targetSha, oracleSha, plan: carriedPlan(req, carry) };
 }
 
 /** The plan run to its end, then the push gate and the push (or the pull request, or the review phase). */

@@ -10,13 +10,21 @@
  * Every decision is taken by the loop, one event at a time (an attempt ended, a merge ended), so
  * that the state the handlers and the status read only ever changes between awaits.
  */
-import { CancellationScope, condition, isCancellation, patched, setCurrentDetails, uuid4 } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  condition,
+  isCancellation,
+  patched,
+  setCurrentDetails,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { SubTaskStatus } from '../../contracts/messages';
 import type { FailingCheck } from '../../contracts/checks';
 import { ciFixNote, predecessorsNote, retryNote, reviewNote } from '../../contracts/prompts';
 import type { ConflictReport, SubTaskReport } from '../../contracts/reports';
-import { type AgentSpec, MAX_SUB_TASKS, type PlannedRequest, type SubTask } from '../../contracts/request';
-import type { ReviewComment } from '../../contracts/review';
+import { DEFAULT_HISTORY_EVENTS, MAX_SUB_TASKS, type PlannedRequest, type SubTask } from '../../contracts/request';
+import type { CarriedNote, Rollover } from '../../contracts/rollover';
 import { clip } from '../../contracts/text';
 import { msOfMinutes, msOfSeconds } from '../durations';
 import { type EndAttempt, track } from '../integration/attempts';
@@ -31,6 +39,7 @@ import { Integrator, type MergeFailure, type MergeItem } from './integrator';
 import { planDetails } from './plan-details';
 import { Predecessors } from './predecessors';
 import { Replanner } from './replan';
+import { RolloverDue, carryOf, restore } from './rollover';
 import { briefReport, budgetSpent, failedReport, failedSubTasksLine, subTaskBudget } from './reports';
 import { type Run, queuedLine } from './run';
 import { type Entry, Schedule } from './schedule';
@@ -67,15 +76,7 @@ type Event =
   | { kind: 'error'; err: unknown };
 
 /** What the next attempt of a sub-task is told about the last one. */
-export interface Note {
-  heading: string;
-  reason: string;
-  conflict?: { files: string[]; conflictsWith: string[] };
-  by?: string;
-  message?: string;
-  /** A review round's comments for the sub-task (review.ts), and the agent that answers them when not its own. */
-  comments?: ReviewComment[];
-  agent?: AgentSpec;
+export interface Note extends CarriedNote {
   /** A CI-fix round's failing checks (checks.ts), which the agent must map. */
   checks?: FailingCheck[];
 }
@@ -91,7 +92,7 @@ export class PlanRun {
   /** What the next attempt of a sub-task is told about its last one. */
   readonly notes = new Map<string, Note>();
   /** Sub-tasks whose merge conflicted, being redone. */
-  private readonly conflicts = new Map<string, Conflicted>();
+  readonly conflicts = new Map<string, Conflicted>();
   /** running: amendments are accepted. stopping: a failure ends the run. closed: the plan has settled. */
   phase: 'running' | 'stopping' | 'closed' = 'running';
   /**
@@ -108,20 +109,32 @@ export class PlanRun {
   private readonly bestOf: BestOf;
   /** While a review round runs (review.ts): a failed attempt leaves its sub-task's earlier commits integrated. */
   revising = false;
+  /** Set once the history is past limits.historyEvents: nothing starts, and once nothing runs the run rolls over. */
+  private rolling = false;
+  /** Sub-tasks this run (this history) integrated: a run rolls over only after it has made progress. */
+  private integratedHere = 0;
   /** The most sub-tasks an amendment may bring the plan to: the request's cap, or the 100 of runs started before it rose. */
   readonly maxSubTasks = patched(PATCHES.thousandSubTasks.id) ? MAX_SUB_TASKS : 100;
 
   constructor(
     readonly run: Run,
     readonly plan: PlannedRequest,
-    readonly ctx: { baseSha: string; oracleSha?: string; adopted?: Adopted },
+    readonly ctx: {
+      baseSha: string;
+      targetSha?: string | null;
+      oracleSha?: string;
+      adopted?: Adopted;
+      /** What the run this one continues carried, when it rolled over (its lines and reports already read back). */
+      restored?: Rollover;
+    },
   ) {
     this.schedule = new Schedule(plan.subTasks, 1 + plan.limits.retries);
     this.integration = new Integration({
       req: plan,
       runKey: run.key,
       baseSha: ctx.baseSha,
-      startSha: ctx.adopted?.head?.sha,
+      startSha: ctx.adopted?.head?.sha ?? ctx.restored?.headSha,
+      resumed: ctx.restored && { report: run.status.integration!, spent: ctx.restored.fixersSpent },
       oracleSha: ctx.oracleSha,
       status: run.status,
       result: run.result,
@@ -140,6 +153,7 @@ export class PlanRun {
     this.predecessors = new Predecessors(this);
     this.replanner = new Replanner(this);
     if (ctx.adopted) reuse(this, ctx.adopted);
+    if (ctx.restored) restore(this, ctx.restored);
     run.crew.plan = new PlanAmendments(this);
   }
 
@@ -177,8 +191,9 @@ export class PlanRun {
       this.startReady();
       this.show();
       if (this.over()) return;
+      if (this.rolling && this.drained()) throw new RolloverDue(carryOf(this));
       this.changed = false;
-      await condition(() => this.events.length > 0 || this.changed || this.canStart() || this.over());
+      await condition(() => this.events.length > 0 || this.changed || this.canStart() || this.over() || this.drained());
       const event = this.events.shift();
       if (event) await this.handle(event);
     }
@@ -193,8 +208,29 @@ export class PlanRun {
     );
   }
 
+  /** Rolling over, nothing runs or waits to be merged: the run may continue as new. */
+  private drained(): boolean {
+    const { running, events, integrator } = this;
+    const idle = running.size === 0 && events.length === 0 && integrator.queue.length === 0;
+    return this.rolling && idle && integrator.merging.length === 0 && this.replanning === undefined;
+  }
+
+  /**
+   * Whether the run is to roll over (rollover.ts): its history is past limits.historyEvents, this
+   * history has integrated something (so a chain of runs always moves on), and sub-tasks wait.
+   */
+  private rolloverDue(): boolean {
+    if (this.rolling) return true;
+    if (this.phase !== 'running' || this.revising || this.integratedHere === 0) return false;
+    const bound = this.plan.limits.historyEvents ?? DEFAULT_HISTORY_EVENTS;
+    if (workflowInfo().historyLength < bound || !this.schedule.all().some((e) => e.state === 'waiting')) return false;
+    this.rolling = patched(PATCHES.rollover.id);
+    return this.rolling;
+  }
+
   /** Whether the next ready sub-task fits under maxParallel (startReady starts them in plan order). */
   private canStart(): boolean {
+    if (this.rolling) return false;
     const next = this.schedule.firstReady();
     return next !== undefined && this.fits(next);
   }
@@ -231,6 +267,7 @@ export class PlanRun {
     if (entry.state === 'cancelled') return redispatch?.('failed', { reason: 'cancelled', costUsd: report.costUsd });
     redispatch?.(failure ? 'failed' : 'succeeded', { reason: failure?.reason, costUsd: report.costUsd });
     if (!failure) {
+      this.integratedHere++;
       entry.state = 'integrated';
       line.integrated = true;
       this.conflicts.delete(entry.task.id);
@@ -324,7 +361,7 @@ export class PlanRun {
 
   /** Starts every ready sub-task that fits under maxParallel (and the run's budget). */
   private startReady(): void {
-    if (this.phase !== 'running') return;
+    if (this.phase !== 'running' || this.rolloverDue()) return;
     for (const entry of this.schedule.ready()) {
       if (!this.fits(entry)) return;
       this.start(entry);

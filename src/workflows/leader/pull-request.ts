@@ -58,11 +58,23 @@ export class ForgeRun {
     return wants && patched(PATCHES.pullRequests.id) ? new ForgeRun(run, req) : undefined;
   }
 
-  /** The request with the issue's title and body as its objective, the issue told which run works on it. */
-  async takeIssue(): Promise<LeaderRequest> {
+  /** The issue the run took, for the run that continues it when it rolls over. */
+  get takenIssue(): ForgeRun['issue'] {
+    return this.issue && { ...this.issue };
+  }
+
+  /**
+   * The request with the issue's title and body as its objective, the issue told which run works
+   * on it; a run that rolled over takes up the issue its chain took (`taken`), with no comment.
+   */
+  async takeIssue(taken?: ForgeRun['issue']): Promise<LeaderRequest> {
     const { run, req } = this;
     const at = issueOf(req);
     if (!at) return req;
+    if (taken) {
+      this.issue = taken;
+      return { ...req, objective: run.status.objective };
+    }
     const forge = hostless(req);
     const issue = await forge.readIssue(at);
     await forge.commentOnIssue({ ...at, runId: run.id });

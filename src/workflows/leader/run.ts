@@ -27,6 +27,7 @@ import {
 import { runKeyOf } from '../../contracts/names';
 import type { RunOutcome, RunResult } from '../../contracts/reports';
 import type { LeaderRequest, NotifyEvent, SubTask } from '../../contracts/request';
+import type { Rollover } from '../../contracts/rollover';
 import { rootMessage } from '../../contracts/failures';
 import { clip } from '../../contracts/text';
 import { PATCHES } from '../patches';
@@ -57,7 +58,8 @@ export class Run {
   constructor({ living = false } = {}) {
     const info = workflowInfo();
     this.id = info.workflowId;
-    this.key = runKeyOf(info.workflowId, info.runId);
+    // The chain's first run names it: a run that rolled over keeps its refs, mirrors and branch.
+    this.key = runKeyOf(info.workflowId, info.firstExecutionRunId);
     this.status = {
       phase: 'resolving',
       objective: '',
@@ -108,6 +110,22 @@ export class Run {
       this.notifier = new Notifier(this.id, req.notify, this.status);
       this.crew.notify = (event, title, commands) => this.notify(event, title, commands);
     }
+  }
+
+  /**
+   * The run continues one that rolled over: the status and result as that one left them (their
+   * lines and reports are read back next), its start and so its deadline.
+   */
+  resume(carry: Rollover): void {
+    Object.assign(this.status, carry.status);
+    Object.assign(this.result, carry.result);
+  }
+
+  /** The run rolls over: webhooks' deliveries and every handler finish in this history (close() without the end). */
+  async handOver(): Promise<void> {
+    if (this.notifier) await CancellationScope.nonCancellable(() => this.notifier!.drain());
+    this.crew.over = true;
+    await CancellationScope.nonCancellable(() => condition(allHandlersFinished));
   }
 
   /** Tells the request's webhooks, when it has any: what happened, and the exact commands that answer it. */

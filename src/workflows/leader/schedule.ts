@@ -49,6 +49,11 @@ export class Schedule {
     this.reorder();
   }
 
+  /** Attempts a sub-task may take unless a person allowed it more (1 + limits.retries). */
+  get attemptsEach(): number {
+    return this.attempts;
+  }
+
   /** Every sub-task in plan order. */
   all(): Entry[] {
     return [...this.entries.values()];

@@ -104,7 +104,7 @@ export async function pushTo(run: Run, req: LeaderRequest, sha: string, expected
   const { targetRef } = run.result;
   run.status.phase = 'pushing';
   const pushed = await CancellationScope.nonCancellable(() =>
-    hostless(req).pushResult({ url: req.repo.url, targetRef, sha, expectedSha }),
+    hostless(req).pushResult({ url: req.repo.url, targetRef, sha, expectedSha, runKey: run.key }),
   );
   if (pushed.outcome === 'raced') run.fail('raced', `not pushed: ${pushed.message}`);
   run.result.pushedSha = pushed.remoteSha;

@@ -1,0 +1,152 @@
+/**
+ * A rollover (contracts/rollover.ts): once the leader's history passes limits.historyEvents, the
+ * plan run stops starting sub-tasks, lets what runs end and be merged, and the run continues as
+ * new with what it must not lose. The new run keeps the run key (Run.key follows the chain's
+ * first run), so the integration head, the sub-tasks' refs and the run mirrors are where they
+ * were; it reads every status line and report back from the run it continues, a page at a time,
+ * and goes on where that one stopped: no sub-task runs twice, no gate is passed twice.
+ */
+import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
+import { subTaskOf } from '../../contracts/names';
+import type { SubTaskReport } from '../../contracts/reports';
+import type { LeaderRequest, LeaderRequestInput, PlannedRequest } from '../../contracts/request';
+import type { CarriedEntry, LeaderInput, Rollover } from '../../contracts/rollover';
+import { clip } from '../../contracts/text';
+import type { PlanRun } from './plan-run';
+import type { Run } from './run';
+import { hostless } from './steps';
+
+/**
+ * Thrown by the plan run once it has drained, past the deadline's scope to the leader, which
+ * continues as new with `carry` (completed on the way with the plan and the issue).
+ */
+export class RolloverDue extends Error {
+  name = 'RolloverDue';
+  constructor(readonly carry: Rollover) {
+    super('the run rolls over');
+  }
+}
+
+/** Characters a carried note's reason keeps: a retry's reason can hold a test's output. */
+const NOTE_CHARS = 4_000;
+
+/**
+ * The request and, when this run continues one that rolled over, what it carried. Only Temporal
+ * can say a run continues another (a client cannot set continuedFromExecutionRunId), so a
+ * `rollover` in a request a client started is refused, naming the field.
+ */
+export function splitInput(run: Run, input: LeaderInput): { request: LeaderRequestInput; carry?: Rollover } {
+  const { rollover, ...request } = (input ?? {}) as LeaderInput;
+  if (rollover === undefined) return { request: input };
+  const from = workflowInfo().continuedFromExecutionRunId;
+  if (from && typeof rollover === 'object' && rollover !== null && rollover.from === from)
+    return { request, carry: rollover };
+  const problem = 'rollover: set only by a run that continues as new, never by a request';
+  const refusal = ApplicationFailure.create({
+    type: 'InvalidRequest',
+    message: problem,
+    nonRetryable: true,
+    details: [{ problems: [problem] }],
+  });
+  return run.refuse(input, refusal);
+}
+
+/** What a plan run carries into the run that continues it, once nothing runs. */
+export function carryOf(p: PlanRun): Rollover {
+  const { run, ctx, schedule, integration } = p;
+  const { workers: lines, totals: _totals, ...status } = run.status;
+  const { workers: reports, ...result } = run.result;
+  const entries: CarriedEntry[] = [];
+  for (const e of schedule.all()) {
+    if (e.state === 'running' || e.state === 'merging') throw new Error(`rollover while ${e.task.id} is ${e.state}`);
+    if (e.state === 'waiting' && e.attempts === 0 && e.allowance === schedule.attemptsEach) continue;
+    const { reason, droppedFor } = e;
+    entries.push({ id: e.task.id, state: e.state, attempts: e.attempts, allowance: e.allowance, reason, droppedFor });
+  }
+  return {
+    from: workflowInfo().runId,
+    count: (ctx.restored?.count ?? 0) + 1,
+    baseSha: ctx.baseSha,
+    targetSha: ctx.targetSha ?? null,
+    ...(ctx.oracleSha && { oracleSha: ctx.oracleSha }),
+    headSha: integration.headSha,
+    fixersSpent: integration.fixersSpent,
+    entries,
+    notes: [...p.notes].map(([id, { checks: _checks, ...note }]) => [
+      id,
+      { ...note, reason: clip(note.reason, NOTE_CHARS) },
+    ]),
+    conflicts: [...p.conflicts],
+    status: { ...status, rollovers: (status.rollovers ?? 0) + 1 },
+    result,
+    lines: lines.length,
+    reports: reports.length,
+  };
+}
+
+/** The plan the run continues with: the carried one, or the request's own when it was that. */
+export function carriedPlan(req: LeaderRequest, carry: Rollover): PlannedRequest {
+  const subTasks = carry.subTasks ?? req.subTasks;
+  if (!subTasks) throw new Error('rollover: the carried plan has no sub-tasks');
+  return { ...req, subTasks, ...(carry.sharedPaths && { sharedPaths: carry.sharedPaths }) };
+}
+
+/** The carried plan, when it differs from the request's. */
+export function planDiff(req: LeaderRequest, plan: PlannedRequest): Pick<Rollover, 'subTasks' | 'sharedPaths'> {
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  return {
+    ...(!same(plan.subTasks, req.subTasks) && { subTasks: plan.subTasks }),
+    ...(!same(plan.sharedPaths, req.sharedPaths) && { sharedPaths: plan.sharedPaths }),
+  };
+}
+
+/** Every status line and report of the run this one continues, read back from Temporal's record of it. */
+export async function readBack(run: Run, req: LeaderRequest, carry: Rollover): Promise<void> {
+  const read = async <T>(kind: 'lines' | 'reports', pick: (p: { lines?: T[]; reports?: T[] }) => T[] | undefined) => {
+    const all: T[] = [];
+    for (let page = 1, pages = 1; page <= pages; page++) {
+      const summary = `read back the ${kind} of run ${carry.from}, page ${page}`;
+      const got = await hostless(req).rolledOverPage.executeWithOptions({ summary }, [
+        { runId: carry.from, kind, page },
+      ]);
+      all.push(...((pick(got as never) ?? []) as T[]));
+      pages = got.pages;
+    }
+    return all;
+  };
+  run.status.workers = await read('lines', (p) => p.lines);
+  run.result.workers = await read<SubTaskReport>('reports', (p) => p.reports);
+  const missing = run.status.workers.length !== carry.lines || run.result.workers.length !== carry.reports;
+  if (missing)
+    throw ApplicationFailure.create({
+      type: 'RolloverLost',
+      nonRetryable: true,
+      message: `read back ${run.status.workers.length} of ${carry.lines} status lines and ${run.result.workers.length} of ${carry.reports} reports of run ${carry.from}`,
+    });
+}
+
+/** The plan run takes up the schedule, the notes and the predecessors where the carried run left them. */
+export function restore(p: PlanRun, carry: Rollover): void {
+  const { run, schedule } = p;
+  for (const line of run.status.workers) if (schedule.get(subTaskOf(line.id))) p.lines.set(subTaskOf(line.id), line);
+  for (const c of carry.entries) {
+    const entry = schedule.get(c.id);
+    if (entry)
+      Object.assign(entry, {
+        state: c.state,
+        attempts: c.attempts,
+        allowance: c.allowance,
+        reason: c.reason,
+        droppedFor: c.droppedFor,
+      });
+  }
+  for (const [id, note] of carry.notes) p.notes.set(id, note);
+  for (const [id, conflicted] of carry.conflicts) p.conflicts.set(id, conflicted);
+  const latest = new Map<string, SubTaskReport>();
+  for (const r of run.result.workers) if (r.status === 'done') latest.set(subTaskOf(r.workerId), r);
+  for (const e of schedule.all()) {
+    // Never started before the rollover, so carried as nothing: it is waiting, as the schedule made it.
+    const report = e.state === 'integrated' ? latest.get(e.task.id) : undefined;
+    if (report) p.predecessors.integrated(e.task.id, report);
+  }
+}

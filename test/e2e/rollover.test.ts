@@ -1,0 +1,103 @@
+/**
+ * Rollover (issue 19, item 4: a bounded leader history): a run past limits.historyEvents
+ * continues as new where no sub-task runs, and the chain of runs lands what one run would have:
+ * one push, every sub-task once, retries and dependencies kept across the rollover, every report.
+ * A client cannot hand a run a rollover of its own.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { awaitRun } from '../../src/client/index';
+import { statusQuery } from '../../src/contracts/messages';
+import { TestEnv } from '../support/env';
+import { countingRemote } from '../support/remotes';
+import { replay } from '../support/replay';
+import { shellRequest, subTask, writeAgent } from '../support/requests';
+
+let env: TestEnv;
+beforeAll(async () => {
+  env = await TestEnv.start();
+});
+
+/** Fails its first attempt; its retry (told "This is attempt 2") writes its file. */
+const failsOnce = (id: string) =>
+  `if printf '%s' "$FLOTILLA_PROMPT" | grep -q 'This is attempt 2'; then ${writeAgent(`${id}/greeting.txt`, id)}; else echo 'not yet' >&2; exit 3; fi`;
+
+describe('rollover', () => {
+  it('a run past limits.historyEvents continues as new, and the chain pushes once with every sub-task', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const base = (await remote.head())!;
+    const plain = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((id) => subTask(id, writeAgent(`${id}/greeting.txt`, id)));
+    // Starts from the head once a is integrated (maybe in an earlier run of the chain): a's file is there.
+    const after = subTask('after', `test -f a/greeting.txt && ${writeAgent('after/greeting.txt', 'after a')}`, {
+      dependsOn: ['a'],
+    });
+    const request = shellRequest(remote.url, [...plain, subTask('flaky', failsOnce('flaky')), after], {
+      limits: { maxParallel: 2, historyEvents: 50, retries: 1 },
+    });
+    const handle = await env.start(request);
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    expect(remote.pushes()).toBe(1);
+    for (const id of ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'flaky'])
+      expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`${id}\n`);
+    expect(await remote.show('main', 'after/greeting.txt')).toBe('after a\n');
+    // Every sub-task merged once, whichever run of the chain merged it.
+    const merges = (await remote.log('main', base)).filter((s) => s.startsWith('Integrate'));
+    expect(merges.map((m) => m.split(':')[0]).sort()).toEqual(
+      ['a', 'after', 'b', 'c', 'd', 'e', 'f', 'flaky', 'g'].map((id) => `Integrate ${id}`),
+    );
+    // The chain: the first run continued as new, the last one says how many times the run rolled over.
+    const first = await env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe();
+    expect(first.status.name).toBe('CONTINUED_AS_NEW');
+    const status = await handle.query(statusQuery);
+    expect(status.rollovers).toBeGreaterThanOrEqual(2);
+    // Every report, the failed first attempt of flaky included, and a line per attempt.
+    const reports = end.result!.workers.map((w) => `${w.workerId} ${w.status}`).sort();
+    expect(reports).toEqual([
+      'a done',
+      'after done',
+      'b done',
+      'c done',
+      'd done',
+      'e done',
+      'f done',
+      'flaky failed',
+      'flaky.attempt2 done',
+      'g done',
+    ]);
+    // Every run of the chain replays against the current workflow code, those that continued as new too.
+    const chain = await runsOf(handle.workflowId);
+    expect(chain).toHaveLength(status.rollovers! + 1);
+    const { replayed, errors } = await replay(chain, 'rollover-chain');
+    expect(errors).toEqual([]);
+    expect(replayed).toBe(chain.length);
+    expect(
+      status.workers
+        .filter((w) => w.integrated)
+        .map((w) => w.id)
+        .sort(),
+    ).toEqual(['a', 'after', 'b', 'c', 'd', 'e', 'f', 'flaky.attempt2', 'g']);
+  });
+
+  it('a client that starts a run with a rollover of its own is refused, naming the field', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const request = shellRequest(remote.url, [subTask('a', writeAgent('a/greeting.txt', 'a'))]);
+    const forged = { ...request, rollover: { from: 'not-a-run', count: 1, entries: [], headSha: 'f'.repeat(40) } };
+    const handle = await env.start(forged);
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toContain('rollover: set only by a run that continues as new, never by a request');
+    expect(remote.pushes()).toBe(0);
+  });
+});
+
+/** The histories of every run of `workflowId`'s chain, last first: each run's start names the run it continues. */
+async function runsOf(workflowId: string) {
+  const chain = [];
+  for (let runId: string | undefined; ;) {
+    const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
+    chain.push({ workflowId, history });
+    const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+    runId = started?.continuedExecutionRunId || undefined;
+    if (!runId) return chain;
+  }
+}
