@@ -8,7 +8,7 @@
  * replay the older ones. `scripts/record-histories.sh <dir>` (RECORD_HISTORIES=<dir>) runs each
  * scenario on the suite's dev server and writes every leader's and worker's history there.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { addSubTask, approve, awaitRun, cancelSubTask, resume } from '../../src/client/index';
@@ -27,21 +27,24 @@ const TO_OBJECT = { longs: String, enums: String, bytes: String } as const;
 
 /**
  * Every release's scenarios; from v3 (the living plan) on, a diamond of dependencies and an
- * amended plan too; from v5 on, a best of N and a review round.
+ * amended plan too; from v5 on, a best of N and a review round; from v6 on, a run that rolls over.
  */
 const SCENARIOS = ['history-gates', 'history-redo', 'history-repair', 'history-spine', 'history-suspend'];
 const LIVING_PLAN = ['history-amend', 'history-diamond'];
 const WAVE_3 = ['history-bestof', 'history-review'];
+const ROLLOVER = ['history-rollover'];
 const scenariosOf = (release: string) =>
   release < 'v3'
     ? SCENARIOS
     : release < 'v5'
       ? [...SCENARIOS, ...LIVING_PLAN]
-      : [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3];
+      : release < 'v6'
+        ? [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3]
+        : [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3, ...ROLLOVER];
 
 describe.skipIf(RECORD)('committed histories', () => {
-  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo (and the living plan from v3, best of N and review from v5)', () => {
-    expect(releases).toEqual(expect.arrayContaining(['v1', 'v2', 'v3', 'v4', 'v5']));
+  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo (and the living plan from v3, best of N and review from v5, a rollover from v6)', () => {
+    expect(releases).toEqual(expect.arrayContaining(['v1', 'v2', 'v3', 'v4', 'v5', 'v6']));
     for (const release of releases) {
       const scenarios = new Set(fixtureHistories(release).map((h) => h.workflowId.split('/')[0]));
       expect([...scenarios].sort(), release).toEqual(scenariosOf(release).sort());
@@ -67,18 +70,24 @@ describe.runIf(RECORD)('recording', () => {
     mkdirSync(DIR, { recursive: true });
   });
 
-  /** Saves the leader's history and each of its children's, as `<scenario>.<workflow>.json`. */
-  async function save(scenario: string, leaderId: string) {
-    const leader = await env.client.workflow.getHandle(leaderId).fetchHistory();
+  /**
+   * Saves the leader's history and each of its children's, as `<scenario>.<workflow>.json`; a run
+   * that rolled over, each earlier history of its chain as `<scenario>.leader-<n>.json` (n from 1).
+   */
+  async function save(scenario: string, leaderId: string, runId?: string, n = 0): Promise<void> {
+    const leader = await env.client.workflow.getHandle(leaderId, runId).fetchHistory();
     const children = (leader.events ?? []).flatMap(
       (e) => e.childWorkflowExecutionStartedEventAttributes?.workflowExecution?.workflowId ?? [],
     );
-    for (const id of [leaderId, ...children]) {
-      const history = id === leaderId ? leader : await env.client.workflow.getHandle(id).fetchHistory();
-      const name = id === leaderId ? 'leader' : id.slice(leaderId.length + 1);
+    const write = (name: string, history: typeof leader) => {
       const object = History.toObject(History.fromObject(history), TO_OBJECT);
       writeFileSync(path.join(DIR, `${scenario}.${name}.json`), `${JSON.stringify(object, null, 1)}\n`);
-    }
+    };
+    write(n ? `leader-${n}` : 'leader', leader);
+    for (const id of children)
+      write(id.slice(leaderId.length + 1), await env.client.workflow.getHandle(id).fetchHistory());
+    const before = leader.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
+    if (before) await save(scenario, leaderId, before, n + 1);
   }
 
   it('spine', async () => {
@@ -179,6 +188,16 @@ describe.runIf(RECORD)('recording', () => {
     expect(end.result?.outcome).toBe('pushed');
     expect(end.result?.candidates?.map((c) => c.id)).toEqual(['one.candidate1', 'one.candidate2']);
     await save('bestof', end.workflowId);
+  });
+
+  it('rollover', async () => {
+    const r = await greetingsRemote();
+    const plan = ['one', 'two', 'three', 'four'].map(greet);
+    const limits = { maxParallel: 1, historyEvents: 50 };
+    const end = await env.run(greetingsRequest(r.url, plan, { limits }), 'history-rollover');
+    expect(end.result?.outcome).toBe('pushed');
+    await save('rollover', end.workflowId);
+    expect(readdirSync(DIR).filter((f) => f.startsWith('rollover.leader-')).length).toBeGreaterThan(0);
   });
 
   it('review', async () => {

@@ -26,7 +26,8 @@ export const History = proto.api.history.v1.History;
 export const fixtureReleases = (): string[] => readdirSync(HISTORY_ROOT).sort();
 
 /**
- * A release's histories: `<scenario>.leader.json` is the run `history-<scenario>`, and
+ * A release's histories: `<scenario>.leader.json` is the run `history-<scenario>` (and
+ * `<scenario>.leader-<n>.json` the earlier histories of a run that rolled over), and
  * `<scenario>.<sub-task>.json` its child `history-<scenario>/<sub-task>`.
  */
 export function fixtureHistories(release: string) {
@@ -38,7 +39,9 @@ export function fixtureHistories(release: string) {
       const [scenario, ...rest] = file.replace(/\.json$/, '').split('.');
       const name = rest.join('.');
       const history = History.fromObject(JSON.parse(readFileSync(path.join(dir, file), 'utf8')));
-      return { workflowId: name === 'leader' ? `history-${scenario}` : `history-${scenario}/${name}`, history };
+      // `leader-<n>`: an earlier history of a leader that rolled over, under the same workflow id.
+      const leader = name === 'leader' || /^leader-\d+$/.test(name);
+      return { workflowId: leader ? `history-${scenario}` : `history-${scenario}/${name}`, history };
     });
 }
 
