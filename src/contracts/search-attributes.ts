@@ -79,7 +79,8 @@ export interface RunFilters {
 
 /** Leader runs matching every filter given (AND). */
 export function runsQuery(filters: RunFilters): string {
-  const clauses = ["WorkflowType = 'leaderWorkflow'"];
+  // A run that rolled over is listed once: by its latest history, not each that continued as new.
+  const clauses = ["WorkflowType = 'leaderWorkflow'", "ExecutionStatus != 'ContinuedAsNew'"];
   if (filters.awaiting === 'any')
     clauses.push(
       `${FlotillaAwaiting.name} IN (${AWAITING.filter((a) => a !== 'none')

@@ -80,13 +80,20 @@ async function leaderRuns(client: Client): Promise<Map<string, KnownRun>> {
   return runs;
 }
 
-/** Confirms with the authoritative describe() that a run is closed, and since when. */
+/**
+ * Confirms with the authoritative describe() that a run is closed, and since when. A run that
+ * rolled over (closed as continued-as-new) goes on in its workflow id's latest history, which
+ * keeps its key: it is closed once that one is.
+ */
 async function closedSince(client: Client, run: KnownRun): Promise<Date | undefined> {
-  const d = await client.workflow
-    .getHandle(run.workflowId, run.runId)
-    .describe()
-    .catch(() => undefined);
-  return d && d.status.name !== 'RUNNING' ? d.closeTime : undefined;
+  const describe = (runId?: string) =>
+    client.workflow
+      .getHandle(run.workflowId, runId)
+      .describe()
+      .catch(() => undefined);
+  let d = await describe(run.runId);
+  if (d?.status.name === 'CONTINUED_AS_NEW') d = await describe();
+  return d && d.status.name !== 'RUNNING' && d.status.name !== 'CONTINUED_AS_NEW' ? d.closeTime : undefined;
 }
 
 /** Where the shared store keeps artifacts (see artifactRef): not a run. */

@@ -16,7 +16,16 @@ import { runKeyOf } from '../../src/contracts/names';
 import { approveSignal, statusQuery } from '../../src/contracts/messages';
 import type { LeaderRequestInput } from '../../src/contracts/request';
 import { TestEnv } from '../support/env';
-import { CLI, flotilla, run, startWorkerProcess, waitFor } from '../support/processes';
+import {
+  CLI,
+  flotilla,
+  holdCommand,
+  letGo,
+  processesRunning,
+  run,
+  startWorkerProcess,
+  waitFor,
+} from '../support/processes';
 import { makeRemote } from '../support/remotes';
 import { shellRequest, subTask, withGates, writeAgent } from '../support/requests';
 import { waitForStatus } from '../support/runs';
@@ -249,6 +258,32 @@ describe('the retention policy (FLOTILLA_RETENTION)', () => {
     );
     expect(await store.stored()).toEqual([]);
     expect(worker.child.exitCode, 'the worker runs on').toBeNull();
+  });
+
+  it("keeps a run that rolled over while a later history of it is open: its first history's key holds its refs", async () => {
+    const remote = await makeRemote({ 'README.md': 'gc\n' });
+    const hold = holdCommand();
+    const quick = ['a', 'b', 'c'].map((id) => subTask(id, writeAgent(`${id}/out.txt`, id)));
+    const held = subTask('held', `${hold}; ${writeAgent('held/out.txt', 'held')}`);
+    const limits = { maxParallel: 1, historyEvents: 50 };
+    const handle = await env.start(shellRequest(remote.url, [...quick, held], { limits }));
+    const first = env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId);
+    await waitFor(
+      'the run to roll over and held to run',
+      async () =>
+        (await first.describe()).status.name === 'CONTINUED_AS_NEW' && (await processesRunning(hold)).length
+          ? true
+          : undefined,
+      60_000,
+    );
+    const key = runKeyOf(handle.workflowId, handle.firstExecutionRunId);
+    expect((await stagingRefs()).filter((r) => r.startsWith(`refs/flotilla/${key}/`)).length).toBeGreaterThan(0);
+    const report = await gc('--older-than', '0', '--dry-run');
+    expect(report.keptRuns).toContainEqual(expect.objectContaining({ runKey: key, reason: 'open' }));
+    expect(report.removedRuns.map((r) => r.runKey)).not.toContain(key);
+    await letGo(hold);
+    expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
+    expect(await remote.show('main', 'held/out.txt')).toBe('held\n');
   });
 
   it('refuses a malformed FLOTILLA_RETENTION, and one Temporal would outlast, naming the variable', async () => {

@@ -7,7 +7,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { awaitRun } from '../../src/client/index';
 import { statusQuery } from '../../src/contracts/messages';
+import type { RunRow } from '../../src/client/list';
 import { TestEnv } from '../support/env';
+import { flotilla, waitFor } from '../support/processes';
 import { countingRemote } from '../support/remotes';
 import { replay } from '../support/replay';
 import { shellRequest, subTask, writeAgent } from '../support/requests';
@@ -71,6 +73,13 @@ describe('rollover', () => {
     const { replayed, errors } = await replay(chain, 'rollover-chain');
     expect(errors).toEqual([]);
     expect(replayed).toBe(chain.length);
+    // flotilla list shows the run once, as it ended, not once per history.
+    const rows = await waitFor('flotilla list to show the run as completed', async () => {
+      const r = await flotilla(env.taskQueue, ['list', '--json', '--limit', '100']);
+      const mine = (JSON.parse(r.out) as RunRow[]).filter((row) => row.id === handle.workflowId);
+      return mine.some((row) => row.execution === 'COMPLETED') ? mine : undefined;
+    });
+    expect(rows).toHaveLength(1);
     expect(
       status.workers
         .filter((w) => w.integrated)
