@@ -5,11 +5,11 @@
  * A client cannot hand a run a rollover of its own.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { awaitRun } from '../../src/client/index';
+import { addSubTask, awaitRun, cancelSubTask } from '../../src/client/index';
 import { statusQuery } from '../../src/contracts/messages';
 import type { RunRow } from '../../src/client/list';
 import { TestEnv } from '../support/env';
-import { flotilla, waitFor } from '../support/processes';
+import { flotilla, holdCommand, letGo, processesRunning, waitFor } from '../support/processes';
 import { countingRemote } from '../support/remotes';
 import { replay } from '../support/replay';
 import { shellRequest, subTask, writeAgent } from '../support/requests';
@@ -51,6 +51,10 @@ describe('rollover', () => {
     // The chain: the first run continued as new, the last one says how many times the run rolled over.
     const first = await env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe();
     expect(first.status.name).toBe('CONTINUED_AS_NEW');
+    // What flotilla continue finds the run's refs by (their key is the first history's).
+    const last = await handle.describe();
+    expect(last.runId).not.toBe(handle.firstExecutionRunId);
+    expect(last.raw.workflowExecutionInfo?.firstRunId).toBe(handle.firstExecutionRunId);
     const status = await handle.query(statusQuery);
     expect(status.rollovers).toBeGreaterThanOrEqual(2);
     // Every report, the failed first attempt of flaky included, and a line per attempt.
@@ -86,6 +90,35 @@ describe('rollover', () => {
         .map((w) => w.id)
         .sort(),
     ).toEqual(['a', 'after', 'b', 'c', 'd', 'e', 'f', 'flaky.attempt2', 'g']);
+  });
+
+  it('amendments made before the rollover hold after it: an added sub-task runs, a cancelled one does not', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const hold = holdCommand();
+    const held = subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'held')}`);
+    const quick = ['a', 'b', 'c', 'd'].map((id) => subTask(id, writeAgent(`${id}/greeting.txt`, id)));
+    const request = shellRequest(remote.url, [held, ...quick], { limits: { maxParallel: 1, historyEvents: 50 } });
+    const handle = await env.start(request);
+    await waitFor('held to hold', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
+    const extra = subTask('extra', writeAgent('extra/greeting.txt', 'extra'));
+    expect(await addSubTask(env.client, handle.workflowId, { subTask: extra, by: 'ana' })).toContain(
+      'added sub-task extra',
+    );
+    await cancelSubTask(env.client, handle.workflowId, { subTaskId: 'd', by: 'ana', reason: 'not needed' });
+    await letGo(hold);
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(remote.pushes()).toBe(1);
+    for (const id of ['held', 'a', 'b', 'c', 'extra'])
+      expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`${id}\n`);
+    expect(await remote.show('main', 'd/greeting.txt')).toBeNull();
+    const status = await handle.query(statusQuery);
+    expect(status.rollovers).toBeGreaterThanOrEqual(1);
+    expect(status.workers.find((w) => w.id === 'd')?.state).toBe('cancelled');
+    expect(end.result?.amendments?.map((a) => [a.kind, a.subTaskId, a.by])).toEqual([
+      ['add', 'extra', 'ana'],
+      ['cancel', 'd', 'ana'],
+    ]);
   });
 
   it('a client that starts a run with a rollover of its own is refused, naming the field', async () => {

@@ -31,7 +31,7 @@ import { parseRequest } from './request';
 import { Run } from './run';
 import { removeRunMirrors } from './run-mirrors';
 import { ReviewPhase } from './review';
-import { RolloverDue, carriedPlan, planDiff, readBack, splitInput } from './rollover';
+import { RolloverDue, carriedPlan, planAsGiven, planDiff, readBack, splitInput } from './rollover';
 import { checkIsolation, fetchOracle, push, pushTo, resolveBase, settle } from './steps';
 
 export async function leaderWorkflow(input: LeaderInput): Promise<RunResult> {
@@ -67,6 +67,7 @@ async function runToThePush(run: Run, parsed: LeaderRequest, carry?: Rollover): 
   // Issues in and pull requests out; nothing for a run that names neither.
   const forge = ForgeRun.of(run, parsed);
   const req = forge ? await forge.takeIssue(carry?.issue) : parsed;
+  const given = planAsGiven(req);
   const start = carry ? await takeUp(run, req, carry) : await planned(run, req);
   const { baseSha, targetSha, plan: settled } = start;
   const living = new PlanRun(run, settled, { ...start, restored: carry });
@@ -76,7 +77,7 @@ async function runToThePush(run: Run, parsed: LeaderRequest, carry?: Rollover): 
   } catch (err) {
     if (!(err instanceof RolloverDue)) throw err;
     const issue = forge?.takenIssue;
-    throw new RolloverDue({ ...err.carry, ...planDiff(parsed, settled), ...(issue && { issue }) });
+    throw new RolloverDue({ ...err.carry, ...planDiff(given, settled), ...(issue && { issue }) });
   } finally {
     // The integration's sandboxes are destroyed while the run pushes: it ends once they are gone.
     if (living.integration.keepsSandboxes) await living.integration.sandboxesGone();

@@ -9,7 +9,7 @@
 import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
 import { subTaskOf } from '../../contracts/names';
 import type { SubTaskReport } from '../../contracts/reports';
-import type { LeaderRequest, LeaderRequestInput, PlannedRequest } from '../../contracts/request';
+import type { LeaderRequest, LeaderRequestInput, PlannedRequest, SubTask } from '../../contracts/request';
 import type { CarriedEntry, LeaderInput, Rollover } from '../../contracts/rollover';
 import { clip } from '../../contracts/text';
 import type { PlanRun } from './plan-run';
@@ -91,13 +91,26 @@ export function carriedPlan(req: LeaderRequest, carry: Rollover): PlannedRequest
   return { ...req, subTasks, ...(carry.sharedPaths && { sharedPaths: carry.sharedPaths }) };
 }
 
-/** The carried plan, when it differs from the request's. */
-export function planDiff(req: LeaderRequest, plan: PlannedRequest): Pick<Rollover, 'subTasks' | 'sharedPaths'> {
-  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
-  return {
-    ...(!same(plan.subTasks, req.subTasks) && { subTasks: plan.subTasks }),
-    ...(!same(plan.sharedPaths, req.sharedPaths) && { sharedPaths: plan.sharedPaths }),
-  };
+/**
+ * The plan as it stands, when it is not the request's as given (`given`: its sub-tasks and shared
+ * paths copied as the run began, since amendments and replans add to the plan's own array).
+ */
+export function planDiff(given: PlanAsGiven, plan: PlannedRequest): Pick<Rollover, 'subTasks' | 'sharedPaths'> {
+  const sameTasks =
+    given.subTasks?.length === plan.subTasks.length && plan.subTasks.every((t, i) => t === given.subTasks![i]);
+  const samePaths = JSON.stringify(given.sharedPaths) === JSON.stringify(plan.sharedPaths);
+  return { ...(!sameTasks && { subTasks: plan.subTasks }), ...(!samePaths && { sharedPaths: plan.sharedPaths }) };
+}
+
+/** The request's own plan, copied before anything can add to it. */
+export interface PlanAsGiven {
+  subTasks?: SubTask[];
+  sharedPaths?: string[];
+}
+
+/** A copy of the request's plan as given, for planDiff. */
+export function planAsGiven(req: LeaderRequest): PlanAsGiven {
+  return { subTasks: req.subTasks?.slice(), sharedPaths: req.sharedPaths?.slice() };
 }
 
 /** Every status line and report of the run this one continues, read back from Temporal's record of it. */
