@@ -10,6 +10,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { awaitRun, startRun } from '../../src/client/index';
 import { parseLeaderRequest } from '../../src/contracts/request';
+import { runKeyOf } from '../../src/contracts/names';
+import { statusQuery } from '../../src/contracts/messages';
 import { releaseAtEnd } from '../support/cleanup';
 import { TestEnv } from '../support/env';
 import { GitHubDouble } from '../support/github-double';
@@ -112,6 +114,35 @@ describe('land: pr, in this process', () => {
     expect(onIssue[0].body).toContain(`Flotilla run \`${handle.workflowId}\``);
     expect(double.calls.every((c) => c.authorized)).toBe(true);
     expect(await historyJson(env.client, handle.workflowId)).not.toContain(TOKEN);
+  });
+
+  it('a run on an issue that rolls over: the issue hears once, the last sub-task gets the issue as its objective, one PR closes it', async () => {
+    const { remote, double } = await forgeAndRemote();
+    Object.assign(process.env, forgeEnv(double));
+    releaseAtEnd(() => {
+      delete process.env.FLOTILLA_FORGE_TOKEN;
+      delete process.env.FLOTILLA_GIT_TOKEN_HOSTS;
+    });
+    const issue = double.addIssue(7, 'Greet the world', 'Write the greetings.');
+    const greeters = ['a', 'b', 'c', 'd', 'e'].map(greet);
+    const { objective: _none, ...request } = shellRequest(remote.url, [...greeters, objectiveWriter], {
+      forge: double.forge,
+      land: { kind: 'pr' },
+      issue,
+      limits: { maxParallel: 1, historyEvents: 50 },
+    });
+    const handle = await env.start(request);
+    const end = await awaitRun(handle);
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pr-opened');
+    expect((await handle.query(statusQuery)).rollovers).toBeGreaterThanOrEqual(1);
+    // The branch is named by the run's key, the same in every history of it: one PR, from it.
+    const firstRunId = (await handle.describe()).raw.workflowExecutionInfo?.firstRunId;
+    expect(end.result?.targetRef).toBe(`flotilla/${runKeyOf(handle.workflowId, firstRunId!)}`);
+    expect(double.pulls).toHaveLength(1);
+    expect(double.pulls[0].body!.split('\n')[0]).toBe('Closes #7');
+    expect(await remote.show(end.result!.targetRef, 'one/objective.txt')).toMatch(/^Resolve issue #7 /);
+    expect(double.comments.filter((c) => c.issue === 7)).toHaveLength(1);
   });
 
   it('a request whose forge is on a host the token may not go to reaches GitHub without it, and the run says the forge refused', async () => {
