@@ -84,6 +84,8 @@ describe('rollover', () => {
       return mine.some((row) => row.execution === 'COMPLETED') ? mine : undefined;
     });
     expect(rows).toHaveLength(1);
+    const shown = await flotilla(env.taskQueue, ['status', handle.workflowId]);
+    expect(shown.out).toContain(`history:   rolled over ${status.rollovers} time(s) into a fresh history`);
     expect(
       status.workers
         .filter((w) => w.integrated)

@@ -90,6 +90,8 @@ function planningLines(s: RunStatus): string[] {
 function continuationLines(s: RunStatus, context: StatusContext): string[] {
   const lines = s.continues ? [`continues: ${s.continues} (its integrated and finished work is reused)`] : [];
   if (context.continuedBy?.length) lines.push(`continued by: ${context.continuedBy.join(', ')}`);
+  if (s.rollovers)
+    lines.push(`history:   rolled over ${s.rollovers} time(s) into a fresh history (limits.historyEvents)`);
   return lines;
 }
 
