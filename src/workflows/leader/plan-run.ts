@@ -39,7 +39,7 @@ import { Integrator, type MergeFailure, type MergeItem } from './integrator';
 import { planDetails } from './plan-details';
 import { Predecessors } from './predecessors';
 import { Replanner } from './replan';
-import { RolloverDue, carryOf, restore } from './rollover';
+import { RolloverDue, carryFits, carryOf, restore } from './rollover';
 import { briefReport, budgetSpent, failedReport, failedSubTasksLine, subTaskBudget } from './reports';
 import { type Run, queuedLine } from './run';
 import { type Entry, Schedule } from './schedule';
@@ -111,6 +111,8 @@ export class PlanRun {
   revising = false;
   /** Set once the history is past limits.historyEvents: nothing starts, and once nothing runs the run rolls over. */
   private rolling = false;
+  /** A rollover was given up (what it would carry is too large for one payload): the run stays in this history. */
+  private staysInHistory = false;
   /** Sub-tasks this run (this history) integrated: a run rolls over only after it has made progress. */
   private integratedHere = 0;
   /** The most sub-tasks an amendment may bring the plan to: the request's cap, or the 100 of runs started before it rose. */
@@ -191,7 +193,7 @@ export class PlanRun {
       this.startReady();
       this.show();
       if (this.over()) return;
-      if (this.rolling && this.drained()) throw new RolloverDue(carryOf(this));
+      if (this.rolling && this.drained()) this.rollOver();
       this.changed = false;
       await condition(() => this.events.length > 0 || this.changed || this.canStart() || this.over() || this.drained());
       const event = this.events.shift();
@@ -208,6 +210,13 @@ export class PlanRun {
     );
   }
 
+  /** Drained: the run continues as new, unless what it would carry is too large to (then it goes on here, for good). */
+  private rollOver(): void {
+    const carry = carryOf(this);
+    if (carryFits(this.plan, carry)) throw new RolloverDue(carry);
+    Object.assign(this, { rolling: false, staysInHistory: true });
+  }
+
   /** Rolling over, nothing runs or waits to be merged: the run may continue as new. */
   private drained(): boolean {
     const { running, events, integrator } = this;
@@ -221,7 +230,7 @@ export class PlanRun {
    */
   private rolloverDue(): boolean {
     if (this.rolling) return true;
-    if (this.phase !== 'running' || this.revising || this.integratedHere === 0) return false;
+    if (this.phase !== 'running' || this.revising || this.integratedHere === 0 || this.staysInHistory) return false;
     const bound = this.plan.limits.historyEvents ?? DEFAULT_HISTORY_EVENTS;
     if (workflowInfo().historyLength < bound || !this.schedule.all().some((e) => e.state === 'waiting')) return false;
     this.rolling = patched(PATCHES.rollover.id);

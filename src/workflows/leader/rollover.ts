@@ -27,8 +27,13 @@ export class RolloverDue extends Error {
   }
 }
 
-/** Characters a carried note's reason keeps: a retry's reason can hold a test's output. */
+/** Characters a carried note's reason keeps (a retry's reason can hold a test's output), and all of them together. */
 const NOTE_CHARS = 4_000;
+const NOTES_CHARS = 64 * 1024;
+/** Characters a carried sub-task's reason keeps (the status line shows fewer). */
+const REASON_CHARS = 1_000;
+/** The most the next history's input may be: 1.5 MiB, under the server's 2 MiB for one payload. */
+const CARRY_MAX_CHARS = 1.5 * 1024 * 1024;
 
 /**
  * The request and, when this run continues one that rolled over, what it carried. Only Temporal
@@ -60,9 +65,14 @@ export function carryOf(p: PlanRun): Rollover {
   for (const e of schedule.all()) {
     if (e.state === 'running' || e.state === 'merging') throw new Error(`rollover while ${e.task.id} is ${e.state}`);
     if (e.state === 'waiting' && e.attempts === 0 && e.allowance === schedule.attemptsEach) continue;
-    const { reason, droppedFor } = e;
+    const { droppedFor } = e;
+    const reason = e.reason === undefined ? undefined : clip(e.reason, REASON_CHARS);
     entries.push({ id: e.task.id, state: e.state, attempts: e.attempts, allowance: e.allowance, reason, droppedFor });
   }
+  // What the next attempts are told: only sub-tasks that will start again need it.
+  const waits = (id: string) => schedule.get(id)?.state === 'waiting';
+  const notes = [...p.notes].filter(([id]) => waits(id));
+  const share = Math.min(NOTE_CHARS, Math.max(200, Math.floor(NOTES_CHARS / Math.max(1, notes.length))));
   return {
     from: workflowInfo().runId,
     count: (ctx.restored?.count ?? 0) + 1,
@@ -72,16 +82,23 @@ export function carryOf(p: PlanRun): Rollover {
     headSha: integration.headSha,
     fixersSpent: integration.fixersSpent,
     entries,
-    notes: [...p.notes].map(([id, { checks: _checks, ...note }]) => [
-      id,
-      { ...note, reason: clip(note.reason, NOTE_CHARS) },
-    ]),
-    conflicts: [...p.conflicts],
+    notes: notes.map(([id, { checks: _checks, ...note }]) => [id, { ...note, reason: clip(note.reason, share) }]),
+    conflicts: [...p.conflicts].filter(([id]) => waits(id)),
     status: { ...status, rollovers: (status.rollovers ?? 0) + 1 },
     result,
     lines: lines.length,
     reports: reports.length,
   };
+}
+
+/**
+ * Whether the next history's input (the plan, about the request's size, and the carry) stays well
+ * under the server's 2 MiB payload limit: a continue-as-new it refused would fail every workflow
+ * task after it. A run whose carry would not fit goes on in this history (it is still far from
+ * the server's history limit when limits.historyEvents is).
+ */
+export function carryFits(plan: PlannedRequest, carry: Rollover): boolean {
+  return JSON.stringify(plan).length + JSON.stringify(carry).length <= CARRY_MAX_CHARS;
 }
 
 /** The plan the run continues with: the carried one, or the request's own when it was that. */
