@@ -130,35 +130,40 @@ export function planAsGiven(req: LeaderRequest): PlanAsGiven {
   return { subTasks: req.subTasks?.slice(), sharedPaths: req.sharedPaths?.slice() };
 }
 
-/** Every status line and report of the run this one continues, read back from Temporal's record of it. */
+/**
+ * Every status line and report of the run this one continues, read back from Temporal's record of
+ * it. The lines are in the status before the reports are read (histories hold the search
+ * attributes' update in between).
+ */
 export async function readBack(run: Run, req: LeaderRequest, carry: Rollover): Promise<void> {
-  const read = async <T>(kind: 'lines' | 'reports', pick: (p: { lines?: T[]; reports?: T[] }) => T[] | undefined) => {
-    const all: T[] = [];
-    for (let page = 1, pages = 1; page <= pages; page++) {
-      const summary = `read back the ${kind} of run ${carry.from}, page ${page}`;
-      const got = await hostless(req).rolledOverPage.executeWithOptions({ summary }, [
-        { runId: carry.from, kind, page },
-      ]);
-      all.push(...((pick(got as never) ?? []) as T[]));
-      pages = got.pages;
-    }
-    return all;
-  };
-  run.status.workers = await read('lines', (p) => p.lines);
-  run.result.workers = await read<SubTaskReport>('reports', (p) => p.reports);
-  const missing = run.status.workers.length !== carry.lines || run.result.workers.length !== carry.reports;
-  if (missing)
+  run.status.workers = (await pagesOf(req, carry, 'lines')).flatMap((p) => p.lines ?? []);
+  run.result.workers = (await pagesOf(req, carry, 'reports')).flatMap((p) => p.reports ?? []);
+  const [lines, reports] = [run.status.workers.length, run.result.workers.length];
+  if (lines !== carry.lines || reports !== carry.reports)
     throw ApplicationFailure.create({
       type: 'RolloverLost',
       nonRetryable: true,
-      message: `read back ${run.status.workers.length} of ${carry.lines} status lines and ${run.result.workers.length} of ${carry.reports} reports of run ${carry.from}`,
+      message: `read back ${lines} of ${carry.lines} status lines and ${reports} of ${carry.reports} reports of run ${carry.from}`,
     });
+}
+
+/** Every page of the carried run's lines or reports, in order. */
+async function pagesOf(req: LeaderRequest, carry: Rollover, kind: 'lines' | 'reports') {
+  const pages = [];
+  for (let page = 1, count = 1; page <= count; page++) {
+    const summary = `read back the ${kind} of run ${carry.from}, page ${page}`;
+    const got = await hostless(req).rolledOverPage.executeWithOptions({ summary }, [{ runId: carry.from, kind, page }]);
+    pages.push(got);
+    count = got.pages;
+  }
+  return pages;
 }
 
 /** The plan run takes up the schedule, the notes and the predecessors where the carried run left them. */
 export function restore(p: PlanRun, carry: Rollover): void {
   const { run, schedule } = p;
   for (const line of run.status.workers) if (schedule.get(subTaskOf(line.id))) p.lines.set(subTaskOf(line.id), line);
+  // A sub-task not carried never started: it waits, as the schedule made it.
   for (const c of carry.entries) {
     const entry = schedule.get(c.id);
     if (entry)
@@ -175,7 +180,6 @@ export function restore(p: PlanRun, carry: Rollover): void {
   const latest = new Map<string, SubTaskReport>();
   for (const r of run.result.workers) if (r.status === 'done') latest.set(subTaskOf(r.workerId), r);
   for (const e of schedule.all()) {
-    // Never started before the rollover, so carried as nothing: it is waiting, as the schedule made it.
     const report = e.state === 'integrated' ? latest.get(e.task.id) : undefined;
     if (report) p.predecessors.integrated(e.task.id, report);
   }
