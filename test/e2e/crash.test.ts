@@ -518,52 +518,59 @@ describe('crash safety', () => {
     ]);
   });
 
-  it('kill -9 of the worker while a run drains to roll over, and again just after it rolled over: one push, every sub-task once', async () => {
-    const remote = await countingRemote({ 'README.md': 'x\n' });
-    const base = (await remote.head())!;
-    const hold = holdCommand();
-    const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
-    const quick = ids.map((id) => subTask(id, writeAgent(`${id}/greeting.txt`, id)));
-    const held = subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'held')}`);
-    const client = await connect();
-    let worker = await startWorker();
-    const handle = await startRun(
-      client,
-      parseLeaderRequest(
-        shellRequest(remote.url, [held, ...quick], { limits: { ...QUICK.limits, maxParallel: 2, historyEvents: 50 } }),
-      ),
-      { taskQueue, workflowId: `crash-rollover-${Date.now()}` },
-    );
-    const first = client.workflow.getHandle(handle.workflowId, (await handle.describe()).runId);
-    // The run is past its bound with held still running: it starts nothing more and waits for held.
-    await waitFor(
-      'the history past its bound while held runs',
-      async () => {
-        const running = (await processesRunning(hold)).length > 0;
-        return running && (await handle.describe()).historyLength >= 50 ? true : undefined;
-      },
-      60_000,
-    );
-    await worker.stop('SIGKILL');
-    await waitFor('held to die', async () => ((await processesMatching(hold)).length === 0 ? true : undefined));
-    worker = await startWorker();
-    await letGoOnceHeldAgain(hold);
-    await waitFor(
-      'the run to roll over',
-      async () => ((await first.describe()).status.name === 'CONTINUED_AS_NEW' ? true : undefined),
-      60_000,
-    );
-    await worker.stop('SIGKILL');
-    await startWorker();
+  it(
+    'kill -9 of the worker while a run drains to roll over, and again just after it rolled over: one push, every sub-task once',
+    async () => {
+      const remote = await countingRemote({ 'README.md': 'x\n' });
+      const base = (await remote.head())!;
+      const hold = holdCommand();
+      const ids = ['a', 'b', 'c', 'd', 'e', 'f'];
+      const quick = ids.map((id) => subTask(id, writeAgent(`${id}/greeting.txt`, id)));
+      const held = subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'held')}`);
+      const client = await connect();
+      let worker = await startWorker();
+      const handle = await startRun(
+        client,
+        parseLeaderRequest(
+          shellRequest(remote.url, [held, ...quick], {
+            limits: { ...QUICK.limits, maxParallel: 2, historyEvents: 50 },
+          }),
+        ),
+        { taskQueue, workflowId: `crash-rollover-${Date.now()}` },
+      );
+      const first = client.workflow.getHandle(handle.workflowId, (await handle.describe()).runId);
+      // The run is past its bound with held still running: it starts nothing more and waits for held.
+      await waitFor(
+        'the history past its bound while held runs',
+        async () => {
+          const running = (await processesRunning(hold)).length > 0;
+          return running && (await handle.describe()).historyLength >= 50 ? true : undefined;
+        },
+        60_000,
+      );
+      await worker.stop('SIGKILL');
+      await waitFor('held to die', async () => ((await processesMatching(hold)).length === 0 ? true : undefined));
+      worker = await startWorker();
+      await letGoOnceHeldAgain(hold);
+      await waitFor(
+        'the run to roll over',
+        async () => ((await first.describe()).status.name === 'CONTINUED_AS_NEW' ? true : undefined),
+        60_000,
+      );
+      await worker.stop('SIGKILL');
+      await startWorker();
 
-    await pushedOnce(handle, remote);
-    for (const id of ['held', ...ids]) expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`${id}\n`);
-    const merges = (await remote.log('main', base)).filter((m) => m.startsWith('Integrate'));
-    expect(merges.map((m) => m.split(':')[0]).sort()).toEqual(['held', ...ids].sort().map((id) => `Integrate ${id}`));
-    const status = await handle.query(statusQuery);
-    expect(status.rollovers).toBeGreaterThanOrEqual(1);
-    expect(status.workers.filter((w) => w.integrated)).toHaveLength(ids.length + 1);
-  });
+      await pushedOnce(handle, remote);
+      for (const id of ['held', ...ids]) expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`${id}\n`);
+      const merges = (await remote.log('main', base)).filter((m) => m.startsWith('Integrate'));
+      expect(merges.map((m) => m.split(':')[0]).sort()).toEqual(['held', ...ids].sort().map((id) => `Integrate ${id}`));
+      const status = await handle.query(statusQuery);
+      expect(status.rollovers).toBeGreaterThanOrEqual(1);
+      expect(status.workers.filter((w) => w.integrated)).toHaveLength(ids.length + 1);
+    },
+    // Three worker starts (each compiles the sources) and two kills: about 35 s alone, 90 s in the full suite.
+    240_000,
+  );
 
   it('a Temporal server restarted mid-run (same database) does not lose the run', async () => {
     const remote = await makeRemote({ 'README.md': 'x\n' });
