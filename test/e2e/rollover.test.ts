@@ -6,13 +6,14 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { addSubTask, awaitRun, cancelSubTask } from '../../src/client/index';
-import { statusQuery } from '../../src/contracts/messages';
+import { approveSignal, statusQuery } from '../../src/contracts/messages';
 import type { RunRow } from '../../src/client/list';
 import { TestEnv } from '../support/env';
 import { flotilla, holdCommand, letGo, processesRunning, waitFor } from '../support/processes';
 import { countingRemote } from '../support/remotes';
 import { replay } from '../support/replay';
-import { shellRequest, subTask, writeAgent } from '../support/requests';
+import { shellRequest, subTask, withGates, writeAgent } from '../support/requests';
+import { waitForStatus } from '../support/runs';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -57,6 +58,8 @@ describe('rollover', () => {
     expect(last.raw.workflowExecutionInfo?.firstRunId).toBe(handle.firstExecutionRunId);
     const status = await handle.query(statusQuery);
     expect(status.rollovers).toBeGreaterThanOrEqual(2);
+    // The run's start, and so its deadline, is the first history's, not the last one's.
+    expect(status.startedAt).toBeLessThan(last.startTime.getTime());
     // Every report, the failed first attempt of flaky included, and a line per attempt.
     const reports = end.result!.workers.map((w) => `${w.workerId} ${w.status}`).sort();
     expect(reports).toEqual([
@@ -94,13 +97,19 @@ describe('rollover', () => {
     ).toEqual(['a', 'after', 'b', 'c', 'd', 'e', 'f', 'flaky.attempt2', 'g']);
   });
 
-  it('amendments made before the rollover hold after it: an added sub-task runs, a cancelled one does not', async () => {
+  it('amendments made before the rollover hold after it, and its plan gate is not asked again', async () => {
     const remote = await countingRemote({ 'README.md': 'x\n' });
     const hold = holdCommand();
     const held = subTask('held', `${hold}; ${writeAgent('held/greeting.txt', 'held')}`);
     const quick = ['a', 'b', 'c', 'd'].map((id) => subTask(id, writeAgent(`${id}/greeting.txt`, id)));
-    const request = shellRequest(remote.url, [held, ...quick], { limits: { maxParallel: 1, historyEvents: 50 } });
+    const request = shellRequest(remote.url, [held, ...quick], {
+      limits: { maxParallel: 1, historyEvents: 50 },
+      ...withGates('plan'),
+    });
     const handle = await env.start(request);
+    // Approved once; a later history that asked again would wait here for good, and the run never end.
+    await waitForStatus(handle, 'the plan gate', (s) => s.phase === 'awaiting-plan-approval');
+    await handle.signal(approveSignal, { gate: 'plan', by: 'ana' });
     await waitFor('held to hold', async () => ((await processesRunning(hold)).length ? true : undefined), 60_000);
     const extra = subTask('extra', writeAgent('extra/greeting.txt', 'extra'));
     expect(await addSubTask(env.client, handle.workflowId, { subTask: extra, by: 'ana' })).toContain(
