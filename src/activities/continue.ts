@@ -11,7 +11,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import { startedWith } from '../client/continue';
 import { withEveryReport } from '../client/result';
 import { permanent } from '../contracts/failures';
-import { STATUS_PAGE_MAX, type SubTaskStatus, reportsQuery, statusQuery } from '../contracts/messages';
+import {
+  STATUS_PAGE_MAX,
+  type SubTaskStatus,
+  carryQuery,
+  planPartQuery,
+  reportsQuery,
+  statusQuery,
+} from '../contracts/messages';
 import { runKeyOf, subTaskOf } from '../contracts/names';
 import { clip } from '../contracts/text';
 import type { RunResult, SubTaskReport } from '../contracts/reports';
@@ -86,11 +93,12 @@ export function continueActivities(deps: ActivityDeps) {
     },
 
     /**
-     * A page of what the run this one rolled over from did (contracts/rollover.ts): its status
-     * lines or its reports, as Temporal's record of that run answers its queries. Only a run of
-     * this leader's own workflow id is read.
+     * A page of what the run this one rolled over from did (contracts/rollover.ts), as Temporal's
+     * record of that run answers its queries: its status lines, its reports, what it carried
+     * (a page of its JSON) or a part of its plan (request.planParts; `page` is the part's index
+     * plus one). Only a run of this leader's own workflow id is read.
      */
-    async rolledOverPage(input: { runId: string; kind: 'lines' | 'reports'; page: number }): Promise<RolledOverPage> {
+    async rolledOverPage(input: { runId: string; kind: RolledOverKind; page: number }): Promise<RolledOverPage> {
       const { client, info } = Context.current();
       const leader = info.workflowExecution;
       if (!leader) throw permanent('InvalidRequest', 'rolledOverPage runs for a leader workflow only');
@@ -99,16 +107,24 @@ export function continueActivities(deps: ActivityDeps) {
         const { reports, pages } = await handle.query(reportsQuery, { page: input.page });
         return { reports, pages };
       }
+      if (input.kind === 'carry') return await handle.query(carryQuery, { page: input.page });
+      if (input.kind === 'planPart') {
+        const text = await handle.query(planPartQuery, input.page - 1);
+        return { ...(text !== null && { text }), pages: input.page };
+      }
       const status = await handle.query(statusQuery, { page: input.page, pageSize: STATUS_PAGE_MAX });
       return { lines: status.workers, pages: status.workersPage?.pages ?? 1 };
     },
   };
 }
 
-/** A page of a rolled-over run's status lines or reports, and how many pages there are. */
+type RolledOverKind = 'lines' | 'reports' | 'carry' | 'planPart';
+
+/** A page of a rolled-over run's status lines, reports, carry or plan part, and how many pages there are. */
 export interface RolledOverPage {
   lines?: SubTaskStatus[];
   reports?: SubTaskReport[];
+  text?: string;
   pages: number;
 }
 

@@ -5,8 +5,9 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { planQuery } from '../contracts/messages';
-import { type LeaderRequest, type LeaderRequestInput, parseLeaderRequest } from '../contracts/request';
+import { planPartQuery, planQuery } from '../contracts/messages';
+import { planOf } from '../contracts/plan-parts';
+import { type LeaderRequest, parseLeaderRequest } from '../contracts/request';
 import type { leaderWorkflow } from '../workflows/leader/leader';
 import type { LeaderInput } from '../contracts/rollover';
 import { awaitRun } from './result';
@@ -30,12 +31,25 @@ export async function continuationOf(client: Client, runId: string): Promise<Lea
   const outcome = end.result?.outcome;
   if (end.result && (outcome === 'pushed' || outcome === 'unchanged' || outcome === 'pr-opened'))
     throw new ContinueRefused(`run ${runId} ended ${end.result.outcome}; there is nothing to continue`);
-  const request = await startInput(client, runId, described.runId);
+  const { planParts, ...request } = await startInput(client, runId, described.runId);
   // The plan with its amendments and replans; runs from before the living plan have no such query.
-  const plan = await client.connection
-    .withDeadline(Date.now() + PLAN_QUERY_MS, () => handle.query(planQuery))
-    .catch(() => undefined);
-  return parseLeaderRequest({ ...request, ...(plan && { subTasks: plan.subTasks }), continues: { runId } });
+  const asked = <T>(query: () => Promise<T>) =>
+    client.connection.withDeadline(Date.now() + PLAN_QUERY_MS, query).catch(() => undefined);
+  const plan = await asked(() => handle.query(planQuery));
+  // A plan sent in parts is the run's, part by part, when its plan query does not answer.
+  const parts =
+    !plan && planParts
+      ? await client.connection.withDeadline(Date.now() + PLAN_QUERY_MS, () => partsOfRun(handle, planParts.length))
+      : undefined;
+  const subTasks = plan?.subTasks ?? parts;
+  return parseLeaderRequest({ ...request, ...(subTasks && { subTasks }), continues: { runId } });
+}
+
+async function partsOfRun(handle: WorkflowHandle, count: number): Promise<unknown[]> {
+  const texts = await Promise.all(Array.from({ length: count }, (_, part) => handle.query(planPartQuery, part)));
+  const missing = texts.findIndex((t) => t === null);
+  if (missing >= 0) throw new ContinueRefused(`${handle.workflowId} never received part ${missing} of its plan`);
+  return planOf(texts as string[]);
 }
 
 /** Starts the run that continues `runId`. */
@@ -48,18 +62,14 @@ export async function continueRun(
 }
 
 /** The request a run was started with: the input of its history's first event. */
-async function startInput(client: Client, workflowId: string, runId: string): Promise<LeaderRequestInput> {
+async function startInput(client: Client, workflowId: string, runId: string): Promise<LeaderInput> {
   const input = await startedWith(client, workflowId, runId);
   if (!input) throw new ContinueRefused(`run ${workflowId} has no request to continue from`);
   return input;
 }
 
 /** The input a run was started with, as its history's first event holds it (undefined without one). */
-export async function startedWith(
-  client: Client,
-  workflowId: string,
-  runId: string,
-): Promise<LeaderRequestInput | undefined> {
+export async function startedWith(client: Client, workflowId: string, runId: string): Promise<LeaderInput | undefined> {
   const page = await client.workflowService.getWorkflowExecutionHistory({
     namespace: client.options.namespace,
     execution: { workflowId, runId },

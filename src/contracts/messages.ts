@@ -27,6 +27,7 @@ import {
 } from './reports';
 import type { ChecksReport } from './checks';
 import type { Evidence } from './evidence';
+import type { PlanPartInput } from './plan-parts';
 import { STATUS_QUERY, SUB_TASK_STATES } from './query-names';
 import type { FinishInput, ReviewReport, ReviseInput } from './review';
 import { type GateName, MAX_CHARS, SubTask, boundedText, describeIssues } from './request';
@@ -437,5 +438,17 @@ export const reviseUpdate = defineUpdate<string, [ReviseInput]>('revise');
 /** Ends the review phase: the run ends with its last push. */
 export const finishSignal = defineSignal<[FinishInput]>('finish');
 export const finishUpdate = defineUpdate<string, [FinishInput]>('finish');
+/**
+ * A part of a plan sent in parts (contracts/plan-parts.ts): taken only when its text has the
+ * digest the request names for it. As a query, the part's text (null until it arrived): the
+ * parse activity, and a run that continues this one, read the plan so.
+ */
+export const planPartSignal = defineSignal<[PlanPartInput]>('planPart');
+export const planPartQuery = defineQuery<string | null, [number]>('planPart');
+/**
+ * What a run that rolled over carried (contracts/rollover.ts), a page of its JSON at a time: the
+ * run that continues it reads it so, and its own input names only the run and the page count.
+ */
+export const carryQuery = defineQuery<{ text: string; pages: number }, [{ page: number }]>('carry');
 /** Sent by sub-task workflows to their leader; its name, from before "sub-task", lives in histories. */
 export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');

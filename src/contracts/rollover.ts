@@ -61,5 +61,20 @@ export interface Rollover {
   reports: number;
 }
 
-/** The leader's input: a request, and on a run that continues one that rolled over, what that one carried. */
-export type LeaderInput = LeaderRequestInput & { rollover?: Rollover };
+/**
+ * What a run that rolled over puts in the next one's input: the run, which answers the `carry`
+ * query with the Rollover a page at a time, and how many pages there are (PATCHES.carryByReference;
+ * before it, the Rollover itself was the input).
+ */
+export interface RolloverRef {
+  from: string;
+  count: number;
+  pages: number;
+}
+
+/**
+ * The leader's input: a request (its sub-tasks in it, or named by digest in `planParts` and sent
+ * after: contracts/plan-parts.ts), and on a run that continues one that rolled over, what that one
+ * carried or where to read it.
+ */
+export type LeaderInput = LeaderRequestInput & { planParts?: string[]; rollover?: Rollover | RolloverRef };

@@ -49,6 +49,21 @@ function within(text: string, max: number, fromEnd: boolean): string {
 }
 
 /**
+ * `text` cut, in order, into pieces of at most `max` bytes each once JSON-encoded: a text too
+ * large for one payload (a big plan, a rollover's carry) travels a piece at a time.
+ */
+export function pieces(text: string, max: number): string[] {
+  const out: string[] = [];
+  for (let at = 0; at < text.length;) {
+    const piece = within(text.slice(at, at + max), max, false);
+    if (!piece.length) throw new Error(`pieces: ${max} bytes cannot hold the character at ${at}`);
+    out.push(piece);
+    at += piece.length;
+  }
+  return out.length ? out : [''];
+}
+
+/**
  * `text` as a short excerpt for a report that many sub-tasks add up in one payload: its first and
  * last bytes with a marker between, each end bounded by its size once JSON-encoded. The full
  * text stays in the artifact the report names.

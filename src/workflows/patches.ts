@@ -128,4 +128,10 @@ export const PATCHES = {
     before:
       "a run's whole life is one history, however long it grows (a run of 1,000 sub-tasks holds about 8,000 events of the server's 51,200)",
   },
+  carryByReference: {
+    id: 'carry-by-reference',
+    since: 'issue 19 (wave 7): every payload under 64 KiB at 1,000 sub-tasks',
+    before:
+      "a run that rolls over puts what it carries into the next run's input (241 KiB at 1,000 sub-tasks), not the run and a page count to read it back by the carry query",
+  },
 } as const satisfies Record<string, Patch>;

@@ -11,9 +11,10 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { addSubTask, approve, awaitRun, cancelSubTask, resume } from '../../src/client/index';
+import { addSubTask, approve, awaitRun, cancelSubTask, resume, startRun } from '../../src/client/index';
 import { finish, revise } from '../../src/client/messages';
 import { statusQuery } from '../../src/contracts/messages';
+import { parseLeaderRequest } from '../../src/contracts/request';
 import { TestEnv } from '../support/env';
 import { greetingsRemote, greetingsRequest, renamer } from '../support/greetings';
 import { holdCommand, letGo, processesRunning, waitFor } from '../support/processes';
@@ -27,12 +28,14 @@ const TO_OBJECT = { longs: String, enums: String, bytes: String } as const;
 
 /**
  * Every release's scenarios; from v3 (the living plan) on, a diamond of dependencies and an
- * amended plan too; from v5 on, a best of N and a review round; from v6 on, a run that rolls over.
+ * amended plan too; from v5 on, a best of N and a review round; from v6 on, a run that rolls over;
+ * from v7 on, a plan sent in parts that rolls over (the carry read back by the carry query).
  */
 const SCENARIOS = ['history-gates', 'history-redo', 'history-repair', 'history-spine', 'history-suspend'];
 const LIVING_PLAN = ['history-amend', 'history-diamond'];
 const WAVE_3 = ['history-bestof', 'history-review'];
 const ROLLOVER = ['history-rollover'];
+const PARTS = ['history-parts'];
 const scenariosOf = (release: string) =>
   release < 'v3'
     ? SCENARIOS
@@ -40,11 +43,13 @@ const scenariosOf = (release: string) =>
       ? [...SCENARIOS, ...LIVING_PLAN]
       : release < 'v6'
         ? [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3]
-        : [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3, ...ROLLOVER];
+        : release < 'v7'
+          ? [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3, ...ROLLOVER]
+          : [...SCENARIOS, ...LIVING_PLAN, ...WAVE_3, ...ROLLOVER, ...PARTS];
 
 describe.skipIf(RECORD)('committed histories', () => {
-  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo (and the living plan from v3, best of N and review from v5, a rollover from v6)', () => {
-    expect(releases).toEqual(expect.arrayContaining(['v1', 'v2', 'v3', 'v4', 'v5', 'v6']));
+  it('exist for each release, covering the spine, gates, suspend/resume, repair and redo (and the living plan from v3, best of N and review from v5, a rollover from v6, a plan in parts from v7)', () => {
+    expect(releases).toEqual(expect.arrayContaining(['v1', 'v2', 'v3', 'v4', 'v5', 'v6', 'v7']));
     for (const release of releases) {
       const scenarios = new Set(fixtureHistories(release).map((h) => h.workflowId.split('/')[0]));
       expect([...scenarios].sort(), release).toEqual(scenariosOf(release).sort());
@@ -198,6 +203,19 @@ describe.runIf(RECORD)('recording', () => {
     expect(end.result?.outcome).toBe('pushed');
     await save('rollover', end.workflowId);
     expect(readdirSync(DIR).filter((f) => f.startsWith('rollover.leader-')).length).toBeGreaterThan(0);
+  });
+
+  it('parts', async () => {
+    const r = await greetingsRemote();
+    // Prompts long enough that startRun sends the plan in three parts or more.
+    const plan = ['one', 'two', 'three'].map((id) => ({ ...greet(id), prompt: `greet ${'politely '.repeat(4_000)}` }));
+    const request = parseLeaderRequest(
+      greetingsRequest(r.url, plan, { limits: { maxParallel: 1, historyEvents: 50 } }),
+    );
+    const handle = await startRun(env.client, request, { taskQueue: env.taskQueue, workflowId: 'history-parts' });
+    expect((await awaitRun(handle)).result?.outcome).toBe('pushed');
+    await save('parts', handle.workflowId);
+    expect(readdirSync(DIR).filter((f) => f.startsWith('parts.leader-')).length).toBeGreaterThan(0);
   });
 
   it('review', async () => {

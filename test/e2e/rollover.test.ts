@@ -13,7 +13,7 @@ import { flotilla, holdCommand, letGo, processesRunning, waitFor } from '../supp
 import { countingRemote } from '../support/remotes';
 import { replay } from '../support/replay';
 import { shellRequest, subTask, withGates, writeAgent } from '../support/requests';
-import { waitForStatus } from '../support/runs';
+import { historiesOf, waitForStatus } from '../support/runs';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -75,7 +75,7 @@ describe('rollover', () => {
       'g done',
     ]);
     // Every run of the chain replays against the current workflow code, those that continued as new too.
-    const chain = await runsOf(handle.workflowId);
+    const chain = await historiesOf(env.client, handle.workflowId);
     expect(chain).toHaveLength(status.rollovers! + 1);
     const { replayed, errors } = await replay(chain, 'rollover-chain');
     expect(errors).toEqual([]);
@@ -144,13 +144,3 @@ describe('rollover', () => {
 });
 
 /** The histories of every run of `workflowId`'s chain, last first: each run's start names the run it continues. */
-async function runsOf(workflowId: string) {
-  const chain = [];
-  for (let runId: string | undefined; ;) {
-    const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
-    chain.push({ workflowId, history });
-    const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
-    runId = started?.continuedExecutionRunId || undefined;
-    if (!runId) return chain;
-  }
-}

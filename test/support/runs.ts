@@ -43,6 +43,18 @@ export function payloadSizes(history: History): number[] {
   return sizes;
 }
 
+/** Every history of a run, the latest first back to its first (a run that rolled over has several). */
+export async function historiesOf(client: Client, workflowId: string) {
+  const chain: { workflowId: string; history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>> }[] = [];
+  for (let runId: string | undefined; ;) {
+    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+    chain.push({ workflowId, history });
+    const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+    runId = started?.continuedExecutionRunId || undefined;
+    if (!runId) return chain;
+  }
+}
+
 /** Which kinds of history event carry `needle` in a payload. */
 export function historyHits(history: History, needle: string): string[] {
   const text = (v: unknown): string =>

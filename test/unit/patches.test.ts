@@ -83,6 +83,7 @@ describe('patches', () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.sort()).toEqual([
       'best-of-n',
+      'carry-by-reference',
       'early-stops',
       'host-affinity',
       'integration-sandboxes-kept',

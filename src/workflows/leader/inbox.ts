@@ -51,6 +51,7 @@ import {
   resumeUpdate,
   retrySubTaskSignal,
   retrySubTaskUpdate,
+  planPartSignal,
   pullRequestActivitySignal,
   subTaskProgressSignal,
   finishSignal,
@@ -58,11 +59,13 @@ import {
   reviseSignal,
   reviseUpdate,
 } from '../../contracts/messages';
+import { PlanPartInput } from '../../contracts/plan-parts';
 import type { NotifyEvent } from '../../contracts/request';
 import { FinishInput, ReviseInput } from '../../contracts/review';
 import { clip } from '../../contracts/text';
 import type { workerWorkflow } from '../subtask/subtask';
 import type { Amendable } from './amendments';
+import type { PlanParts } from './plan-parts';
 import type { Reviewable } from './review';
 
 type SubTaskHandle = ChildWorkflowHandle<typeof workerWorkflow>;
@@ -90,6 +93,8 @@ export interface Crew {
   readPullRequest?: () => void;
   /** Tells the request's webhooks (request.notify), when it has any. */
   notify?: (event: NotifyEvent, title: string, commands: string[]) => void;
+  /** The parts of a plan sent in parts (request.planParts), as they arrive. */
+  planParts?: PlanParts;
 }
 
 interface Message<I> {
@@ -106,7 +111,7 @@ interface Message<I> {
 }
 
 const ENDED: SubTaskState[] = ['done', 'failed', 'cancelled', 'dropped'];
-const KNOWN = 'approve, reject, pause, resume, addSubTask, cancelSubTask, retrySubTask, revise, finish';
+const KNOWN = 'approve, reject, pause, resume, addSubTask, cancelSubTask, retrySubTask, revise, finish, planPart';
 
 /** Registers every handler of the leader. Call it before the workflow's first await. */
 export function openInbox(crew: Crew): void {
@@ -121,6 +126,7 @@ export function openInbox(crew: Crew): void {
   inbox.register(inbox.revise());
   inbox.register(inbox.finish());
   setHandler(subTaskProgressSignal, (raw: unknown) => inbox.progress(raw));
+  setHandler(planPartSignal, (raw: unknown) => inbox.planPart(raw));
   // Carries nothing to validate; a run not reading a PR has no reader, and ignores it.
   setHandler(pullRequestActivitySignal, () => crew.readPullRequest?.());
   setDefaultSignalHandler((name: string, ...args: unknown[]) =>
@@ -173,6 +179,15 @@ class Inbox {
       -REFUSALS_KEPT,
     );
     if (gate && status.gate) status.gate.refused = [...status.gate.refused, { by, reason: kept }].slice(-REFUSALS_KEPT);
+  }
+
+  /** A part of the plan (request.planParts): taken if its digest is the one named for it, else refused. */
+  planPart(raw: unknown): void {
+    const parsed = parseMessage(PlanPartInput, raw);
+    if (!parsed.ok) return this.refuse('planPart', raw, parsed.reason);
+    const { planParts } = this.crew;
+    const why = planParts ? planParts.take(parsed.value) : 'this run was not started with planParts';
+    if (why) this.refuse('planPart', raw, why);
   }
 
   private admit<I>(m: Message<I>, raw: unknown): { ok: true; value: I } | { ok: false; reason: string } {

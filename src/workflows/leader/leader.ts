@@ -31,21 +31,24 @@ import { parseRequest } from './request';
 import { Run } from './run';
 import { removeRunMirrors } from './run-mirrors';
 import { ReviewPhase } from './review';
-import { RolloverDue, carriedPlan, planAsGiven, planDiff, readBack, splitInput } from './rollover';
+import { PlanParts } from './plan-parts';
+import { RolloverDue, carriedPlan, lend, planAsGiven, planDiff, readBack, splitInput, takeCarry } from './rollover';
 import { checkIsolation, fetchOracle, push, pushTo, resolveBase, settle } from './steps';
 
 export async function leaderWorkflow(input: LeaderInput): Promise<RunResult> {
   if (!patched(PATCHES.livingPlan.id)) return fixedPlanLeader(input);
   // The status exists, and every handler is registered, before the first await.
-  const run: Run = new Run({ living: true });
+  const parts = PlanParts.of(input);
+  const run: Run = new Run({ living: true, planParts: parts });
   // A refused request fails the workflow with the refusal, before the run has begun.
-  const { request, carry } = splitInput(run, input);
-  const parsed = await parseRequest(request).catch((err: unknown) => run.refuse(request, err));
+  const { request, carried } = splitInput(run, input);
+  const parsed = await parseRequest(request, parts, carried?.from).catch((err: unknown) => run.refuse(request, err));
   run.begin(parsed);
-  if (carry) run.resume(carry);
-  enableAutoResume(run, parsed);
   let rollover: Rollover | undefined;
   try {
+    const carry = carried && (await takeCarry(parsed, carried));
+    if (carry) run.resume(carry);
+    enableAutoResume(run, parsed);
     return await withinDeadline(run, parsed, () => runToThePush(run, parsed, carry));
   } catch (err) {
     if (!(err instanceof RolloverDue)) return run.failed(err);
@@ -58,7 +61,9 @@ export async function leaderWorkflow(input: LeaderInput): Promise<RunResult> {
       await removeRunMirrors(run);
     }
   }
-  return continueAsNew<typeof leaderWorkflow>({ ...request, rollover });
+  // The next run's input stays small: it names this run, which answers the carry query.
+  const carrying = patched(PATCHES.carryByReference.id) ? lend(rollover) : rollover;
+  return continueAsNew<typeof leaderWorkflow>({ ...request, rollover: carrying });
 }
 
 /** The run's steps from the isolation check to the push; a step that fails ends the run. */

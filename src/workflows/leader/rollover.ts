@@ -6,12 +6,14 @@
  * were; it reads every status line and report back from the run it continues, a page at a time,
  * and goes on where that one stopped: no sub-task runs twice, no gate is passed twice.
  */
-import { ApplicationFailure, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, setHandler, workflowInfo } from '@temporalio/workflow';
+import { carryQuery } from '../../contracts/messages';
 import { subTaskOf } from '../../contracts/names';
+import { PART_BYTES, planPartsProblem } from '../../contracts/plan-parts';
 import type { SubTaskReport } from '../../contracts/reports';
-import type { LeaderRequest, LeaderRequestInput, PlannedRequest, SubTask } from '../../contracts/request';
-import type { CarriedEntry, LeaderInput, Rollover } from '../../contracts/rollover';
-import { clip } from '../../contracts/text';
+import type { LeaderRequest, PlannedRequest, SubTask } from '../../contracts/request';
+import type { CarriedEntry, LeaderInput, Rollover, RolloverRef } from '../../contracts/rollover';
+import { clip, pieces } from '../../contracts/text';
 import type { PlanRun } from './plan-run';
 import type { Run } from './run';
 import { hostless } from './steps';
@@ -36,24 +38,60 @@ const REASON_CHARS = 1_000;
 const CARRY_MAX_CHARS = 1.5 * 1024 * 1024;
 
 /**
- * The request and, when this run continues one that rolled over, what it carried. Only Temporal
- * can say a run continues another (a client cannot set continuedFromExecutionRunId), so a
- * `rollover` in a request a client started is refused, naming the field.
+ * The request and, when this run continues one that rolled over, what it carried (or where to
+ * read it). Only Temporal can say a run continues another (a client cannot set
+ * continuedFromExecutionRunId), so a `rollover` in a request a client started is refused, naming
+ * the field; so is a `planParts` that does not name parts (contracts/plan-parts.ts).
  */
-export function splitInput(run: Run, input: LeaderInput): { request: LeaderRequestInput; carry?: Rollover } {
+export function splitInput(run: Run, input: LeaderInput): { request: LeaderInput; carried?: Rollover | RolloverRef } {
   const { rollover, ...request } = (input ?? {}) as LeaderInput;
+  const parts = planPartsProblem(request);
+  if (parts) return run.refuse(input, refusal(parts));
   if (rollover === undefined) return { request: input };
   const from = workflowInfo().continuedFromExecutionRunId;
   if (from && typeof rollover === 'object' && rollover !== null && rollover.from === from)
-    return { request, carry: rollover };
-  const problem = 'rollover: set only by a run that continues as new, never by a request';
-  const refusal = ApplicationFailure.create({
+    return { request, carried: rollover };
+  return run.refuse(input, refusal('rollover: set only by a run that continues as new, never by a request'));
+}
+
+function refusal(problem: string): ApplicationFailure {
+  return ApplicationFailure.create({
     type: 'InvalidRequest',
     message: problem,
     nonRetryable: true,
     details: [{ problems: [problem] }],
   });
-  return run.refuse(input, refusal);
+}
+
+/**
+ * The carry as the next run's input names it (PATCHES.carryByReference): this run answers the
+ * `carry` query with its JSON a page at a time, also once it has closed (a query replays it).
+ */
+export function lend(carry: Rollover): RolloverRef {
+  const texts = pieces(JSON.stringify(carry), PART_BYTES);
+  setHandler(carryQuery, (input) => {
+    const page = typeof input?.page === 'number' ? input.page : 1;
+    return { text: texts[page - 1] ?? '', pages: texts.length };
+  });
+  return { from: carry.from, count: carry.count, pages: texts.length };
+}
+
+/** What the run this one continues carried: its input's, or read back a page at a time from that run. */
+export async function takeCarry(req: LeaderRequest, carried: Rollover | RolloverRef): Promise<Rollover> {
+  if (!('pages' in carried)) return carried;
+  const json = (await pagesOf(req, carried.from, 'carry')).map((p) => p.text ?? '').join('');
+  let carry: Rollover | undefined;
+  try {
+    carry = JSON.parse(json) as Rollover;
+  } catch {
+    carry = undefined;
+  }
+  if (carry?.from === carried.from && carry.count === carried.count) return carry;
+  throw ApplicationFailure.create({
+    type: 'RolloverLost',
+    nonRetryable: true,
+    message: `read back ${json.length} characters of what run ${carried.from} carried, and they are not its carry`,
+  });
 }
 
 /** What a plan run carries into the run that continues it, once nothing runs. */
@@ -136,8 +174,8 @@ export function planAsGiven(req: LeaderRequest): PlanAsGiven {
  * attributes' update in between).
  */
 export async function readBack(run: Run, req: LeaderRequest, carry: Rollover): Promise<void> {
-  run.status.workers = (await pagesOf(req, carry, 'lines')).flatMap((p) => p.lines ?? []);
-  run.result.workers = (await pagesOf(req, carry, 'reports')).flatMap((p) => p.reports ?? []);
+  run.status.workers = (await pagesOf(req, carry.from, 'lines')).flatMap((p) => p.lines ?? []);
+  run.result.workers = (await pagesOf(req, carry.from, 'reports')).flatMap((p) => p.reports ?? []);
   const [lines, reports] = [run.status.workers.length, run.result.workers.length];
   if (lines !== carry.lines || reports !== carry.reports)
     throw ApplicationFailure.create({
@@ -147,12 +185,12 @@ export async function readBack(run: Run, req: LeaderRequest, carry: Rollover): P
     });
 }
 
-/** Every page of the carried run's lines or reports, in order. */
-async function pagesOf(req: LeaderRequest, carry: Rollover, kind: 'lines' | 'reports') {
+/** Every page of the carried run's lines, reports or carry, in order. */
+async function pagesOf(req: LeaderRequest, from: string, kind: 'lines' | 'reports' | 'carry') {
   const pages = [];
   for (let page = 1, count = 1; page <= count; page++) {
-    const summary = `read back the ${kind} of run ${carry.from}, page ${page}`;
-    const got = await hostless(req).rolledOverPage.executeWithOptions({ summary }, [{ runId: carry.from, kind, page }]);
+    const summary = `read back the ${kind} of run ${from}, page ${page}`;
+    const got = await hostless(req).rolledOverPage.executeWithOptions({ summary }, [{ runId: from, kind, page }]);
     pages.push(got);
     count = got.pages;
   }

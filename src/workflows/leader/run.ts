@@ -33,6 +33,7 @@ import { clip } from '../../contracts/text';
 import { PATCHES } from '../patches';
 import { type Crew, openInbox } from './inbox';
 import { Notifier } from './notifier';
+import type { PlanParts } from './plan-parts';
 import { boundedResult, pageOfReports } from './reports';
 import { keepSearchAttributesCurrent } from './visibility';
 
@@ -54,8 +55,11 @@ export class Run {
   /** The request's webhooks (request.notify), on runs that know them. */
   private notifier?: Notifier;
 
-  /** `living`: a living plan, whose sub-tasks people can add, cancel and retry while it runs. */
-  constructor({ living = false } = {}) {
+  /**
+   * `living`: a living plan, whose sub-tasks people can add, cancel and retry while it runs.
+   * `planParts`: the parts of a plan sent in parts, which the inbox takes from the first activation on.
+   */
+  constructor({ living = false, planParts }: { living?: boolean; planParts?: PlanParts } = {}) {
     const info = workflowInfo();
     this.id = info.workflowId;
     // The chain's first run names it: a run that rolled over keeps its refs, mirrors and branch.
@@ -79,7 +83,7 @@ export class Run {
     setHandler(statusQuery, (page) => this.statusNow(page));
     setHandler(reportsQuery, (page) => pageOfReports(this.result.workers, page));
     // People and sub-tasks: every message goes through the inbox.
-    this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false, living };
+    this.crew = { status: this.status, children: new Map(), tokens: new Map(), over: false, living, planParts };
     openInbox(this.crew);
     this.result = {
       outcome: 'failed',
