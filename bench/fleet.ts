@@ -281,6 +281,10 @@ async function main(): Promise<void> {
     ],
     ['largest event after the first', kib(big.largestEvent)],
     ["the first event (the request: the caller's input, and after a rollover what it carried)", kib(big.inputBytes)],
+    [
+      'every event under 64 KiB',
+      Math.max(big.largestEvent, big.inputBytes) < 64 * 1024 ? 'yes' : 'NO: see the two rows above',
+    ],
     ['result', `${big.omitted} of ${N} reports left out of the payload, read back by the reports query`],
     [
       'sub-tasks per host',

@@ -18,6 +18,8 @@ command -v pgrep >/dev/null || missing+=(procps)
 command -v make >/dev/null || missing+=(make)
 command -v curl >/dev/null || missing+=(curl)
 command -v ip >/dev/null || missing+=(iproute2)
+# test/e2e/plan-parts.test.ts runs docs/request.md's example of a plan sent in parts by hand.
+command -v jq >/dev/null || missing+=(jq)
 # test/e2e/connect.test.ts puts a TLS-terminating gRPC proxy (nginx, certificates from openssl) in
 # front of the dev server; test/e2e/deploy.test.ts validates docker-compose.yml.
 command -v nginx >/dev/null || missing+=(nginx)

@@ -6,7 +6,7 @@
  * run's plan (lineage, paths, policy) before they are named under this run's refs.
  */
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import { type WorkflowHandle, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { startedWith } from '../client/continue';
 import { withEveryReport } from '../client/result';
@@ -14,18 +14,21 @@ import { permanent } from '../contracts/failures';
 import {
   STATUS_PAGE_MAX,
   type SubTaskStatus,
-  carryQuery,
-  planPartQuery,
+  handOverQuery,
+  pageOfLines,
   reportsQuery,
   statusQuery,
 } from '../contracts/messages';
+import { PART_BYTES } from '../contracts/plan-parts';
+import type { HandOver } from '../contracts/rollover';
 import { runKeyOf, subTaskOf } from '../contracts/names';
-import { clip } from '../contracts/text';
+import { clip, pieces } from '../contracts/text';
 import type { RunResult, SubTaskReport } from '../contracts/reports';
 import { CommitPolicy } from '../contracts/request';
 import { isAncestor } from '../git/merge';
 import { type StagingRepo, runRef } from '../git/staging';
 import { verifyWork } from '../git/verify';
+import { pageOfReports } from '../workflows/leader/reports';
 import type { ActivityDeps } from './deps';
 
 interface AdoptInput {
@@ -93,32 +96,37 @@ export function continueActivities(deps: ActivityDeps) {
     },
 
     /**
-     * A page of what the run this one rolled over from did (contracts/rollover.ts), as Temporal's
-     * record of that run answers its queries: its status lines, its reports, what it carried
-     * (a page of its JSON) or a part of its plan (request.planParts; `page` is the part's index
-     * plus one). Only a run of this leader's own workflow id is read.
+     * A page of what the run this one rolled over from did (contracts/rollover.ts): its status
+     * lines, its reports, what it carried (a page of its JSON) or a part of its plan
+     * (request.planParts; `page` is the part's index plus one). With `handedOver`, read from that
+     * run's handOver query, once per worker and run (each query of a closed run replays its
+     * history); a run that rolled over before it answers its status and reports queries, a
+     * query per page. Only a run of this leader's own workflow id is read.
      */
-    async rolledOverPage(input: { runId: string; kind: RolledOverKind; page: number }): Promise<RolledOverPage> {
+    async rolledOverPage(input: RolledOverInput): Promise<RolledOverPage> {
       const { client, info } = Context.current();
       const leader = info.workflowExecution;
       if (!leader) throw permanent('InvalidRequest', 'rolledOverPage runs for a leader workflow only');
       const handle = client.workflow.getHandle(leader.workflowId, input.runId);
+      if (input.handedOver) return pageHandedOver(await handedOver(handle, input.runId), input);
       if (input.kind === 'reports') {
         const { reports, pages } = await handle.query(reportsQuery, { page: input.page });
         return { reports, pages };
       }
-      if (input.kind === 'carry') return await handle.query(carryQuery, { page: input.page });
-      if (input.kind === 'planPart') {
-        const text = await handle.query(planPartQuery, input.page - 1);
-        return { ...(text !== null && { text }), pages: input.page };
-      }
+      if (input.kind !== 'lines')
+        throw permanent('InvalidRequest', `rolledOverPage: ${input.kind} is read handed over only`);
       const status = await handle.query(statusQuery, { page: input.page, pageSize: STATUS_PAGE_MAX });
       return { lines: status.workers, pages: status.workersPage?.pages ?? 1 };
     },
   };
 }
 
-type RolledOverKind = 'lines' | 'reports' | 'carry' | 'planPart';
+interface RolledOverInput {
+  runId: string;
+  kind: 'lines' | 'reports' | 'carry' | 'planPart';
+  page: number;
+  handedOver?: boolean;
+}
 
 /** A page of a rolled-over run's status lines, reports, carry or plan part, and how many pages there are. */
 export interface RolledOverPage {
@@ -126,6 +134,47 @@ export interface RolledOverPage {
   reports?: SubTaskReport[];
   text?: string;
   pages: number;
+}
+
+/** The page asked of what a run handed on, cut as the run's own queries would cut it. */
+function pageHandedOver(handOver: HandOver, input: RolledOverInput): RolledOverPage {
+  const { kind, page } = input;
+  if (kind === 'lines') {
+    const { workers, workersPage } = pageOfLines(handOver.lines, { page, pageSize: STATUS_PAGE_MAX });
+    return { lines: workers, pages: workersPage?.pages ?? 1 };
+  }
+  if (kind === 'reports') {
+    const { reports, pages } = pageOfReports(handOver.reports, { page });
+    return { reports, pages };
+  }
+  const texts = kind === 'carry' ? pieces(JSON.stringify(handOver.carry), PART_BYTES) : handOver.parts;
+  return { ...(texts[page - 1] !== undefined && { text: texts[page - 1] }), pages: texts.length };
+}
+
+/** What runs handed on, by run, as this worker read them: the few read back at once. */
+const handOvers = new Map<string, Promise<HandOver>>();
+const HAND_OVERS_KEPT = 4;
+
+function handedOver(handle: WorkflowHandle, runId: string): Promise<HandOver> {
+  const key = `${handle.workflowId}/${runId}`;
+  let read = handOvers.get(key);
+  if (!read) {
+    read = readHandOver(handle);
+    handOvers.set(key, read);
+    read.catch(() => handOvers.delete(key));
+    for (const oldest of handOvers.keys()) if (handOvers.size > HAND_OVERS_KEPT) handOvers.delete(oldest);
+  }
+  return read;
+}
+
+async function readHandOver(handle: WorkflowHandle): Promise<HandOver> {
+  let json = '';
+  for (let page = 1, pages = 1; page <= pages; page++) {
+    const got = await handle.query(handOverQuery, { page });
+    json += got.text;
+    pages = got.pages;
+  }
+  return JSON.parse(json) as HandOver;
 }
 
 /** The failed run's result, as Temporal holds it, and its run key; refused unless it ended without pushing. */

@@ -446,9 +446,11 @@ export const finishUpdate = defineUpdate<string, [FinishInput]>('finish');
 export const planPartSignal = defineSignal<[PlanPartInput]>('planPart');
 export const planPartQuery = defineQuery<string | null, [number]>('planPart');
 /**
- * What a run that rolled over carried (contracts/rollover.ts), a page of its JSON at a time: the
- * run that continues it reads it so, and its own input names only the run and the page count.
+ * What a run that rolled over hands on (contracts/rollover.ts's HandOver: its carry, status lines,
+ * reports and plan parts), a page of its JSON at a time, pages of up to 1 MiB: the run that
+ * continues it reads them through an activity, which asks once per page, not once per 64 KiB,
+ * since each query of a closed run replays its whole history.
  */
-export const carryQuery = defineQuery<{ text: string; pages: number }, [{ page: number }]>('carry');
+export const handOverQuery = defineQuery<{ text: string; pages: number }, [{ page: number }]>('handOver');
 /** Sent by sub-task workflows to their leader; its name, from before "sub-task", lives in histories. */
 export const subTaskProgressSignal = defineSignal<[SubTaskProgress]>('workerProgress');

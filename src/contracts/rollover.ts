@@ -5,9 +5,9 @@
  * sub-task did (its status line, its report) is not carried: the new run reads it, a page at a
  * time, from Temporal's record of the run it continues (that run's queries).
  */
-import type { RunStatus } from './messages';
+import type { RunStatus, SubTaskStatus } from './messages';
 import type { ForgeAddress } from './forge-address';
-import type { ConflictReport, IssueRef, RunResult } from './reports';
+import type { ConflictReport, IssueRef, RunResult, SubTaskReport } from './reports';
 import type { AgentSpec, LeaderRequestInput, SubTask } from './request';
 import type { ReviewComment } from './review';
 
@@ -59,12 +59,23 @@ export interface Rollover {
   /** How many status lines and reports the run had: the new run reads back exactly these. */
   lines: number;
   reports: number;
+  /** Set by the run that took the carry from a RolloverRef: the run it continues answers the handOver query. */
+  handedOver?: true;
+}
+
+/** What a run that rolled over hands on through its handOver query (PATCHES.carryByReference). */
+export interface HandOver {
+  carry: Rollover;
+  lines: SubTaskStatus[];
+  reports: SubTaskReport[];
+  /** The texts of its plan's parts (request.planParts), in order; none for a plan given inline. */
+  parts: string[];
 }
 
 /**
- * What a run that rolled over puts in the next one's input: the run, which answers the `carry`
- * query with the Rollover a page at a time, and how many pages there are (PATCHES.carryByReference;
- * before it, the Rollover itself was the input).
+ * What a run that rolled over puts in the next one's input (PATCHES.carryByReference; before it,
+ * the Rollover itself was the input): the run, which answers the handOver query, and how many
+ * pages of up to 64 KiB its carry takes.
  */
 export interface RolloverRef {
   from: string;

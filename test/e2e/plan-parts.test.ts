@@ -4,15 +4,20 @@
  * only the parts its starter named, reads them back across a rollover, and lands the whole plan;
  * no event of any of its histories holds 64 KiB. Without a server: test/unit/plan-parts.test.ts.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { awaitRun, continueRun, startRun } from '../../src/client/index';
 import { planPartSignal, planQuery, statusQuery } from '../../src/contracts/messages';
 import { digestOf, partsOf } from '../../src/contracts/plan-parts';
 import { parseLeaderRequest } from '../../src/contracts/request';
+import { temporalBinary } from '../../src/temporal/server';
 import { TestEnv } from '../support/env';
+import { run } from '../support/processes';
 import { countingRemote } from '../support/remotes';
 import { historiesOf, payloadSizes } from '../support/runs';
 import { shell, shellRequest, subTask, writeAgent } from '../support/requests';
+import { tempDir } from '../support/temp';
 
 const LIMIT = 64 * 1024;
 
@@ -91,5 +96,39 @@ describe('a plan in parts', () => {
     // p and q were adopted from the failed run: only r's agent ran again.
     expect(end.result?.workers.filter((w) => w.runs > 0).map((w) => w.workerId)).toEqual(['r']);
     expect((await next.query(planQuery)).subTasks.map((t) => t.prompt)).toEqual(request.subTasks!.map((t) => t.prompt));
+  });
+
+  it("docs/request.md's example sends a plan in parts with the Temporal CLI alone, and the run lands it", async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const ids = ['u', 'v', 'w'];
+    const dir = tempDir('plan-parts-cli');
+    const request = shellRequest(remote.url, bigPlan(ids, 3));
+    writeFileSync(path.join(dir, 'request.json'), JSON.stringify(request));
+    const doc = readFileSync('docs/request.md', 'utf8');
+    const example = /```sh\n(jq -cj[^`]*?)```/.exec(doc)?.[1];
+    expect(example).toContain('--name planPart');
+    const workflowId = `plan-parts-cli-${Date.now()}`;
+    // The example as written, on this suite's queue and server, its 500 sub-tasks a part made 2 of 3.
+    const script = example!
+      .replaceAll('[:500]', '[:2]')
+      .replaceAll('[500:]', '[2:]')
+      .replaceAll('--task-queue flotilla', `--task-queue ${env.taskQueue}`)
+      .replaceAll('my-run', workflowId);
+    const temporalDir = path.dirname(temporalBinary());
+    const ran = await run(
+      'bash',
+      ['-euo', 'pipefail', '-c', script],
+      {
+        PATH: `${temporalDir}:${process.env.PATH}`,
+        TEMPORAL_ADDRESS: inject('temporalAddress'),
+      },
+      dir,
+    );
+    expect(ran.err).not.toMatch(/error/i);
+    env.runs.push(workflowId);
+    const end = await awaitRun(env.client.workflow.getHandle(workflowId));
+    expect(end.failureMessage).toBeUndefined();
+    expect(end.result?.outcome).toBe('pushed');
+    for (const id of ids) expect(await remote.show('main', `${id}/greeting.txt`)).toBe(`${id}\n`);
   });
 });

@@ -62,7 +62,7 @@ export async function leaderWorkflow(input: LeaderInput): Promise<RunResult> {
     }
   }
   // The next run's input stays small: it names this run, which answers the carry query.
-  const carrying = patched(PATCHES.carryByReference.id) ? lend(rollover) : rollover;
+  const carrying = patched(PATCHES.carryByReference.id) ? lend(run, rollover, parts) : rollover;
   return continueAsNew<typeof leaderWorkflow>({ ...request, rollover: carrying });
 }
 

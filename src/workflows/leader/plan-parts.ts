@@ -14,11 +14,11 @@ import {
 import { planPartQuery } from '../../contracts/messages';
 
 export class PlanParts {
-  private readonly texts: (string | undefined)[];
+  private readonly held: (string | undefined)[];
 
   private constructor(readonly digests: string[]) {
-    this.texts = digests.map(() => undefined);
-    setHandler(planPartQuery, (part) => (typeof part === 'number' ? (this.texts[part] ?? null) : null));
+    this.held = digests.map(() => undefined);
+    setHandler(planPartQuery, (part) => (typeof part === 'number' ? (this.held[part] ?? null) : null));
   }
 
   /** The parts of a request that names well-formed `planParts`; undefined for any other (splitInput refuses a bad one). */
@@ -35,7 +35,7 @@ export class PlanParts {
       return `part ${part} is not in the plan: the request names ${this.digests.length} part(s) (planParts)`;
     if (digestOf(text) !== this.digests[part])
       return `part ${part}'s text does not have the SHA-256 the request names for it (planParts[${part}])`;
-    this.texts[part] = text;
+    this.held[part] = text;
     return undefined;
   }
 
@@ -62,7 +62,12 @@ export class PlanParts {
     }
   }
 
+  /** Every part's text, in order, once all have arrived. */
+  texts(): string[] {
+    return this.held.map((text) => text ?? '');
+  }
+
   private missing(): number[] {
-    return this.texts.flatMap((text, i) => (text === undefined ? [i] : []));
+    return this.held.flatMap((text, i) => (text === undefined ? [i] : []));
   }
 }

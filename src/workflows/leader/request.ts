@@ -61,7 +61,8 @@ const {
 
 function readPart(from: string, part: number) {
   const summary = `read back part ${part} of the plan of run ${from}`;
-  return rolledOverPage.executeWithOptions({ summary }, [{ runId: from, kind: 'planPart', page: part + 1 }]);
+  const input = { runId: from, kind: 'planPart' as const, page: part + 1, handedOver: true };
+  return rolledOverPage.executeWithOptions({ summary }, [input]);
 }
 
 /** The parsed request of a plan in parts, its sub-tasks read a page at a time. */

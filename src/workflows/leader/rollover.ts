@@ -7,13 +7,14 @@
  * and goes on where that one stopped: no sub-task runs twice, no gate is passed twice.
  */
 import { ApplicationFailure, setHandler, workflowInfo } from '@temporalio/workflow';
-import { carryQuery } from '../../contracts/messages';
+import { handOverQuery } from '../../contracts/messages';
 import { subTaskOf } from '../../contracts/names';
 import { PART_BYTES, planPartsProblem } from '../../contracts/plan-parts';
 import type { SubTaskReport } from '../../contracts/reports';
 import type { LeaderRequest, PlannedRequest, SubTask } from '../../contracts/request';
-import type { CarriedEntry, LeaderInput, Rollover, RolloverRef } from '../../contracts/rollover';
+import type { CarriedEntry, HandOver, LeaderInput, Rollover, RolloverRef } from '../../contracts/rollover';
 import { clip, pieces } from '../../contracts/text';
+import type { PlanParts } from './plan-parts';
 import type { PlanRun } from './plan-run';
 import type { Run } from './run';
 import { hostless } from './steps';
@@ -63,30 +64,40 @@ function refusal(problem: string): ApplicationFailure {
   });
 }
 
+/** Pages of the handOver query: a query of a closed run replays it, once per page, so they are large. */
+const HAND_OVER_PAGE_BYTES = 1024 * 1024;
+
 /**
  * The carry as the next run's input names it (PATCHES.carryByReference): this run answers the
- * `carry` query with its JSON a page at a time, also once it has closed (a query replays it).
+ * handOver query with what it hands on (the carry, its status lines and reports, its plan's
+ * parts), also once it has closed (a query replays it).
  */
-export function lend(carry: Rollover): RolloverRef {
-  const texts = pieces(JSON.stringify(carry), PART_BYTES);
-  setHandler(carryQuery, (input) => {
+export function lend(run: Run, carry: Rollover, parts?: PlanParts): RolloverRef {
+  const handOver: HandOver = {
+    carry,
+    lines: run.status.workers,
+    reports: run.result.workers,
+    parts: parts?.texts() ?? [],
+  };
+  const texts = pieces(JSON.stringify(handOver), HAND_OVER_PAGE_BYTES);
+  setHandler(handOverQuery, (input) => {
     const page = typeof input?.page === 'number' ? input.page : 1;
     return { text: texts[page - 1] ?? '', pages: texts.length };
   });
-  return { from: carry.from, count: carry.count, pages: texts.length };
+  return { from: carry.from, count: carry.count, pages: pieces(JSON.stringify(carry), PART_BYTES).length };
 }
 
 /** What the run this one continues carried: its input's, or read back a page at a time from that run. */
 export async function takeCarry(req: LeaderRequest, carried: Rollover | RolloverRef): Promise<Rollover> {
   if (!('pages' in carried)) return carried;
-  const json = (await pagesOf(req, carried.from, 'carry')).map((p) => p.text ?? '').join('');
+  const json = (await pagesOf(req, carried.from, 'carry', true)).map((p) => p.text ?? '').join('');
   let carry: Rollover | undefined;
   try {
     carry = JSON.parse(json) as Rollover;
   } catch {
     carry = undefined;
   }
-  if (carry?.from === carried.from && carry.count === carried.count) return carry;
+  if (carry?.from === carried.from && carry.count === carried.count) return { ...carry, handedOver: true };
   throw ApplicationFailure.create({
     type: 'RolloverLost',
     nonRetryable: true,
@@ -174,8 +185,9 @@ export function planAsGiven(req: LeaderRequest): PlanAsGiven {
  * attributes' update in between).
  */
 export async function readBack(run: Run, req: LeaderRequest, carry: Rollover): Promise<void> {
-  run.status.workers = (await pagesOf(req, carry.from, 'lines')).flatMap((p) => p.lines ?? []);
-  run.result.workers = (await pagesOf(req, carry.from, 'reports')).flatMap((p) => p.reports ?? []);
+  const handedOver = carry.handedOver === true;
+  run.status.workers = (await pagesOf(req, carry.from, 'lines', handedOver)).flatMap((p) => p.lines ?? []);
+  run.result.workers = (await pagesOf(req, carry.from, 'reports', handedOver)).flatMap((p) => p.reports ?? []);
   const [lines, reports] = [run.status.workers.length, run.result.workers.length];
   if (lines !== carry.lines || reports !== carry.reports)
     throw ApplicationFailure.create({
@@ -185,12 +197,16 @@ export async function readBack(run: Run, req: LeaderRequest, carry: Rollover): P
     });
 }
 
-/** Every page of the carried run's lines, reports or carry, in order. */
-async function pagesOf(req: LeaderRequest, from: string, kind: 'lines' | 'reports' | 'carry') {
+/**
+ * Every page of the carried run's lines, reports or carry, in order; `handedOver`: that run
+ * answers the handOver query (else, a run that rolled over before it, its status and reports queries).
+ */
+async function pagesOf(req: LeaderRequest, from: string, kind: 'lines' | 'reports' | 'carry', handedOver: boolean) {
   const pages = [];
   for (let page = 1, count = 1; page <= count; page++) {
     const summary = `read back the ${kind} of run ${from}, page ${page}`;
-    const got = await hostless(req).rolledOverPage.executeWithOptions({ summary }, [{ runId: from, kind, page }]);
+    const input = { runId: from, kind, page, ...(handedOver && { handedOver }) };
+    const got = await hostless(req).rolledOverPage.executeWithOptions({ summary }, [input]);
     pages.push(got);
     count = got.pages;
   }
