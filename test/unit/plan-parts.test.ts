@@ -5,8 +5,11 @@
  */
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { runMetadata } from '../../src/client/start';
 import { PART_BYTES, digestOf, partsOf, planOf, planPartsProblem } from '../../src/contracts/plan-parts';
+import { parseLeaderRequest } from '../../src/contracts/request';
 import { pieces } from '../../src/contracts/text';
+import { shell, shellRequest } from '../support/requests';
 
 const jsonBytes = (text: string) => Buffer.byteLength(JSON.stringify(text));
 
@@ -69,5 +72,22 @@ describe('pieces', () => {
     }
     expect(got.length).toBeGreaterThan(text.length / 4096);
     expect(pieces('', 10)).toEqual(['']);
+  });
+});
+
+describe("the Web UI's details of a run", () => {
+  it('list the first 50 sub-tasks of a large plan and count the rest, well under one payload', () => {
+    const subTasks = Array.from({ length: 1000 }, (_, i) => ({
+      id: `t${i}`,
+      prompt: `do ${i}\n${'x'.repeat(500)}`,
+      ownedPaths: [`t${i}`],
+      agent: shell('true'),
+    }));
+    const request = parseLeaderRequest(shellRequest('/tmp/r.git', subTasks));
+    const { staticDetails } = runMetadata(request);
+    expect(staticDetails).toContain('- **t49**: do 49');
+    expect(staticDetails).not.toContain('**t50**');
+    expect(staticDetails).toContain("- … and 950 more (the run's `plan` query lists them all)");
+    expect(Buffer.byteLength(staticDetails)).toBeLessThan(8 * 1024);
   });
 });
