@@ -61,7 +61,7 @@ export async function leaderWorkflow(input: LeaderInput): Promise<RunResult> {
       await removeRunMirrors(run);
     }
   }
-  // The next run's input stays small: it names this run, which answers the carry query.
+  // The next run's input stays small: it names this run, which answers the handOver query.
   const carrying = patched(PATCHES.carryByReference.id) ? lend(run, rollover, parts) : rollover;
   return continueAsNew<typeof leaderWorkflow>({ ...request, rollover: carrying });
 }

@@ -49,7 +49,7 @@ export class PlanParts {
       nonRetryable: true,
       message:
         `planParts: ${missing.length} of ${this.digests.length} part(s) did not arrive within ${PLAN_PARTS_WAIT} ` +
-        `(parts ${missing.join(', ')}); each comes in a planPart signal, which \`flotilla run\` sends`,
+        `(parts ${missing.join(', ')}); each comes in a planPart signal, which \`flotilla start\` sends`,
     });
   }
 
