@@ -92,6 +92,9 @@ describe('a corpus of bad messages', () => {
         /does not come from that worker/,
       ],
       ['aprove', '{"gate":"plan"}', /unknown signal "aprove"/],
+      // A part of a plan to a run that was not started with planParts, and one that is no part at all.
+      ['planPart', '{"part":0,"text":"[{\\"id\\":\\"evil\\"}]"}', /this run was not started with planParts/],
+      ['planPart', '{"part":-1,"text":7}', /part: Too small.*text: expected string/],
     ];
 
     // As updates: each is refused to the caller, with the reason.
@@ -124,6 +127,8 @@ describe('a corpus of bad messages', () => {
     expect(JSON.stringify(s).length).toBeLessThan(32 * 1024);
     expect(s.refusals.every((r) => r.by.length <= 100 && r.reason.length < 400)).toBe(true);
     expect(refusalsMatching(s, 'resume', /addBudgetUsd: expected number, got null/)).toHaveLength(2);
+    expect(refusalsMatching(s, 'planPart', /this run was not started with planParts/)).toHaveLength(1);
+    expect(refusalsMatching(s, 'planPart', /part: Too small.*text: expected string/)).toHaveLength(1);
     expect(
       refusalsMatching(s, 'approve', /by: is 50000 characters; at most 100; comment: is 1900000 characters/),
     ).toHaveLength(1);
