@@ -70,6 +70,19 @@ describe('a plan in parts', () => {
     for (const { history } of chain) expect(Math.max(...payloadSizes(history))).toBeLessThan(LIMIT);
   });
 
+  it('a request whose planParts name no parts, or come beside subTasks, is refused naming the field', async () => {
+    const remote = await countingRemote({ 'README.md': 'x\n' });
+    const request = shellRequest(remote.url, [subTask('a', writeAgent('a/greeting.txt', 'a'))]);
+    const { subTasks: _given, ...head } = request;
+    const notDigests = await awaitRun(await env.start({ ...head, planParts: [digestOf('[]'), 'abc'] }));
+    expect(notDigests.failureMessage).toContain('planParts[1]: is not a SHA-256 digest (64 lowercase hex digits)');
+    const both = await awaitRun(await env.start({ ...request, planParts: [digestOf('[]')] }));
+    expect(both.failureMessage).toContain(
+      'planParts: a request lists its sub-tasks in subTasks or names them in planParts, not both',
+    );
+    expect(remote.pushes()).toBe(0);
+  });
+
   it('startRun sends a large plan in parts, and flotilla continue runs a failed one with its whole plan', async () => {
     const remote = await countingRemote({ 'README.md': 'x\n' });
     // r, once p and q are in, fails unless it is told it failed in the run this one continues.

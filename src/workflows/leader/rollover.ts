@@ -35,7 +35,7 @@ const NOTE_CHARS = 4_000;
 const NOTES_CHARS = 64 * 1024;
 /** Characters a carried sub-task's reason keeps (the status line shows fewer). */
 const REASON_CHARS = 1_000;
-/** The most the next history's input may be: 1.5 MiB, under the server's 2 MiB for one payload. */
+/** The most a rollover hands on: 1.5 MiB, under the server's 2 MiB for one payload (see carryFits). */
 const CARRY_MAX_CHARS = 1.5 * 1024 * 1024;
 
 /**
@@ -141,10 +141,12 @@ export function carryOf(p: PlanRun): Rollover {
 }
 
 /**
- * Whether the next history's input (the plan, about the request's size, and the carry) stays well
- * under the server's 2 MiB payload limit: a continue-as-new it refused would fail every workflow
- * task after it. A run whose carry would not fit goes on in this history (it is still far from
- * the server's history limit when limits.historyEvents is).
+ * Whether what the run hands on (the plan, about the request's size, and the carry) stays well
+ * under the server's 2 MiB payload limit. Before PATCHES.carryByReference it was the next
+ * history's input, and a continue-as-new the server refused would fail every workflow task after
+ * it; since, it is read back by page, and the bound keeps that read-back (and the handOver query's
+ * pages) small, as runs in flight decided with it. A run whose carry would not fit goes on in
+ * this history (it is still far from the server's history limit when limits.historyEvents is).
  */
 export function carryFits(plan: PlannedRequest, carry: Rollover): boolean {
   return JSON.stringify(plan).length + JSON.stringify(carry).length <= CARRY_MAX_CHARS;
