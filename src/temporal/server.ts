@@ -202,6 +202,14 @@ export async function ensureTemporal(opts: EmbeddedOptions): Promise<TemporalTar
       String(httpPort),
       '--db-filename',
       path.join(dir, 'dev.db'),
+      // SQLite's defaults (a rollback journal, synchronous=FULL) sync the disk several times for
+      // every write the server makes. A write-ahead log synced only at checkpoints keeps every
+      // committed write through a crash of the server or of the worker (the SQLite docs: only a
+      // power loss or an OS crash may take the last ones back), and spares the disk.
+      '--sqlite-pragma',
+      'journal_mode=wal',
+      '--sqlite-pragma',
+      'synchronous=normal',
       '--namespace',
       namespace(),
       '--log-level',
