@@ -134,6 +134,7 @@ async function main(): Promise<void> {
       });
       let steps: string[] = [];
       let before: string[] = [];
+      let collect: number | undefined;
       const run = async (url: string, n: number): Promise<number | undefined> => {
         const handle = await client.workflow.start('leaderWorkflow', {
           taskQueue,
@@ -146,6 +147,7 @@ async function main(): Promise<void> {
         const taken = await phases(client, handle);
         steps = [...(taken.span ? [taken.span] : []), ...taken.steps];
         before = taken.before;
+        collect = taken.collect;
         return taken.integrate;
       };
       await run(warm, 2);
@@ -156,7 +158,7 @@ async function main(): Promise<void> {
       await w.stop();
       const p = straceFile ? countProcesses(straceFile, from) : undefined;
       console.log(
-        `${build.padEnd(5)} wall ${secs.toFixed(2)} s, integration ${integrate?.toFixed(2) ?? '-'} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
+        `${build.padEnd(5)} wall ${secs.toFixed(2)} s, integration ${integrate?.toFixed(2) ?? '-'} s, collectWork ${collect?.toFixed(2) ?? '-'} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
           `peak RSS ${(rss / 1e6).toFixed(0)} MB${p ? `, ${p.execs} execs / ${p.forks} forks (${(p.execs / subTasks).toFixed(1)} programs per sub-task)` : ''}`,
       );
       if (p) console.log(`      programs: ${p.programs.map(([name, n]) => `${name} ${n}`).join(', ')}`);

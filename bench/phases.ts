@@ -9,7 +9,8 @@ type Named = { activityType?: { name?: string }; workflowType?: { name?: string 
 const activityOf = (e: HistoryEvent) => (e.activityTaskScheduledEventAttributes as Named)?.activityType?.name;
 
 /**
- * Phase times of a finished run from its histories: seeding (first worker) and integration (the
+ * Phase times of a finished run from its histories: seeding and collecting the work of the first
+ * worker to end (scheduled to completed), and integration (the
  * last sub-task workflow's end to the push being scheduled; other children, such as the keeper
  * of the integration's sandboxes, do not count), and the activities scheduled in that span:
  * each one's offset from its start and how long it took to complete.
@@ -17,7 +18,14 @@ const activityOf = (e: HistoryEvent) => (e.activityTaskScheduledEventAttributes 
 export async function phases(
   client: Client,
   handle: WorkflowHandle,
-): Promise<{ seed?: number; integrate?: number; steps: string[]; before: string[]; span?: string }> {
+): Promise<{
+  seed?: number;
+  collect?: number;
+  integrate?: number;
+  steps: string[];
+  before: string[];
+  span?: string;
+}> {
   const events = ((await handle.fetchHistory()).events ?? []) as unknown as HistoryEvent[];
   const childDone = events.filter(
     (e) => (e.childWorkflowExecutionCompletedEventAttributes as Named)?.workflowType?.name === 'workerWorkflow',
@@ -35,15 +43,21 @@ export async function phases(
       : undefined;
   const first = childDone[0]?.childWorkflowExecutionCompletedEventAttributes as
     { workflowExecution?: { workflowId?: string } } | undefined;
-  let seed: number | undefined;
+  let [seed, collect]: (number | undefined)[] = [];
   if (first?.workflowExecution?.workflowId) {
     const child = ((await client.workflow.getHandle(first.workflowExecution.workflowId).fetchHistory()).events ??
       []) as unknown as HistoryEvent[];
-    const i = child.findIndex((e) => activityOf(e) === 'seedWorkspace');
-    const done = child.slice(i).find((e) => e.activityTaskCompletedEventAttributes);
-    if (i >= 0 && done) seed = at(done) - at(child[i]);
+    seed = activityTime(child, 'seedWorkspace');
+    collect = activityTime(child, 'collectWork');
   }
-  return { seed, integrate, steps, before, span };
+  return { seed, collect, integrate, steps, before, span };
+}
+
+/** Seconds from the first `name` activity being scheduled to its completion; undefined without one. */
+function activityTime(events: HistoryEvent[], name: string): number | undefined {
+  const i = events.findIndex((e) => activityOf(e) === name);
+  const done = i >= 0 ? events.slice(i).find((e) => e.activityTaskCompletedEventAttributes) : undefined;
+  return done ? at(done) - at(events[i]) : undefined;
 }
 
 /** "name +offset duration" for each activity scheduled between `from` and `to` (seconds). */

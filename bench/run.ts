@@ -217,6 +217,7 @@ async function main(): Promise<void> {
         async () => {
           const r = await flotilla(small.url, P.fanout, P.agentS);
           add('fanout', r.seconds);
+          add('collect', r.collect);
           resultBytesPerWorker = r.bytes / P.fanout;
         },
         async () => script('fanout', P.fanout),
@@ -308,6 +309,15 @@ async function main(): Promise<void> {
   row(`each extra sub-task (${P.fanout} -> ${P.more})`, fmt(extraF), fmt(extraB), '-', '<= 0.1 s', extraF <= 0.1);
   pair('seed', `seeding one sandbox (${P.files} files) vs \`git worktree add\``, 1.1);
   pair('integrate', "integration of 4 workers vs the script's merge + test + push", 3);
+  const collect = m.collect?.f ?? [];
+  row(
+    `collectWork of a one-file commit (the first of ${P.fanout} sub-tasks to end)`,
+    collect.length ? `${fmt(min(collect))} / ${fmt(median(collect))}` : '-',
+    '-',
+    '-',
+    '<= 0.2 s',
+    collect.length ? median(collect) <= 0.2 : undefined,
+  );
   row(
     'worker memory (peak RSS of the worker process, VmHWM)',
     fmt(peakRss / 1e6, ' MB'),
