@@ -363,12 +363,12 @@ async function main(): Promise<void> {
   );
   if (spawned)
     row(
-      `processes per run of ${P.perRun} sub-tasks (strace: execs / forks)`,
-      `${spawned.execs} / ${spawned.forks}`,
+      `processes per run of ${P.perRun} sub-tasks (strace: execs / forks; programs per sub-task)`,
+      `${spawned.execs} / ${spawned.forks}; ${(spawned.execs / P.perRun).toFixed(1)}`,
       '-',
       '-',
-      '-',
-      undefined,
+      '<= 20 programs per sub-task',
+      spawned.execs / P.perRun <= 20,
     );
   row(
     'worker ready (`node dist/worker.js` until its queue is polled)',
