@@ -135,6 +135,7 @@ async function main(): Promise<void> {
       let steps: string[] = [];
       let before: string[] = [];
       let collect: number | undefined;
+      let starts: { perChild: number; leaderWait: number } | undefined;
       const run = async (url: string, n: number): Promise<number | undefined> => {
         const handle = await client.workflow.start('leaderWorkflow', {
           taskQueue,
@@ -148,6 +149,7 @@ async function main(): Promise<void> {
         steps = [...(taken.span ? [taken.span] : []), ...taken.steps];
         before = taken.before;
         collect = taken.collect;
+        starts = taken.starts;
         return taken.integrate;
       };
       await run(warm, 2);
@@ -161,6 +163,10 @@ async function main(): Promise<void> {
         `${build.padEnd(5)} wall ${secs.toFixed(2)} s, integration ${integrate?.toFixed(2) ?? '-'} s, collectWork ${collect?.toFixed(2) ?? '-'} s, worker CPU ${(cpu1.self - cpu0.self).toFixed(2)} s, its children ${(cpu1.children - cpu0.children).toFixed(2)} s, ` +
           `peak RSS ${(rss / 1e6).toFixed(0)} MB${p ? `, ${p.execs} execs / ${p.forks} forks (${(p.execs / subTasks).toFixed(1)} programs per sub-task)` : ''}`,
       );
+      if (starts)
+        console.log(
+          `      sub-task workflows started ${(starts.perChild * 1000).toFixed(0)} ms apart; the leader waited up to ${starts.leaderWait.toFixed(2)} s for a workflow task meanwhile`,
+        );
       if (p) console.log(`      programs: ${p.programs.map(([name, n]) => `${name} ${n}`).join(', ')}`);
       if (values.steps) {
         console.log(`      while the sub-tasks ran: ${before.join(', ')}`);

@@ -25,6 +25,7 @@ export async function phases(
   steps: string[];
   before: string[];
   span?: string;
+  starts?: { perChild: number; leaderWait: number };
 }> {
   const events = ((await handle.fetchHistory()).events ?? []) as unknown as HistoryEvent[];
   const childDone = events.filter(
@@ -50,7 +51,34 @@ export async function phases(
     seed = activityTime(child, 'seedWorkspace');
     collect = activityTime(child, 'collectWork');
   }
-  return { seed, collect, integrate, steps, before, span };
+  return { seed, collect, integrate, steps, before, span, starts: childStarts(events) };
+}
+
+/**
+ * How the sub-tasks' workflows started (issue 19, item 3): seconds from the first start the leader
+ * asked for to the last one the server recorded, per sub-task after the first; and the longest a
+ * leader's workflow task waited to start (scheduled to started) in that span, which is how long
+ * the leader was held behind its children.
+ */
+function childStarts(events: HistoryEvent[]): { perChild: number; leaderWait: number } | undefined {
+  const asked = events.filter(
+    (e) => (e.startChildWorkflowExecutionInitiatedEventAttributes as Named)?.workflowType?.name === 'workerWorkflow',
+  );
+  const started = events.filter(
+    (e) => (e.childWorkflowExecutionStartedEventAttributes as Named)?.workflowType?.name === 'workerWorkflow',
+  );
+  if (asked.length < 2 || started.length < asked.length) return undefined;
+  const [from, to] = [at(asked[0]), at(started[asked.length - 1])];
+  const scheduledAt = new Map<string, number>();
+  let leaderWait = 0;
+  for (const e of events) {
+    if (e.workflowTaskScheduledEventAttributes) scheduledAt.set(String(e.eventId), at(e));
+    const begun = e.workflowTaskStartedEventAttributes as { scheduledEventId?: unknown } | undefined;
+    const scheduled = begun && scheduledAt.get(String(begun.scheduledEventId));
+    if (scheduled !== undefined && scheduled >= from && scheduled <= to)
+      leaderWait = Math.max(leaderWait, at(e) - scheduled);
+  }
+  return { perChild: (to - from) / (asked.length - 1), leaderWait };
 }
 
 /** Seconds from the first `name` activity being scheduled to its completion; undefined without one. */

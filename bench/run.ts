@@ -218,12 +218,17 @@ async function main(): Promise<void> {
           const r = await flotilla(small.url, P.fanout, P.agentS);
           add('fanout', r.seconds);
           add('collect', r.collect);
+          add('starts', r.starts?.perChild, r.starts?.leaderWait);
           resultBytesPerWorker = r.bytes / P.fanout;
         },
         async () => script('fanout', P.fanout),
       ],
       [
-        async () => add('more', (await flotilla(small.url, P.more, P.agentS)).seconds),
+        async () => {
+          const r = await flotilla(small.url, P.more, P.agentS);
+          add('more', r.seconds);
+          add('startsMore', r.starts?.perChild, r.starts?.leaderWait);
+        },
         async () => script('more', P.more),
       ],
       [
@@ -309,6 +314,17 @@ async function main(): Promise<void> {
   row(`each extra sub-task (${P.fanout} -> ${P.more})`, fmt(extraF), fmt(extraB), '-', '<= 0.1 s', extraF <= 0.1);
   pair('seed', `seeding one sandbox (${P.files} files) vs \`git worktree add\``, 1.1);
   pair('integrate', "integration of 4 workers vs the script's merge + test + push", 3);
+  // Item 3: the per-child cost of starting the sub-tasks' workflows must not grow with N ("b" holds
+  // the leader's longest wait for a workflow task while they started).
+  const [atFew, atMore] = [m.starts, m.startsMore];
+  row(
+    `sub-task workflows started, per sub-task, at ${P.fanout} / ${P.more} (the leader's longest wait meanwhile)`,
+    atFew?.f.length && atMore?.f.length ? `${fmt(median(atFew.f))} / ${fmt(median(atMore.f))}` : '-',
+    atFew?.b.length && atMore?.b.length ? `(${fmt(median(atFew.b))} / ${fmt(median(atMore.b))})` : '-',
+    '-',
+    'no growth with N',
+    atFew?.f.length && atMore?.f.length ? median(atMore.f) <= median(atFew.f) * 1.1 : undefined,
+  );
   const collect = m.collect?.f ?? [];
   row(
     `collectWork of a one-file commit (the first of ${P.fanout} sub-tasks to end)`,
