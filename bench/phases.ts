@@ -55,20 +55,31 @@ export async function phases(
 }
 
 /**
- * How the sub-tasks' workflows started (issue 19, item 3): seconds from the first start the leader
- * asked for to the last one the server recorded, per sub-task after the first; and the longest a
- * leader's workflow task waited to start (scheduled to started) in that span, which is how long
- * the leader was held behind its children.
+ * How the sub-tasks' workflows started (issue 19, item 3), for those the leader asked for in one
+ * workflow task (the first ones: later ones wait for a slot under limits.maxParallel): seconds
+ * from that task's first start to the last of them the server recorded, per sub-task after the
+ * first; and the longest a leader's workflow task waited to start (scheduled to started) in that
+ * span, which is how long the leader was held behind its children.
  */
 function childStarts(events: HistoryEvent[]): { perChild: number; leaderWait: number } | undefined {
-  const asked = events.filter(
+  const first = events.findIndex(
     (e) => (e.startChildWorkflowExecutionInitiatedEventAttributes as Named)?.workflowType?.name === 'workerWorkflow',
   );
-  const started = events.filter(
-    (e) => (e.childWorkflowExecutionStartedEventAttributes as Named)?.workflowType?.name === 'workerWorkflow',
+  // A workflow task's commands are recorded together, before the next task starts.
+  const nextTask = events.findIndex((e, i) => i > first && e.workflowTaskStartedEventAttributes);
+  const burst = new Set(
+    events
+      .slice(first, nextTask < 0 ? undefined : nextTask)
+      .filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes)
+      .map((e) => String(e.eventId)),
   );
-  if (asked.length < 2 || started.length < asked.length) return undefined;
-  const [from, to] = [at(asked[0]), at(started[asked.length - 1])];
+  const started = events.filter((e) =>
+    burst.has(
+      String((e.childWorkflowExecutionStartedEventAttributes as { initiatedEventId?: unknown })?.initiatedEventId),
+    ),
+  );
+  if (first < 0 || burst.size < 2 || started.length < burst.size) return undefined;
+  const [from, to] = [at(events[first]), Math.max(...started.map(at))];
   const scheduledAt = new Map<string, number>();
   let leaderWait = 0;
   for (const e of events) {
@@ -78,7 +89,7 @@ function childStarts(events: HistoryEvent[]): { perChild: number; leaderWait: nu
     if (scheduled !== undefined && scheduled >= from && scheduled <= to)
       leaderWait = Math.max(leaderWait, at(e) - scheduled);
   }
-  return { perChild: (to - from) / (asked.length - 1), leaderWait };
+  return { perChild: (to - from) / (burst.size - 1), leaderWait };
 }
 
 /** Seconds from the first `name` activity being scheduled to its completion; undefined without one. */
