@@ -6,7 +6,7 @@
  * made. Each round also times bench/baseline.sh's merge + test + push of as many sub-tasks on
  * the same repository.
  *
- *   npx tsx bench/compare.ts OTHER/dist/worker.js [--files 20000] [--sub-tasks 4] [--rounds 2] [--agent-s 0] [--strace] [--steps]
+ *   npx tsx bench/compare.ts OTHER/dist/worker.js [--files 20000] [--sub-tasks 4] [--rounds 2] [--agent-s 0] [--parallel N] [--strace] [--steps]
  *
  * --agent-s: each agent sleeps that long first (by default its work takes no time, so the
  * sub-tasks' phase is all Flotilla's own). --steps also prints the leader's activities while the
@@ -39,11 +39,13 @@ const { values, positionals } = parseArgs({
     strace: { type: 'boolean' },
     steps: { type: 'boolean' },
     'agent-s': { type: 'string', default: '0' },
+    // Sub-tasks at once (limits.maxParallel); the request's default when not given.
+    parallel: { type: 'string' },
   },
 });
 if (positionals.length !== 1)
   throw new Error(
-    'usage: npx tsx bench/compare.ts OTHER/dist/worker.js [--files N] [--sub-tasks N] [--rounds N] [--agent-s S] [--strace] [--steps]',
+    'usage: npx tsx bench/compare.ts OTHER/dist/worker.js [--files N] [--sub-tasks N] [--rounds N] [--agent-s S] [--parallel N] [--strace] [--steps]',
   );
 const builds: Record<string, string> = {
   other: path.resolve(positionals[0]),
@@ -80,6 +82,7 @@ const request = (url: string, n: number): LeaderRequestInput => ({
   objective: 'compare',
   repo: { url, baseRef: 'main', targetRef: `compare-${newRunId()}` },
   testCmd: 'true',
+  ...(values.parallel && { limits: { maxParallel: Number(values.parallel) } }),
   subTasks: Array.from({ length: n }, (_, i) => ({
     id: `t${i}`,
     prompt: 'compare',
